@@ -1,0 +1,286 @@
+/*
+ * ntx provider-wide definitions: the provider object, parameters, logging,
+ * endpoint names and the libfabric API objects (DESIGN §2, top layer).
+ * Engine classes live in ntx_engine.h, back ends behind ntx_backend.h.
+ */
+#ifndef NTX_H
+#define NTX_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#include "ntx/ntx_list.h"
+
+#define NTX_PROV_NAME "ntx"
+#define NTX_PROV_VERSION FI_VERSION(0, 1)
+#define NTX_FI_VERSION FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+#define NTX_FABRIC_NAME "ntx"
+#define NTX_DOMAIN_SHM "shm"
+
+#define NTX_CACHELINE 64
+
+#define ntx_container_of(ptr, type, field) \
+	((type *)((char *)(ptr) - offsetof(type, field)))
+
+extern struct fi_provider ntx_prov;
+
+#define NTX_WARN(subsys, ...) FI_WARN(&ntx_prov, subsys, __VA_ARGS__)
+#define NTX_INFO(subsys, ...) FI_INFO(&ntx_prov, subsys, __VA_ARGS__)
+#define NTX_DBG(subsys, ...) FI_DBG(&ntx_prov, subsys, __VA_ARGS__)
+
+/* ---- parameters (defined and read in ntx_param.c only) ------------------- */
+struct ntx_params {
+	size_t eager_max;      /* largest message sent inline in ring entries */
+	size_t ring_entries;   /* entries per receive ring (power of two) */
+	size_t max_peers;      /* ring slots per endpoint window */
+	int shm_cma;           /* single-copy bulk moves with process_vm_readv */
+	int peer_check_ms;     /* period of the liveness check of peers */
+	size_t cq_size;        /* default CQ depth */
+	size_t min_multi_recv; /* default FI_OPT_MIN_MULTI_RECV */
+};
+extern struct ntx_params ntx_params;
+void ntx_params_init(void);
+
+/* ---- endpoint names (wire format: fixed width, no pointers) ------------- */
+#define NTX_ADDR_MAGIC 0x4e545841u /* "NTXA" */
+#define NTX_ADDR_VERSION 1
+#define NTX_ADDR_STRLEN 96
+
+struct ntx_addr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t flags;   /* NTX_ADDR_F_* */
+	uint64_t host;    /* host identity: hash of the boot id */
+	uint32_t pid;     /* process holding the window */
+	int32_t win_fd;   /* fd of the window memfd in that process */
+	uint32_t ep_id;   /* endpoint number within the process */
+	uint32_t service; /* service number when one was given, else 0 */
+	uint64_t epoch;   /* endpoint incarnation, random */
+};
+_Static_assert(sizeof(struct ntx_addr) == 40, "ntx_addr is a wire format");
+
+#define NTX_ADDR_F_UNBOUND 1 /* name from fi_getinfo, no window yet */
+
+uint64_t ntx_host_id(void);
+bool ntx_addr_valid(const struct ntx_addr *a);
+bool ntx_addr_same_ep(const struct ntx_addr *a, const struct ntx_addr *b);
+int ntx_addr_to_str(const struct ntx_addr *a, char *buf, size_t len);
+int ntx_addr_from_str(const char *s, struct ntx_addr *a);
+uint64_t ntx_random64(void);
+
+/* ---- getinfo --------------------------------------------------------------- */
+int ntx_getinfo(uint32_t version, const char *node, const char *service,
+		uint64_t flags, const struct fi_info *hints, struct fi_info **info);
+extern const struct fi_tx_attr ntx_tx_attr;
+extern const struct fi_rx_attr ntx_rx_attr;
+
+/* ---- common object helpers --------------------------------------------- */
+struct ntx_fabric {
+	struct fid_fabric fab;
+	atomic_int ref;
+};
+
+struct ntx_wait;
+
+/* A counter of users so that close can return -FI_EBUSY. */
+static inline void ntx_ref_get(atomic_int *r) { atomic_fetch_add(r, 1); }
+static inline void ntx_ref_put(atomic_int *r) { atomic_fetch_sub(r, 1); }
+
+/* ---- signal: an eventfd that becomes readable when an object has news --- */
+struct ntx_signal {
+	int fd;
+	atomic_bool armed; /* a waiter or an fd user exists: raise writes */
+};
+int ntx_signal_open(struct ntx_signal *s);
+void ntx_signal_close(struct ntx_signal *s);
+void ntx_signal_raise_slow(struct ntx_signal *s);
+/* No syscall on the data path unless somebody can be waiting. */
+static inline void ntx_signal_raise(struct ntx_signal *s)
+{
+	if (atomic_load_explicit(&s->armed, memory_order_relaxed))
+		ntx_signal_raise_slow(s);
+}
+static inline void ntx_signal_arm(struct ntx_signal *s)
+{
+	atomic_store(&s->armed, true);
+}
+void ntx_signal_drain(struct ntx_signal *s);
+/* Waits until readable or timeout (ms, -1 = forever); 0, -FI_EAGAIN */
+int ntx_signal_wait(struct ntx_signal *s, int timeout_ms);
+
+/* ---- domain ------------------------------------------------------------- */
+struct ntx_mr;
+struct ntx_ep;
+struct ntx_cq;
+struct ntx_cntr;
+
+struct ntx_domain {
+	struct fid_domain dom;
+	struct ntx_fabric *fabric;
+	atomic_int ref;
+	pthread_mutex_t lock; /* engine state of every object of the domain */
+	struct ntx_list eps;  /* ntx_ep.dom_entry, polled by progress */
+	enum fi_threading threading;
+	uint64_t mr_mode;
+	struct fid_eq *eq;
+	/* MR table: key = [index | generation] (DESIGN §6) */
+	struct ntx_mr **mr_table;
+	uint32_t mr_cap;
+	uint32_t mr_gen_seed;
+	bool progress_busy; /* recursion guard */
+};
+
+void ntx_domain_progress(struct ntx_domain *dom);
+static inline void ntx_domain_lock(struct ntx_domain *d)
+{
+	pthread_mutex_lock(&d->lock);
+}
+static inline void ntx_domain_unlock(struct ntx_domain *d)
+{
+	pthread_mutex_unlock(&d->lock);
+}
+
+int ntx_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
+		    void *context);
+int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
+		    struct fid_domain **dom, void *context);
+int ntx_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
+		struct fid_av **av, void *context);
+int ntx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
+		struct fid_cq **cq, void *context);
+int ntx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
+		struct fid_eq **eq, void *context);
+int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
+		  struct fid_cntr **cntr, void *context);
+int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
+		struct fid_ep **ep, void *context);
+int ntx_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
+	       uint64_t offset, uint64_t requested_key, uint64_t flags,
+	       struct fid_mr **mr, void *context);
+int ntx_mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
+		uint64_t access, uint64_t offset, uint64_t requested_key,
+		uint64_t flags, struct fid_mr **mr, void *context);
+int ntx_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
+		   uint64_t flags, struct fid_mr **mr);
+int ntx_query_atomic(struct fid_domain *domain, enum fi_datatype datatype,
+		     enum fi_op op, struct fi_atomic_attr *attr,
+		     uint64_t flags);
+
+/* ---- AV ------------------------------------------------------------------- */
+struct ntx_av {
+	struct fid_av av;
+	struct ntx_domain *domain;
+	atomic_int ref;
+	enum fi_av_type type;
+	struct fid_eq *eq;
+	struct ntx_addr *addrs; /* indexed by fi_addr (slot) */
+	uint8_t *used;
+	size_t count, cap;
+};
+/* Returns the address stored at fi_addr, or NULL when the slot is empty. */
+const struct ntx_addr *ntx_av_get(struct ntx_av *av, fi_addr_t fi_addr);
+fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a);
+
+/* ---- EQ ------------------------------------------------------------------- */
+struct ntx_eq;
+int ntx_eq_report(struct fid_eq *eq, uint32_t event, const void *buf,
+		  size_t len, int err, void *context);
+
+/* ---- CQ ------------------------------------------------------------------- */
+struct ntx_cq_ent {
+	struct fi_cq_tagged_entry e;
+	fi_addr_t src;
+};
+
+struct ntx_cq_err {
+	struct ntx_list entry;
+	struct fi_cq_err_entry e;
+	fi_addr_t src;
+	struct ntx_addr err_addr; /* FI_SOURCE_ERR: sender's name */
+};
+
+struct ntx_cq {
+	struct fid_cq cq;
+	struct ntx_domain *domain;
+	atomic_int ref;
+	enum fi_cq_format format;
+	enum fi_wait_obj wait_obj;
+	struct ntx_signal sig;
+	struct ntx_cq_ent *ring;
+	size_t cap, head, count;
+	struct ntx_list errs;
+	struct ntx_cq_err *last_err; /* freed on the next read */
+	bool source_err;
+};
+/* Called with the domain lock held. */
+int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
+		void *buf, uint64_t data, uint64_t tag, fi_addr_t src);
+int ntx_cq_push_err(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
+		    void *buf, uint64_t data, uint64_t tag, size_t olen,
+		    int err, fi_addr_t src, const struct ntx_addr *err_addr);
+
+/* ---- counter ------------------------------------------------------------- */
+struct ntx_cntr {
+	struct fid_cntr cntr;
+	struct ntx_domain *domain;
+	atomic_int ref;
+	atomic_uint_fast64_t value, err;
+	enum fi_wait_obj wait_obj;
+	struct ntx_signal sig;
+};
+void ntx_cntr_inc(struct ntx_cntr *c);
+void ntx_cntr_inc_err(struct ntx_cntr *c);
+
+/* ---- MR --------------------------------------------------------------------- */
+struct ntx_mr {
+	struct fid_mr mr;
+	struct ntx_domain *domain;
+	uint64_t access;
+	uint64_t offset;
+	struct iovec *iov;
+	size_t iov_count;
+	uint32_t index;
+};
+
+#define NTX_MAX_IOV 8
+
+/* ---- stubs (ntx_stub.c) ---------------------------------------------------- */
+/* Fills any op of any table: the ABI returns its -FI_ENOSYS in rax. */
+ssize_t ntx_nosys(void);
+#define NTX_NOSYS ((void *)ntx_nosys)
+int ntx_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
+int ntx_no_control(struct fid *fid, int command, void *arg);
+int ntx_no_ops_open(struct fid *fid, const char *name, uint64_t flags,
+		    void **ops, void *context);
+int ntx_no_tostr(const struct fid *fid, char *buf, size_t len);
+int ntx_no_ops_set(struct fid *fid, const char *name, uint64_t flags,
+		   void *ops, void *context);
+extern struct fi_ops_fabric ntx_fabric_ops;
+
+static inline uint64_t ntx_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#endif /* NTX_H */

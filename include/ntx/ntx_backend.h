@@ -1,0 +1,74 @@
+/*
+ * The back-end interface (DESIGN §2): one ops table per back end. The engine
+ * sees connections and packets; a back end knows nothing of tags, AVs or
+ * CQs. Capability numbers let the protocols pick thresholds.
+ */
+#ifndef NTX_BACKEND_H
+#define NTX_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "ntx/ntx.h"
+
+struct ntx_be_ep;   /* one back-end instance per endpoint */
+struct ntx_be_conn; /* one per VC */
+
+/* Engine callbacks, run from ops->poll with the domain lock held. */
+struct ntx_be_cb {
+	void *ctx;
+	/* a peer connected to us; returns the engine's VC (or NULL to
+	 * refuse). */
+	void *(*accept)(void *ctx, struct ntx_be_conn *conn,
+			const struct ntx_addr *peer);
+	/* a connection we started is ready to carry packets */
+	void (*connected)(void *vc);
+	/* one packet: hdr and payload point into a private copy or into
+	 * memory only we write; valid until the callback returns */
+	void (*recv)(void *vc, const void *hdr, const void *payload,
+		     size_t len);
+	/* the peer died, closed or broke the protocol: fail the VC */
+	void (*failed)(void *vc, int err);
+};
+
+struct ntx_be_ops {
+	const char *name;
+	size_t hdr_size;    /* bytes of engine header per packet */
+	size_t max_payload; /* payload bytes per packet */
+	bool has_bulk;      /* bulk_read works (single copy) */
+
+	int (*open)(struct ntx_be_ep **be, const struct ntx_addr *want,
+		    const struct ntx_be_cb *cb);
+	void (*close)(struct ntx_be_ep *be);
+	/* this instance's name */
+	void (*getname)(struct ntx_be_ep *be, struct ntx_addr *addr);
+	/* starts a connection; 'vc' is handed back in callbacks */
+	int (*connect)(struct ntx_be_ep *be, const struct ntx_addr *peer,
+		       void *vc, struct ntx_be_conn **conn);
+	void (*disconnect)(struct ntx_be_conn *conn);
+	/* one packet; -FI_EAGAIN when the peer's ring is full */
+	int (*send)(struct ntx_be_conn *conn, const void *hdr,
+		    const struct iovec *iov, size_t iovcnt, size_t len);
+	/* single-copy pull of a peer's memory into ours */
+	ssize_t (*bulk_read)(struct ntx_be_conn *conn, const struct iovec *local,
+			     size_t nlocal, const struct iovec *remote,
+			     size_t nremote);
+	/* runs callbacks; returns how many events it handled */
+	int (*poll)(struct ntx_be_ep *be);
+	/* checks peers of busy connections for death */
+	void (*check_peers)(struct ntx_be_ep *be);
+};
+
+/* Every required op is present. */
+static inline bool ntx_be_ops_is_valid(const struct ntx_be_ops *ops)
+{
+	return ops->open && ops->close && ops->getname && ops->connect &&
+	       ops->disconnect && ops->send && ops->poll && ops->check_peers &&
+	       ops->hdr_size && ops->max_payload;
+}
+
+extern const struct ntx_be_ops ntx_ntb_shm_ops;
+
+#endif /* NTX_BACKEND_H */

@@ -1,0 +1,179 @@
+/*
+ * The back-end-independent engine (DESIGN §3): endpoints, virtual
+ * connections (vc), the tag-matching engine (tme), requests (req) and the
+ * eager/rendezvous protocols (proto). It talks to back ends only through
+ * struct ntx_be_ops.
+ */
+#ifndef NTX_ENGINE_H
+#define NTX_ENGINE_H
+
+#include "ntx/ntx.h"
+#include "ntx/ntx_backend.h"
+#include "ntx/ntx_wire.h"
+
+enum ntx_vc_state {
+	NTX_VC_CONNECTING,
+	NTX_VC_CONNECTED,
+	NTX_VC_ERROR,
+};
+
+struct ntx_vc {
+	struct ntx_list entry; /* ntx_ep.vcs */
+	struct ntx_ep *ep;
+	struct ntx_be_conn *conn;
+	struct ntx_addr peer;
+	fi_addr_t fi_addr; /* AV slot of the peer, FI_ADDR_NOTAVAIL if none */
+	enum ntx_vc_state state;
+	int err;
+	struct ntx_list backlog; /* reqs waiting for the ring, in order */
+	struct ntx_list pending; /* reqs waiting for the peer (FIN/ACK/DATA) */
+};
+
+enum ntx_req_kind { NTX_REQ_SEND, NTX_REQ_RECV, NTX_REQ_CTRL };
+
+enum ntx_req_state {
+	NTX_RS_NEW,
+	NTX_RS_POSTED,    /* recv: in a tme posted queue */
+	NTX_RS_RTS_SENT,  /* send: waiting for CTS or FIN */
+	NTX_RS_STREAM,    /* send: DATA segments going out */
+	NTX_RS_WAIT_ACK,  /* send: delivery-complete ack */
+	NTX_RS_RNDV_DATA, /* recv: DATA segments coming in */
+};
+
+struct ntx_req {
+	struct ntx_list entry; /* backlog, pending, posted or free list */
+	enum ntx_req_kind kind;
+	enum ntx_req_state state;
+	struct ntx_ep *ep;
+	struct ntx_vc *vc;
+	void *context;
+	uint64_t flags; /* op flags: FI_COMPLETION, FI_TAGGED, ... */
+	bool silent;    /* fi_inject: counters only, never a CQ entry */
+	uint64_t id;    /* index | generation, carried on the wire */
+	struct iovec iov[NTX_MAX_IOV];
+	size_t iov_count;
+	size_t len;
+	uint64_t tag, ignore, data;
+	fi_addr_t addr; /* send: destination; recv: source or UNSPEC */
+	/* rendezvous */
+	uint64_t peer_req;
+	size_t done;     /* bytes sent (stream) or received (rndv data) */
+	size_t want;     /* bytes the stream or rndv receive moves */
+	size_t msg_len;  /* recv: the sender's length */
+	/* multi-receive: buffer bookkeeping and child receives */
+	struct ntx_req *parent;
+	size_t mr_used;
+	uint32_t mr_children;
+	bool mr_released;
+	/* copy of inject data or a queued control header */
+	struct ntx_wire_hdr hdr;
+	uint8_t *bounce;
+};
+
+/* An arrived message nobody had posted a receive for. */
+struct ntx_unexp {
+	struct ntx_list entry;
+	struct ntx_vc *vc;
+	struct ntx_wire_hdr hdr;
+	size_t len;   /* eager payload bytes held in data */
+	uint8_t *data;
+	struct ntx_wire_iov riov[NTX_MAX_IOV]; /* RTS */
+	uint16_t niov;
+	void *claim_ctx; /* FI_CLAIM: reserved for this context */
+};
+
+struct ntx_tme {
+	struct ntx_list posted[2]; /* [0] untagged, [1] tagged */
+	struct ntx_list unexp[2];
+};
+
+struct ntx_ep {
+	struct fid_ep ep;
+	struct ntx_domain *domain;
+	atomic_int ref;
+	struct ntx_list dom_entry;
+	uint64_t caps;
+	uint64_t tx_op_flags, rx_op_flags;
+	bool enabled;
+	struct ntx_av *av;
+	struct ntx_cq *tx_cq, *rx_cq;
+	bool tx_selective, rx_selective;
+	struct ntx_cntr *send_cntr, *recv_cntr;
+	struct fid_eq *eq;
+	const struct ntx_be_ops *be_ops;
+	struct ntx_be_ep *be;
+	struct ntx_list vcs;
+	struct ntx_vc **vc_tab; /* by AV slot */
+	size_t vc_cap;
+	struct ntx_tme tme;
+	struct ntx_req **reqtab; /* id -> request, for the wire */
+	uint32_t reqtab_cap;
+	uint32_t req_gen;
+	struct ntx_list req_free;
+	size_t tx_outstanding, tx_limit;
+	size_t min_multi_recv;
+	bool cma_ok;
+	uint64_t next_check_ns;
+	bool reap; /* failed VCs to disconnect */
+};
+
+/* ---- requests (ntx_req.c) ---- */
+struct ntx_req *ntx_req_get(struct ntx_ep *ep, enum ntx_req_kind kind);
+void ntx_req_put(struct ntx_req *req);
+struct ntx_req *ntx_req_lookup(struct ntx_ep *ep, uint64_t id);
+size_t ntx_iov_len(const struct iovec *iov, size_t count);
+size_t ntx_iov_copy_to(const struct iovec *iov, size_t count, size_t off,
+		       const void *src, size_t len);
+size_t ntx_iov_copy_from(void *dst, const struct iovec *iov, size_t count,
+			 size_t len);
+
+/* ---- completions (ntx_comp.c) ---- */
+void ntx_comp_tx(struct ntx_req *req);
+void ntx_comp_tx_err(struct ntx_req *req, int err);
+void ntx_comp_rx(struct ntx_req *req, size_t len, uint64_t flags,
+		 uint64_t tag, uint64_t data, fi_addr_t src, void *buf,
+		 size_t olen, const struct ntx_addr *src_name);
+void ntx_comp_rx_err(struct ntx_req *req, int err, size_t len, size_t olen,
+		     uint64_t tag, uint64_t data);
+
+/* ---- virtual connections (ntx_vc.c) ---- */
+int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **vc);
+fi_addr_t ntx_vc_fi_addr(struct ntx_vc *vc);
+void ntx_vc_fail(struct ntx_vc *vc, int err);
+void ntx_vc_destroy(struct ntx_vc *vc);
+void ntx_vc_queue(struct ntx_vc *vc, struct ntx_req *req);
+void ntx_vc_pump(struct ntx_vc *vc);
+int ntx_vc_ctrl(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr);
+extern const struct ntx_be_cb ntx_vc_callbacks;
+
+/* ---- tag matching (ntx_tme.c) ---- */
+void ntx_tme_init(struct ntx_tme *tme);
+struct ntx_req *ntx_tme_match_posted(struct ntx_tme *tme, bool tagged,
+				     fi_addr_t src, uint64_t tag,
+				     size_t msg_len);
+struct ntx_unexp *ntx_tme_match_unexp(struct ntx_tme *tme, bool tagged,
+				      fi_addr_t src, uint64_t tag,
+				      uint64_t ignore, void *claim_ctx);
+void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req);
+struct ntx_req *ntx_tme_cancel(struct ntx_tme *tme, void *context);
+
+/* ---- protocols (ntx_proto.c) ---- */
+ssize_t ntx_proto_send(struct ntx_ep *ep, struct ntx_req *req);
+ssize_t ntx_proto_recv(struct ntx_ep *ep, struct ntx_req *req);
+ssize_t ntx_proto_peek(struct ntx_ep *ep, struct ntx_req *req);
+ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
+			 fi_addr_t dest, uint64_t tag, uint64_t data,
+			 uint64_t flags);
+/* Sends what req still has to send; 0 when done, -FI_EAGAIN to retry */
+int ntx_proto_tx(struct ntx_req *req);
+void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
+			 const void *payload, size_t len);
+void ntx_proto_vc_failed(struct ntx_vc *vc);
+
+/* ---- progress (ntx_progress.c) ---- */
+void ntx_ep_progress(struct ntx_ep *ep);
+
+extern struct fi_ops_msg ntx_msg_ops;
+extern struct fi_ops_tagged ntx_tagged_ops;
+
+#endif /* NTX_ENGINE_H */

@@ -1,0 +1,46 @@
+/*
+ * The engine's packet header: the wire format of every protocol message
+ * (eager, rendezvous RTS/CTS/DATA/FIN, acks). Fixed width; every field is
+ * checked by the receiver before use (DESIGN §7).
+ */
+#ifndef NTX_WIRE_H
+#define NTX_WIRE_H
+
+#include <stdint.h>
+
+enum ntx_op {
+	NTX_OP_EAGER = 1, /* whole message in the payload */
+	NTX_OP_RTS,       /* rendezvous: payload = sender's iovecs */
+	NTX_OP_CTS,       /* receiver asks for DATA (no single copy) */
+	NTX_OP_DATA,      /* a segment of a rendezvous message */
+	NTX_OP_FIN,       /* receiver pulled the data; sender completes */
+	NTX_OP_ACK,       /* delivery complete of an eager message */
+	NTX_OP_MAX
+};
+
+#define NTX_PF_TAGGED 0x01  /* tagged message */
+#define NTX_PF_DATA 0x02    /* cq_data is valid */
+#define NTX_PF_ACK 0x04     /* sender wants NTX_OP_ACK (delivery complete) */
+#define NTX_PF_ALL 0x07
+
+struct ntx_wire_hdr {
+	uint8_t op;
+	uint8_t flags;
+	uint16_t niov;     /* RTS: iovecs in the payload */
+	int32_t status;    /* FIN: 0 or a positive FI_E* code */
+	uint64_t tag;
+	uint64_t cq_data;
+	uint64_t msg_len;  /* whole message */
+	uint64_t sreq;     /* sender's request id */
+	uint64_t rreq;     /* receiver's request id */
+	uint64_t offset;   /* DATA: where the segment goes */
+	uint64_t seg_len;  /* CTS: bytes wanted; DATA: bytes in payload */
+};
+_Static_assert(sizeof(struct ntx_wire_hdr) == 64, "wire header size");
+
+struct ntx_wire_iov {
+	uint64_t addr;
+	uint64_t len;
+};
+
+#endif /* NTX_WIRE_H */

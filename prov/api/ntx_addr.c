@@ -1,0 +1,85 @@
+/*
+ * Endpoint names: host identity, validation and the printable form
+ * "fi_ntx://HOST/PID:FD:EP:SERVICE/EPOCH" used by fi_av_straddr.
+ */
+#include "config.h"
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "ntx/ntx.h"
+
+static uint64_t ntx_fnv1a(const char *s, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+uint64_t ntx_host_id(void)
+{
+	static uint64_t id;
+	char buf[64] = "";
+	ssize_t n = 0;
+	int fd;
+
+	if (id)
+		return id;
+	fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf));
+		close(fd);
+	}
+	if (n <= 0)
+		n = gethostname(buf, sizeof(buf)) ? 0 : (ssize_t)strlen(buf);
+	id = ntx_fnv1a(buf, (size_t)n) | 1;
+	return id;
+}
+
+uint64_t ntx_random64(void)
+{
+	uint64_t v;
+
+	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+		v = ntx_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+	return v;
+}
+
+bool ntx_addr_valid(const struct ntx_addr *a)
+{
+	return a->magic == NTX_ADDR_MAGIC && a->version == NTX_ADDR_VERSION &&
+	       a->host != 0 && (a->flags & ~NTX_ADDR_F_UNBOUND) == 0;
+}
+
+bool ntx_addr_same_ep(const struct ntx_addr *a, const struct ntx_addr *b)
+{
+	return a->host == b->host && a->pid == b->pid &&
+	       a->ep_id == b->ep_id && a->service == b->service;
+}
+
+int ntx_addr_to_str(const struct ntx_addr *a, char *buf, size_t len)
+{
+	return snprintf(buf, len, "fi_ntx://%016" PRIx64 "/%u:%d:%u:%u/%016"
+			PRIx64, a->host, a->pid, a->win_fd, a->ep_id,
+			a->service, a->epoch);
+}
+
+int ntx_addr_from_str(const char *s, struct ntx_addr *a)
+{
+	struct ntx_addr t = { .magic = NTX_ADDR_MAGIC,
+			      .version = NTX_ADDR_VERSION };
+	int used = 0;
+
+	if (sscanf(s, "fi_ntx://%16" SCNx64 "/%u:%d:%u:%u/%16" SCNx64 "%n",
+		   &t.host, &t.pid, &t.win_fd, &t.ep_id, &t.service, &t.epoch,
+		   &used) != 6 || s[used] != '\0' || !ntx_addr_valid(&t))
+		return -FI_EINVAL;
+	*a = t;
+	return 0;
+}

@@ -1,0 +1,196 @@
+/*
+ * Counters: success and error counts, add/set, and wait with a timeout.
+ * Reading a counter drives manual progress.
+ */
+#include "config.h"
+#include <sched.h>
+#include <stdlib.h>
+
+#include "ntx/ntx.h"
+
+void ntx_cntr_inc(struct ntx_cntr *c)
+{
+	atomic_fetch_add(&c->value, 1);
+	ntx_signal_raise(&c->sig);
+}
+
+void ntx_cntr_inc_err(struct ntx_cntr *c)
+{
+	atomic_fetch_add(&c->err, 1);
+	ntx_signal_raise(&c->sig);
+}
+
+static void ntx_cntr_progress(struct ntx_cntr *c)
+{
+	ntx_domain_lock(c->domain);
+	ntx_domain_progress(c->domain);
+	ntx_domain_unlock(c->domain);
+}
+
+static uint64_t ntx_cntr_read(struct fid_cntr *fc)
+{
+	struct ntx_cntr *c = ntx_container_of(fc, struct ntx_cntr, cntr);
+
+	ntx_cntr_progress(c);
+	return atomic_load(&c->value);
+}
+
+static uint64_t ntx_cntr_readerr(struct fid_cntr *fc)
+{
+	struct ntx_cntr *c = ntx_container_of(fc, struct ntx_cntr, cntr);
+
+	ntx_cntr_progress(c);
+	return atomic_load(&c->err);
+}
+
+static int ntx_cntr_add(struct fid_cntr *fc, uint64_t v)
+{
+	struct ntx_cntr *c = ntx_container_of(fc, struct ntx_cntr, cntr);
+
+	atomic_fetch_add(&c->value, v);
+	ntx_signal_raise(&c->sig);
+	return 0;
+}
+
+static int ntx_cntr_set(struct fid_cntr *fc, uint64_t v)
+{
+	struct ntx_cntr *c = ntx_container_of(fc, struct ntx_cntr, cntr);
+
+	atomic_store(&c->value, v);
+	ntx_signal_raise(&c->sig);
+	return 0;
+}
+
+static int ntx_cntr_adderr(struct fid_cntr *fc, uint64_t v)
+{
+	struct ntx_cntr *c = ntx_container_of(fc, struct ntx_cntr, cntr);
+
+	atomic_fetch_add(&c->err, v);
+	ntx_signal_raise(&c->sig);
+	return 0;
+}
+
+static int ntx_cntr_seterr(struct fid_cntr *fc, uint64_t v)
+{
+	struct ntx_cntr *c = ntx_container_of(fc, struct ntx_cntr, cntr);
+
+	atomic_store(&c->err, v);
+	ntx_signal_raise(&c->sig);
+	return 0;
+}
+
+static int ntx_cntr_wait(struct fid_cntr *fc, uint64_t threshold, int timeout)
+{
+	struct ntx_cntr *c = ntx_container_of(fc, struct ntx_cntr, cntr);
+	uint64_t end = ntx_now_ns() + (uint64_t)(timeout < 0 ? 0 : timeout) *
+						 1000000ull;
+	uint64_t err0 = atomic_load(&c->err);
+
+	if (c->wait_obj == FI_WAIT_NONE)
+		return -FI_EINVAL;
+	for (;;) {
+		ntx_cntr_progress(c);
+		if (atomic_load(&c->value) >= threshold)
+			return 0;
+		if (atomic_load(&c->err) != err0)
+			return -FI_EAVAIL;
+		if (timeout >= 0 && ntx_now_ns() >= end)
+			return -FI_ETIMEDOUT;
+		sched_yield();
+	}
+}
+
+static int ntx_cntr_close(struct fid *fid)
+{
+	struct ntx_cntr *c = ntx_container_of(fid, struct ntx_cntr, cntr.fid);
+
+	if (atomic_load(&c->ref)) {
+		NTX_WARN(FI_LOG_CNTR, "counter is still bound\n");
+		return -FI_EBUSY;
+	}
+	ntx_signal_close(&c->sig);
+	ntx_ref_put(&c->domain->ref);
+	free(c);
+	return 0;
+}
+
+static int ntx_cntr_control(struct fid *fid, int command, void *arg)
+{
+	struct ntx_cntr *c = ntx_container_of(fid, struct ntx_cntr, cntr.fid);
+
+	switch (command) {
+	case FI_GETWAIT:
+		if (c->wait_obj != FI_WAIT_FD || !arg)
+			return -FI_ENODATA;
+		ntx_signal_arm(&c->sig);
+		*(int *)arg = c->sig.fd;
+		return 0;
+	case FI_GETWAITOBJ:
+		if (!arg)
+			return -FI_EINVAL;
+		*(enum fi_wait_obj *)arg = c->wait_obj;
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+static struct fi_ops ntx_cntr_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ntx_cntr_close,
+	.bind = ntx_no_bind,
+	.control = ntx_cntr_control,
+	.ops_open = ntx_no_ops_open,
+	.tostr = ntx_no_tostr,
+	.ops_set = ntx_no_ops_set,
+};
+
+static struct fi_ops_cntr ntx_cntr_ops = {
+	.size = sizeof(struct fi_ops_cntr),
+	.read = ntx_cntr_read,
+	.readerr = ntx_cntr_readerr,
+	.add = ntx_cntr_add,
+	.set = ntx_cntr_set,
+	.wait = ntx_cntr_wait,
+	.adderr = ntx_cntr_adderr,
+	.seterr = ntx_cntr_seterr,
+};
+
+int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
+		  struct fid_cntr **out, void *context)
+{
+	struct ntx_domain *dom = ntx_container_of(domain, struct ntx_domain,
+						  dom);
+	struct ntx_cntr *c;
+
+	if (!attr || !out)
+		return -FI_EINVAL;
+	if (attr->events != FI_CNTR_EVENTS_COMP || attr->flags) {
+		NTX_WARN(FI_LOG_CNTR, "counter attributes not supported\n");
+		return -FI_ENOSYS;
+	}
+	switch (attr->wait_obj) {
+	case FI_WAIT_NONE: case FI_WAIT_UNSPEC: case FI_WAIT_FD:
+	case FI_WAIT_YIELD:
+		break;
+	default:
+		return -FI_ENOSYS;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -FI_ENOMEM;
+	if (ntx_signal_open(&c->sig)) {
+		free(c);
+		return -FI_ENOMEM;
+	}
+	c->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD
+						       : attr->wait_obj;
+	c->domain = dom;
+	c->cntr.fid.fclass = FI_CLASS_CNTR;
+	c->cntr.fid.context = context;
+	c->cntr.fid.ops = &ntx_cntr_fi_ops;
+	c->cntr.ops = &ntx_cntr_ops;
+	ntx_ref_get(&dom->ref);
+	*out = &c->cntr;
+	return 0;
+}

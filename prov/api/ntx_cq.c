@@ -1,0 +1,351 @@
+/*
+ * Completion queues: every format, read/readfrom/readerr/sread/sreadfrom,
+ * FI_SOURCE addresses and FI_SOURCE_ERR names in err_data. Entries are
+ * never dropped: the ring grows when full. Reads drive manual progress.
+ */
+#include "config.h"
+#include <sched.h>
+#include <stdlib.h>
+
+#include "ntx/ntx_engine.h"
+
+static size_t ntx_cq_entry_size(enum fi_cq_format f)
+{
+	switch (f) {
+	case FI_CQ_FORMAT_CONTEXT: return sizeof(struct fi_cq_entry);
+	case FI_CQ_FORMAT_MSG: return sizeof(struct fi_cq_msg_entry);
+	case FI_CQ_FORMAT_DATA: return sizeof(struct fi_cq_data_entry);
+	case FI_CQ_FORMAT_TAGGED: return sizeof(struct fi_cq_tagged_entry);
+	default: return 0;
+	}
+}
+
+static int ntx_cq_grow(struct ntx_cq *cq)
+{
+	size_t cap = cq->cap * 2;
+	struct ntx_cq_ent *ring = malloc(cap * sizeof(*ring));
+
+	if (!ring)
+		return -FI_ENOMEM;
+	for (size_t i = 0; i < cq->count; i++)
+		ring[i] = cq->ring[(cq->head + i) % cq->cap];
+	free(cq->ring);
+	cq->ring = ring;
+	cq->cap = cap;
+	cq->head = 0;
+	return 0;
+}
+
+int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
+		void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
+{
+	struct ntx_cq_ent *e;
+
+	if (cq->count == cq->cap && ntx_cq_grow(cq)) {
+		NTX_WARN(FI_LOG_CQ, "no memory to grow the CQ\n");
+		return -FI_ENOMEM;
+	}
+	e = &cq->ring[(cq->head + cq->count) % cq->cap];
+	e->e.op_context = ctx;
+	e->e.flags = flags;
+	e->e.len = len;
+	e->e.buf = buf;
+	e->e.data = data;
+	e->e.tag = tag;
+	e->src = src;
+	if (cq->count++ == 0)
+		ntx_signal_raise(&cq->sig);
+	return 0;
+}
+
+int ntx_cq_push_err(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
+		    void *buf, uint64_t data, uint64_t tag, size_t olen,
+		    int err, fi_addr_t src, const struct ntx_addr *err_addr)
+{
+	struct ntx_cq_err *e = calloc(1, sizeof(*e));
+
+	if (!e) {
+		NTX_WARN(FI_LOG_CQ, "no memory for an error completion\n");
+		return -FI_ENOMEM;
+	}
+	e->e.op_context = ctx;
+	e->e.flags = flags;
+	e->e.len = len;
+	e->e.buf = buf;
+	e->e.data = data;
+	e->e.tag = tag;
+	e->e.olen = olen;
+	e->e.err = err;
+	e->e.prov_errno = err;
+	e->src = src;
+	if (err_addr) {
+		e->err_addr = *err_addr;
+		e->e.err_data = &e->err_addr;
+		e->e.err_data_size = sizeof(e->err_addr);
+	}
+	ntx_list_insert_tail(&cq->errs, &e->entry);
+	ntx_signal_raise(&cq->sig);
+	return 0;
+}
+
+static void ntx_cq_copy(struct ntx_cq *cq, void *dst, const struct ntx_cq_ent *e)
+{
+	switch (cq->format) {
+	case FI_CQ_FORMAT_CONTEXT:
+		((struct fi_cq_entry *)dst)->op_context = e->e.op_context;
+		break;
+	case FI_CQ_FORMAT_MSG:
+		memcpy(dst, &e->e, sizeof(struct fi_cq_msg_entry));
+		break;
+	case FI_CQ_FORMAT_DATA:
+		memcpy(dst, &e->e, sizeof(struct fi_cq_data_entry));
+		break;
+	default:
+		memcpy(dst, &e->e, sizeof(struct fi_cq_tagged_entry));
+		break;
+	}
+}
+
+/* Called with the domain lock held. */
+static ssize_t ntx_cq_read_locked(struct ntx_cq *cq, void *buf, size_t count,
+				  fi_addr_t *src)
+{
+	size_t esz = ntx_cq_entry_size(cq->format), n;
+
+	ntx_domain_progress(cq->domain);
+	if (!ntx_list_empty(&cq->errs))
+		return -FI_EAVAIL;
+	for (n = 0; n < count && cq->count; n++) {
+		struct ntx_cq_ent *e = &cq->ring[cq->head];
+
+		ntx_cq_copy(cq, (uint8_t *)buf + n * esz, e);
+		if (src)
+			src[n] = e->src;
+		cq->head = (cq->head + 1) % cq->cap;
+		cq->count--;
+	}
+	if (!cq->count && ntx_list_empty(&cq->errs))
+		ntx_signal_drain(&cq->sig);
+	return n ? (ssize_t)n : -FI_EAGAIN;
+}
+
+static ssize_t ntx_cq_readfrom(struct fid_cq *fcq, void *buf, size_t count,
+			       fi_addr_t *src)
+{
+	struct ntx_cq *cq = ntx_container_of(fcq, struct ntx_cq, cq);
+	ssize_t ret;
+
+	if (count && !buf)
+		return -FI_EINVAL;
+	ntx_domain_lock(cq->domain);
+	ret = ntx_cq_read_locked(cq, buf, count, src);
+	ntx_domain_unlock(cq->domain);
+	return ret;
+}
+
+static ssize_t ntx_cq_read(struct fid_cq *fcq, void *buf, size_t count)
+{
+	return ntx_cq_readfrom(fcq, buf, count, NULL);
+}
+
+static ssize_t ntx_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
+			      uint64_t flags)
+{
+	struct ntx_cq *cq = ntx_container_of(fcq, struct ntx_cq, cq);
+	struct ntx_cq_err *e;
+	void *user_data;
+	size_t user_size;
+
+	if (!buf || flags)
+		return -FI_EINVAL;
+	ntx_domain_lock(cq->domain);
+	if (ntx_list_empty(&cq->errs)) {
+		ntx_domain_unlock(cq->domain);
+		return -FI_EAGAIN;
+	}
+	e = ntx_container_of(ntx_list_first(&cq->errs), struct ntx_cq_err,
+			     entry);
+	ntx_list_remove(&e->entry);
+	free(cq->last_err);
+	cq->last_err = e; /* err_data stays valid until the next read */
+	if (!cq->count && ntx_list_empty(&cq->errs))
+		ntx_signal_drain(&cq->sig);
+	ntx_domain_unlock(cq->domain);
+
+	user_data = buf->err_data;
+	user_size = buf->err_data_size;
+	*buf = e->e;
+	if (FI_VERSION_GE(cq->domain->fabric->fab.api_version,
+			  FI_VERSION(1, 5)) && user_size && e->e.err_data) {
+		size_t n = user_size < e->e.err_data_size ? user_size
+							  : e->e.err_data_size;
+		memcpy(user_data, e->e.err_data, n);
+		buf->err_data = user_data;
+		buf->err_data_size = n;
+	}
+	return 1;
+}
+
+static ssize_t ntx_cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
+				fi_addr_t *src, const void *cond, int timeout)
+{
+	struct ntx_cq *cq = ntx_container_of(fcq, struct ntx_cq, cq);
+	uint64_t end = ntx_now_ns() + (uint64_t)(timeout < 0 ? 0 : timeout) *
+						 1000000ull;
+	ssize_t ret;
+
+	if (cq->wait_obj == FI_WAIT_NONE)
+		return -FI_EINVAL;
+	for (;;) {
+		ret = ntx_cq_readfrom(fcq, buf, count, src);
+		if (ret != -FI_EAGAIN)
+			return ret;
+		if (timeout >= 0 && ntx_now_ns() >= end)
+			return -FI_EAGAIN;
+		sched_yield();
+	}
+}
+
+static ssize_t ntx_cq_sread(struct fid_cq *fcq, void *buf, size_t count,
+			    const void *cond, int timeout)
+{
+	return ntx_cq_sreadfrom(fcq, buf, count, NULL, cond, timeout);
+}
+
+static int ntx_cq_signal(struct fid_cq *fcq)
+{
+	struct ntx_cq *cq = ntx_container_of(fcq, struct ntx_cq, cq);
+
+	ntx_signal_raise(&cq->sig);
+	return 0;
+}
+
+static const char *ntx_cq_strerror(struct fid_cq *fcq, int prov_errno,
+				   const void *err_data, char *buf, size_t len)
+{
+	const char *s = fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
+
+	if (buf && len) {
+		strncpy(buf, s, len - 1);
+		buf[len - 1] = '\0';
+		return buf;
+	}
+	return s;
+}
+
+static int ntx_cq_close(struct fid *fid)
+{
+	struct ntx_cq *cq = ntx_container_of(fid, struct ntx_cq, cq.fid);
+	struct ntx_list *it, *tmp;
+
+	if (atomic_load(&cq->ref)) {
+		NTX_WARN(FI_LOG_CQ, "CQ is still bound to an endpoint\n");
+		return -FI_EBUSY;
+	}
+	ntx_list_foreach_safe(&cq->errs, it, tmp)
+		free(ntx_container_of(it, struct ntx_cq_err, entry));
+	free(cq->last_err);
+	ntx_signal_close(&cq->sig);
+	ntx_ref_put(&cq->domain->ref);
+	free(cq->ring);
+	free(cq);
+	return 0;
+}
+
+static int ntx_cq_control(struct fid *fid, int command, void *arg)
+{
+	struct ntx_cq *cq = ntx_container_of(fid, struct ntx_cq, cq.fid);
+
+	switch (command) {
+	case FI_GETWAIT:
+		if (cq->wait_obj != FI_WAIT_FD || !arg)
+			return -FI_ENODATA;
+		ntx_signal_arm(&cq->sig);
+		*(int *)arg = cq->sig.fd;
+		return 0;
+	case FI_GETWAITOBJ:
+		if (!arg)
+			return -FI_EINVAL;
+		*(enum fi_wait_obj *)arg = cq->wait_obj;
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+static struct fi_ops ntx_cq_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ntx_cq_close,
+	.bind = ntx_no_bind,
+	.control = ntx_cq_control,
+	.ops_open = ntx_no_ops_open,
+	.tostr = ntx_no_tostr,
+	.ops_set = ntx_no_ops_set,
+};
+
+static struct fi_ops_cq ntx_cq_ops = {
+	.size = sizeof(struct fi_ops_cq),
+	.read = ntx_cq_read,
+	.readfrom = ntx_cq_readfrom,
+	.readerr = ntx_cq_readerr,
+	.sread = ntx_cq_sread,
+	.sreadfrom = ntx_cq_sreadfrom,
+	.signal = ntx_cq_signal,
+	.strerror = ntx_cq_strerror,
+};
+
+int ntx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
+		struct fid_cq **out, void *context)
+{
+	struct ntx_domain *dom = ntx_container_of(domain, struct ntx_domain,
+						  dom);
+	struct ntx_cq *cq;
+	int ret;
+
+	if (!attr || !out)
+		return -FI_EINVAL;
+	if (attr->format != FI_CQ_FORMAT_UNSPEC &&
+	    !ntx_cq_entry_size(attr->format)) {
+		NTX_WARN(FI_LOG_CQ, "CQ format %d not supported\n",
+			 attr->format);
+		return -FI_ENOSYS;
+	}
+	switch (attr->wait_obj) {
+	case FI_WAIT_NONE: case FI_WAIT_UNSPEC: case FI_WAIT_FD:
+	case FI_WAIT_YIELD:
+		break;
+	default:
+		NTX_WARN(FI_LOG_CQ, "CQ wait object %d not supported\n",
+			 attr->wait_obj);
+		return -FI_ENOSYS;
+	}
+	if (attr->wait_cond != FI_CQ_COND_NONE ||
+	    (attr->flags & ~FI_AFFINITY)) {
+		NTX_WARN(FI_LOG_CQ, "CQ wait condition/flags not supported\n");
+		return -FI_ENOSYS;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -FI_ENOMEM;
+	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT
+							 : attr->format;
+	cq->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD
+							: attr->wait_obj;
+	cq->cap = attr->size ? attr->size : ntx_params.cq_size;
+	cq->ring = calloc(cq->cap, sizeof(*cq->ring));
+	ret = cq->ring ? ntx_signal_open(&cq->sig) : -FI_ENOMEM;
+	if (ret) {
+		free(cq->ring);
+		free(cq);
+		return ret;
+	}
+	ntx_list_init(&cq->errs);
+	cq->domain = dom;
+	cq->cq.fid.fclass = FI_CLASS_CQ;
+	cq->cq.fid.context = context;
+	cq->cq.fid.ops = &ntx_cq_fi_ops;
+	cq->cq.ops = &ntx_cq_ops;
+	ntx_ref_get(&dom->ref);
+	*out = &cq->cq;
+	return 0;
+}

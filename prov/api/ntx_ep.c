@@ -1,0 +1,379 @@
+/*
+ * RDM endpoints: open/bind/enable/close, options, names (fi_getname /
+ * fi_setname) and fi_cancel. Each endpoint owns one back-end instance.
+ */
+#include "config.h"
+#include <stdlib.h>
+
+#include "ntx/ntx_engine.h"
+
+static int ntx_ep_close(struct fid *fid)
+{
+	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
+	struct ntx_domain *dom = ep->domain;
+	struct ntx_list *it, *tmp;
+
+	ntx_domain_lock(dom);
+	ntx_list_remove(&ep->dom_entry);
+	ntx_list_foreach_safe(&ep->vcs, it, tmp)
+		ntx_vc_destroy(ntx_container_of(it, struct ntx_vc, entry));
+	for (int t = 0; t < 2; t++) {
+		ntx_list_foreach_safe(&ep->tme.unexp[t], it, tmp) {
+			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
+							       entry);
+			free(u->data);
+			free(u);
+		}
+	}
+	ep->be_ops->close(ep->be);
+	ntx_domain_unlock(dom);
+
+	for (uint32_t i = 0; i < ep->reqtab_cap; i++) {
+		free(ep->reqtab[i]->bounce);
+		free(ep->reqtab[i]);
+	}
+	free(ep->reqtab);
+	free(ep->vc_tab);
+	if (ep->av)
+		ntx_ref_put(&ep->av->ref);
+	if (ep->tx_cq)
+		ntx_ref_put(&ep->tx_cq->ref);
+	if (ep->rx_cq && ep->rx_cq != ep->tx_cq)
+		ntx_ref_put(&ep->rx_cq->ref);
+	if (ep->send_cntr)
+		ntx_ref_put(&ep->send_cntr->ref);
+	if (ep->recv_cntr && ep->recv_cntr != ep->send_cntr)
+		ntx_ref_put(&ep->recv_cntr->ref);
+	ntx_ref_put(&dom->ref);
+	free(ep);
+	return 0;
+}
+
+static int ntx_ep_bind_cq(struct ntx_ep *ep, struct ntx_cq *cq, uint64_t flags)
+{
+	if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION))
+		return -FI_EINVAL;
+	if (((flags & FI_TRANSMIT) && ep->tx_cq) ||
+	    ((flags & FI_RECV) && ep->rx_cq))
+		return -FI_EINVAL;
+	if (flags & FI_TRANSMIT) {
+		ep->tx_cq = cq;
+		ep->tx_selective = flags & FI_SELECTIVE_COMPLETION;
+	}
+	if (flags & FI_RECV) {
+		ep->rx_cq = cq;
+		ep->rx_selective = flags & FI_SELECTIVE_COMPLETION;
+	}
+	if (flags & (FI_TRANSMIT | FI_RECV))
+		ntx_ref_get(&cq->ref);
+	return 0;
+}
+
+static int ntx_ep_bind_cntr(struct ntx_ep *ep, struct ntx_cntr *c,
+			    uint64_t flags)
+{
+	if (flags & ~(FI_SEND | FI_RECV))
+		return -FI_EINVAL;
+	if (((flags & FI_SEND) && ep->send_cntr) ||
+	    ((flags & FI_RECV) && ep->recv_cntr))
+		return -FI_EINVAL;
+	if (flags & FI_SEND)
+		ep->send_cntr = c;
+	if (flags & FI_RECV)
+		ep->recv_cntr = c;
+	if (flags)
+		ntx_ref_get(&c->ref);
+	return 0;
+}
+
+static int ntx_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
+	struct ntx_av *av;
+
+	if (!bfid)
+		return -FI_EINVAL;
+	if (ep->enabled) {
+		NTX_WARN(FI_LOG_EP_CTRL, "bind after fi_enable\n");
+		return -FI_EOPBADSTATE;
+	}
+	switch (bfid->fclass) {
+	case FI_CLASS_AV:
+		if (ep->av)
+			return -FI_EINVAL;
+		av = ntx_container_of(bfid, struct ntx_av, av.fid);
+		if (av->domain != ep->domain)
+			return -FI_EINVAL;
+		ep->av = av;
+		ntx_ref_get(&av->ref);
+		return 0;
+	case FI_CLASS_CQ:
+		return ntx_ep_bind_cq(ep, ntx_container_of(bfid, struct ntx_cq,
+							   cq.fid), flags);
+	case FI_CLASS_CNTR:
+		return ntx_ep_bind_cntr(ep, ntx_container_of(bfid,
+							     struct ntx_cntr,
+							     cntr.fid), flags);
+	case FI_CLASS_EQ:
+		ep->eq = ntx_container_of(bfid, struct fid_eq, fid);
+		return 0;
+	default:
+		return -FI_EINVAL;
+	}
+}
+
+static int ntx_ep_control(struct fid *fid, int command, void *arg)
+{
+	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
+	uint64_t *flags = arg;
+
+	switch (command) {
+	case FI_ENABLE:
+		if (!ep->av) {
+			NTX_WARN(FI_LOG_EP_CTRL, "fi_enable without an AV\n");
+			return -FI_ENOAV;
+		}
+		if (!ep->tx_cq && !ep->rx_cq && !ep->send_cntr &&
+		    !ep->recv_cntr) {
+			NTX_WARN(FI_LOG_EP_CTRL, "fi_enable without a CQ\n");
+			return -FI_ENOCQ;
+		}
+		ep->enabled = true;
+		return 0;
+	case FI_GETOPSFLAG:
+		if (!flags)
+			return -FI_EINVAL;
+		if ((*flags & FI_TRANSMIT) && (*flags & FI_RECV))
+			return -FI_EINVAL;
+		*flags = (*flags & FI_RECV) ? ep->rx_op_flags : ep->tx_op_flags;
+		return 0;
+	case FI_SETOPSFLAG:
+		if (!flags)
+			return -FI_EINVAL;
+		if (*flags & FI_RECV)
+			ep->rx_op_flags = *flags & ~(FI_RECV | FI_TRANSMIT);
+		else
+			ep->tx_op_flags = *flags & ~(FI_RECV | FI_TRANSMIT);
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+static ssize_t ntx_ep_cancel(fid_t fid, void *context)
+{
+	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
+	struct ntx_req *r;
+
+	if (!context)
+		return -FI_EINVAL;
+	ntx_domain_lock(ep->domain);
+	r = ntx_tme_cancel(&ep->tme, context);
+	if (r) {
+		ntx_comp_rx_err(r, FI_ECANCELED, 0, 0, r->tag, 0);
+		ntx_req_put(r);
+	}
+	ntx_domain_unlock(ep->domain);
+	return r ? 0 : -FI_ENOENT;
+}
+
+static int ntx_ep_getopt(fid_t fid, int level, int optname, void *optval,
+			 size_t *optlen)
+{
+	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
+
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	if (optname != FI_OPT_MIN_MULTI_RECV)
+		return -FI_ENOPROTOOPT;
+	if (!optval || !optlen || *optlen < sizeof(size_t))
+		return -FI_EINVAL;
+	*(size_t *)optval = ep->min_multi_recv;
+	*optlen = sizeof(size_t);
+	return 0;
+}
+
+static int ntx_ep_setopt(fid_t fid, int level, int optname, const void *optval,
+			 size_t optlen)
+{
+	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
+
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	if (optname != FI_OPT_MIN_MULTI_RECV)
+		return -FI_ENOPROTOOPT;
+	if (!optval || optlen != sizeof(size_t))
+		return -FI_EINVAL;
+	ep->min_multi_recv = *(const size_t *)optval;
+	return 0;
+}
+
+static ssize_t ntx_ep_tx_size_left(struct fid_ep *fep)
+{
+	struct ntx_ep *ep = ntx_container_of(fep, struct ntx_ep, ep);
+
+	return ep->tx_limit > ep->tx_outstanding
+		       ? (ssize_t)(ep->tx_limit - ep->tx_outstanding) : 0;
+}
+
+static ssize_t ntx_ep_rx_size_left(struct fid_ep *fep)
+{
+	return (ssize_t)ntx_rx_attr.size;
+}
+
+static int ntx_ep_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
+	struct ntx_addr a;
+	size_t want;
+
+	if (!addrlen || (*addrlen && !addr))
+		return -FI_EINVAL;
+	ep->be_ops->getname(ep->be, &a);
+	want = *addrlen;
+	*addrlen = sizeof(a);
+	if (want < sizeof(a))
+		return -FI_ETOOSMALL;
+	memcpy(addr, &a, sizeof(a));
+	return 0;
+}
+
+static int ntx_ep_setname(fid_t fid, void *addr, size_t addrlen)
+{
+	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
+	struct ntx_addr cur;
+
+	if (!addr || addrlen != sizeof(struct ntx_addr) ||
+	    !ntx_addr_valid(addr))
+		return -FI_EINVAL;
+	if (ep->enabled)
+		return -FI_EOPBADSTATE;
+	/* an ntx name is made by the back end; only our own is accepted */
+	ep->be_ops->getname(ep->be, &cur);
+	return ntx_addr_same_ep(&cur, addr) ? 0 : -FI_EINVAL;
+}
+
+static struct fi_ops ntx_ep_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ntx_ep_close,
+	.bind = ntx_ep_bind,
+	.control = ntx_ep_control,
+	.ops_open = ntx_no_ops_open,
+	.tostr = ntx_no_tostr,
+	.ops_set = ntx_no_ops_set,
+};
+
+static struct fi_ops_ep ntx_ep_ops = {
+	.size = sizeof(struct fi_ops_ep),
+	.cancel = ntx_ep_cancel,
+	.getopt = ntx_ep_getopt,
+	.setopt = ntx_ep_setopt,
+	.tx_ctx = NTX_NOSYS,
+	.rx_ctx = NTX_NOSYS,
+	.rx_size_left = ntx_ep_rx_size_left,
+	.tx_size_left = ntx_ep_tx_size_left,
+};
+
+static struct fi_ops_cm ntx_ep_cm_ops = {
+	.size = sizeof(struct fi_ops_cm),
+	.setname = ntx_ep_setname,
+	.getname = ntx_ep_getname,
+	.getpeer = NTX_NOSYS,
+	.connect = NTX_NOSYS,
+	.listen = NTX_NOSYS,
+	.accept = NTX_NOSYS,
+	.reject = NTX_NOSYS,
+	.shutdown = NTX_NOSYS,
+	.join = NTX_NOSYS,
+};
+
+static struct fi_ops_rma ntx_ep_rma_ops = {
+	.size = sizeof(struct fi_ops_rma),
+	.read = NTX_NOSYS,
+	.readv = NTX_NOSYS,
+	.readmsg = NTX_NOSYS,
+	.write = NTX_NOSYS,
+	.writev = NTX_NOSYS,
+	.writemsg = NTX_NOSYS,
+	.inject = NTX_NOSYS,
+	.writedata = NTX_NOSYS,
+	.injectdata = NTX_NOSYS,
+};
+
+static struct fi_ops_atomic ntx_ep_atomic_ops = {
+	.size = sizeof(struct fi_ops_atomic),
+	.write = NTX_NOSYS,
+	.writev = NTX_NOSYS,
+	.writemsg = NTX_NOSYS,
+	.inject = NTX_NOSYS,
+	.readwrite = NTX_NOSYS,
+	.readwritev = NTX_NOSYS,
+	.readwritemsg = NTX_NOSYS,
+	.compwrite = NTX_NOSYS,
+	.compwritev = NTX_NOSYS,
+	.compwritemsg = NTX_NOSYS,
+	.writevalid = NTX_NOSYS,
+	.readwritevalid = NTX_NOSYS,
+	.compwritevalid = NTX_NOSYS,
+};
+
+int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
+		struct fid_ep **out, void *context)
+{
+	struct ntx_domain *dom = ntx_container_of(domain, struct ntx_domain,
+						  dom);
+	struct ntx_be_cb cb = ntx_vc_callbacks;
+	const struct ntx_addr *want = NULL;
+	struct ntx_ep *ep;
+	int ret;
+
+	if (!info || !out || !info->ep_attr ||
+	    (info->ep_attr->type != FI_EP_RDM &&
+	     info->ep_attr->type != FI_EP_UNSPEC)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "ntx endpoints are FI_EP_RDM\n");
+		return -FI_EINVAL;
+	}
+	if (info->src_addr) {
+		if (info->src_addrlen != sizeof(struct ntx_addr) ||
+		    !ntx_addr_valid(info->src_addr))
+			return -FI_EINVAL;
+		want = info->src_addr;
+	}
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return -FI_ENOMEM;
+	ep->domain = dom;
+	ep->caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED);
+	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	ep->tx_limit = info->tx_attr && info->tx_attr->size
+			       ? info->tx_attr->size : ntx_tx_attr.size;
+	ep->min_multi_recv = ntx_params.min_multi_recv;
+	ep->cma_ok = ntx_params.shm_cma;
+	ep->be_ops = &ntx_ntb_shm_ops;
+	assert(ntx_be_ops_is_valid(ep->be_ops));
+	ntx_list_init(&ep->vcs);
+	ntx_list_init(&ep->req_free);
+	ntx_tme_init(&ep->tme);
+	cb.ctx = ep;
+	ret = ep->be_ops->open(&ep->be, want, &cb);
+	if (ret) {
+		free(ep);
+		return ret;
+	}
+	ep->ep.fid.fclass = FI_CLASS_EP;
+	ep->ep.fid.context = context;
+	ep->ep.fid.ops = &ntx_ep_fi_ops;
+	ep->ep.ops = &ntx_ep_ops;
+	ep->ep.cm = &ntx_ep_cm_ops;
+	ep->ep.msg = &ntx_msg_ops;
+	ep->ep.tagged = &ntx_tagged_ops;
+	ep->ep.rma = &ntx_ep_rma_ops;
+	ep->ep.atomic = &ntx_ep_atomic_ops;
+	ntx_ref_get(&dom->ref);
+	ntx_domain_lock(dom);
+	ntx_list_insert_tail(&dom->eps, &ep->dom_entry);
+	ntx_domain_unlock(dom);
+	*out = &ep->ep;
+	return 0;
+}

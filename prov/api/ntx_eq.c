@@ -1,0 +1,284 @@
+/*
+ * Event queues: a FIFO of events (and error events) with its own lock, an
+ * eventfd for FI_WAIT_FD, and read/readerr/write/sread per fi_eq(3).
+ */
+#include "config.h"
+#include <stdlib.h>
+
+#include "ntx/ntx.h"
+
+struct ntx_eq_ev {
+	struct ntx_list entry;
+	uint32_t event;
+	bool is_err;
+	struct fi_eq_err_entry err;
+	size_t len;
+	uint8_t data[];
+};
+
+struct ntx_eq {
+	struct fid_eq eq;
+	struct ntx_fabric *fabric;
+	pthread_mutex_t lock;
+	struct ntx_list events;
+	struct ntx_eq_ev *last_err;
+	enum fi_wait_obj wait_obj;
+	struct ntx_signal sig;
+};
+
+static int ntx_eq_push(struct ntx_eq *eq, uint32_t event, const void *buf,
+		       size_t len, int err, void *context)
+{
+	struct ntx_eq_ev *ev = calloc(1, sizeof(*ev) + len);
+
+	if (!ev)
+		return -FI_ENOMEM;
+	ev->event = event;
+	ev->len = len;
+	if (len)
+		memcpy(ev->data, buf, len);
+	if (err) {
+		ev->is_err = true;
+		ev->err.context = context;
+		ev->err.err = err;
+		ev->err.prov_errno = err;
+		if (buf && len >= sizeof(struct fi_eq_entry)) {
+			ev->err.fid = ((const struct fi_eq_entry *)buf)->fid;
+			ev->err.data = ((const struct fi_eq_entry *)buf)->data;
+		}
+	}
+	pthread_mutex_lock(&eq->lock);
+	ntx_list_insert_tail(&eq->events, &ev->entry);
+	ntx_signal_raise(&eq->sig);
+	pthread_mutex_unlock(&eq->lock);
+	return 0;
+}
+
+int ntx_eq_report(struct fid_eq *feq, uint32_t event, const void *buf,
+		  size_t len, int err, void *context)
+{
+	return ntx_eq_push(ntx_container_of(feq, struct ntx_eq, eq), event, buf,
+			   len, err, context);
+}
+
+static ssize_t ntx_eq_read(struct fid_eq *feq, uint32_t *event, void *buf,
+			   size_t len, uint64_t flags)
+{
+	struct ntx_eq *eq = ntx_container_of(feq, struct ntx_eq, eq);
+	struct ntx_eq_ev *ev;
+	ssize_t ret;
+
+	if ((flags & ~FI_PEEK) || (len && !buf))
+		return -FI_EINVAL;
+	pthread_mutex_lock(&eq->lock);
+	if (ntx_list_empty(&eq->events)) {
+		ret = -FI_EAGAIN;
+		goto unlock;
+	}
+	ev = ntx_container_of(ntx_list_first(&eq->events), struct ntx_eq_ev,
+			      entry);
+	if (ev->is_err) {
+		ret = -FI_EAVAIL;
+		goto unlock;
+	}
+	if (len < ev->len) {
+		ret = -FI_ETOOSMALL;
+		goto unlock;
+	}
+	if (event)
+		*event = ev->event;
+	memcpy(buf, ev->data, ev->len);
+	ret = (ssize_t)ev->len;
+	if (!(flags & FI_PEEK)) {
+		ntx_list_remove(&ev->entry);
+		free(ev);
+		if (ntx_list_empty(&eq->events))
+			ntx_signal_drain(&eq->sig);
+	}
+unlock:
+	pthread_mutex_unlock(&eq->lock);
+	return ret;
+}
+
+static ssize_t ntx_eq_readerr(struct fid_eq *feq, struct fi_eq_err_entry *buf,
+			      uint64_t flags)
+{
+	struct ntx_eq *eq = ntx_container_of(feq, struct ntx_eq, eq);
+	struct ntx_eq_ev *ev;
+	ssize_t ret = -FI_EAGAIN;
+
+	if (!buf || (flags & ~FI_PEEK))
+		return -FI_EINVAL;
+	pthread_mutex_lock(&eq->lock);
+	if (ntx_list_empty(&eq->events))
+		goto unlock;
+	ev = ntx_container_of(ntx_list_first(&eq->events), struct ntx_eq_ev,
+			      entry);
+	if (!ev->is_err)
+		goto unlock;
+	*buf = ev->err;
+	ret = sizeof(*buf);
+	if (!(flags & FI_PEEK)) {
+		ntx_list_remove(&ev->entry);
+		free(eq->last_err);
+		eq->last_err = ev;
+		if (ntx_list_empty(&eq->events))
+			ntx_signal_drain(&eq->sig);
+	}
+unlock:
+	pthread_mutex_unlock(&eq->lock);
+	return ret;
+}
+
+static ssize_t ntx_eq_write(struct fid_eq *feq, uint32_t event,
+			    const void *buf, size_t len, uint64_t flags)
+{
+	struct ntx_eq *eq = ntx_container_of(feq, struct ntx_eq, eq);
+	int ret;
+
+	if ((len && !buf) || (flags & ~FI_PEEK))
+		return -FI_EINVAL;
+	ret = ntx_eq_push(eq, event, buf, len, 0, NULL);
+	return ret ? ret : (ssize_t)len;
+}
+
+static ssize_t ntx_eq_sread(struct fid_eq *feq, uint32_t *event, void *buf,
+			    size_t len, int timeout, uint64_t flags)
+{
+	struct ntx_eq *eq = ntx_container_of(feq, struct ntx_eq, eq);
+	uint64_t end = ntx_now_ns() + (uint64_t)(timeout < 0 ? 0 : timeout) *
+						 1000000ull;
+	ssize_t ret;
+
+	if (eq->wait_obj == FI_WAIT_NONE)
+		return -FI_EINVAL;
+	for (;;) {
+		int left;
+
+		ret = ntx_eq_read(feq, event, buf, len, flags);
+		if (ret != -FI_EAGAIN)
+			return ret;
+		if (timeout < 0) {
+			left = -1;
+		} else {
+			uint64_t now = ntx_now_ns();
+
+			if (now >= end)
+				return -FI_EAGAIN;
+			left = (int)((end - now + 999999) / 1000000);
+		}
+		ntx_signal_wait(&eq->sig, left);
+	}
+}
+
+static const char *ntx_eq_strerror(struct fid_eq *feq, int prov_errno,
+				   const void *err_data, char *buf, size_t len)
+{
+	const char *s = fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
+
+	if (buf && len) {
+		strncpy(buf, s, len - 1);
+		buf[len - 1] = '\0';
+		return buf;
+	}
+	return s;
+}
+
+static int ntx_eq_close(struct fid *fid)
+{
+	struct ntx_eq *eq = ntx_container_of(fid, struct ntx_eq, eq.fid);
+	struct ntx_list *it, *tmp;
+
+	ntx_list_foreach_safe(&eq->events, it, tmp)
+		free(ntx_container_of(it, struct ntx_eq_ev, entry));
+	free(eq->last_err);
+	ntx_signal_close(&eq->sig);
+	pthread_mutex_destroy(&eq->lock);
+	ntx_ref_put(&eq->fabric->ref);
+	free(eq);
+	return 0;
+}
+
+static int ntx_eq_control(struct fid *fid, int command, void *arg)
+{
+	struct ntx_eq *eq = ntx_container_of(fid, struct ntx_eq, eq.fid);
+
+	switch (command) {
+	case FI_GETWAIT:
+		if (eq->wait_obj != FI_WAIT_FD || !arg)
+			return -FI_ENODATA;
+		ntx_signal_arm(&eq->sig);
+		*(int *)arg = eq->sig.fd;
+		return 0;
+	case FI_GETWAITOBJ:
+		if (!arg)
+			return -FI_EINVAL;
+		*(enum fi_wait_obj *)arg = eq->wait_obj;
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+static struct fi_ops ntx_eq_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ntx_eq_close,
+	.bind = ntx_no_bind,
+	.control = ntx_eq_control,
+	.ops_open = ntx_no_ops_open,
+	.tostr = ntx_no_tostr,
+	.ops_set = ntx_no_ops_set,
+};
+
+static struct fi_ops_eq ntx_eq_ops = {
+	.size = sizeof(struct fi_ops_eq),
+	.read = ntx_eq_read,
+	.readerr = ntx_eq_readerr,
+	.write = ntx_eq_write,
+	.sread = ntx_eq_sread,
+	.strerror = ntx_eq_strerror,
+};
+
+int ntx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
+		struct fid_eq **out, void *context)
+{
+	struct ntx_fabric *fab = ntx_container_of(fabric, struct ntx_fabric,
+						  fab);
+	struct ntx_eq *eq;
+
+	if (!attr || !out)
+		return -FI_EINVAL;
+	switch (attr->wait_obj) {
+	case FI_WAIT_NONE: case FI_WAIT_UNSPEC: case FI_WAIT_FD:
+	case FI_WAIT_YIELD:
+		break;
+	default:
+		NTX_WARN(FI_LOG_EQ, "EQ wait object %d not supported\n",
+			 attr->wait_obj);
+		return -FI_ENOSYS;
+	}
+	if (attr->flags & ~FI_WRITE) {
+		NTX_WARN(FI_LOG_EQ, "EQ flags not supported\n");
+		return -FI_ENOSYS;
+	}
+	eq = calloc(1, sizeof(*eq));
+	if (!eq)
+		return -FI_ENOMEM;
+	if (ntx_signal_open(&eq->sig)) {
+		free(eq);
+		return -FI_ENOMEM;
+	}
+	ntx_signal_arm(&eq->sig); /* EQs are off the data path */
+	pthread_mutex_init(&eq->lock, NULL);
+	ntx_list_init(&eq->events);
+	eq->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD
+							: attr->wait_obj;
+	eq->fabric = fab;
+	eq->eq.fid.fclass = FI_CLASS_EQ;
+	eq->eq.fid.context = context;
+	eq->eq.fid.ops = &ntx_eq_fi_ops;
+	eq->eq.ops = &ntx_eq_ops;
+	ntx_ref_get(&fab->ref);
+	*out = &eq->eq;
+	return 0;
+}

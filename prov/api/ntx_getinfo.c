@@ -1,0 +1,422 @@
+/*
+ * fi_getinfo: the attributes ntx offers per domain, and the negotiation of
+ * an application's hints against them as fi_getinfo(3) specifies. Only what
+ * works is advertised.
+ */
+#include "config.h"
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "ntx/ntx.h"
+
+#define NTX_EP_CAPS                                                        \
+	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |        \
+	 FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR)
+#define NTX_DOMAIN_CAPS (FI_LOCAL_COMM)
+#define NTX_CAPS (NTX_EP_CAPS | NTX_DOMAIN_CAPS)
+#define NTX_TX_OP_FLAGS                                                    \
+	(FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE |                  \
+	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE)
+#define NTX_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)
+#define NTX_MSG_ORDER (FI_ORDER_SAS)
+#define NTX_INJECT_SIZE 4096
+#define NTX_MAX_MSG_SIZE (1ull << 32)
+
+const struct fi_tx_attr ntx_tx_attr = {
+	.caps = NTX_EP_CAPS & ~(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV |
+				FI_SOURCE | FI_SOURCE_ERR),
+	.op_flags = 0,
+	.msg_order = NTX_MSG_ORDER,
+	.comp_order = FI_ORDER_NONE,
+	.inject_size = NTX_INJECT_SIZE,
+	.size = 1024,
+	.iov_limit = NTX_MAX_IOV,
+	.rma_iov_limit = 0,
+};
+
+const struct fi_rx_attr ntx_rx_attr = {
+	.caps = NTX_EP_CAPS & ~FI_SEND,
+	.op_flags = 0,
+	.msg_order = NTX_MSG_ORDER,
+	.comp_order = FI_ORDER_NONE,
+	.total_buffered_recv = 0,
+	.size = 1024,
+	.iov_limit = NTX_MAX_IOV,
+};
+
+static const struct fi_ep_attr ntx_ep_attr = {
+	.type = FI_EP_RDM,
+	.protocol = FI_PROTO_UNSPEC,
+	.protocol_version = 1,
+	.max_msg_size = NTX_MAX_MSG_SIZE,
+	.msg_prefix_size = 0,
+	.max_order_raw_size = 0,
+	.max_order_war_size = 0,
+	.max_order_waw_size = 0,
+	.mem_tag_format = 0,
+	.tx_ctx_cnt = 1,
+	.rx_ctx_cnt = 1,
+};
+
+static const struct fi_domain_attr ntx_domain_attr = {
+	.threading = FI_THREAD_SAFE,
+	.control_progress = FI_PROGRESS_MANUAL,
+	.data_progress = FI_PROGRESS_MANUAL,
+	.resource_mgmt = FI_RM_ENABLED,
+	.av_type = FI_AV_UNSPEC,
+	.mr_mode = 0,
+	.mr_key_size = sizeof(uint64_t),
+	.cq_data_size = sizeof(uint64_t),
+	.cq_cnt = 1024,
+	.ep_cnt = 1024,
+	.tx_ctx_cnt = 1024,
+	.rx_ctx_cnt = 1024,
+	.max_ep_tx_ctx = 1,
+	.max_ep_rx_ctx = 1,
+	.max_ep_stx_ctx = 0,
+	.max_ep_srx_ctx = 0,
+	.cntr_cnt = 1024,
+	.mr_iov_limit = NTX_MAX_IOV,
+	.caps = NTX_DOMAIN_CAPS,
+	.mode = 0,
+	.max_err_data = sizeof(struct ntx_addr),
+	.mr_cnt = 65536,
+};
+
+static const struct fi_fabric_attr ntx_fabric_attr = {
+	.prov_version = NTX_PROV_VERSION,
+};
+
+/* -FI_ENODATA with a log line saying which hint could not be met. */
+#define NTX_NOMATCH(...)                                       \
+	do {                                                   \
+		NTX_INFO(FI_LOG_CORE, __VA_ARGS__);            \
+		return -FI_ENODATA;                            \
+	} while (0)
+
+static int ntx_check_caps(uint64_t want, uint64_t have, const char *what)
+{
+	if (want & ~have)
+		NTX_NOMATCH("%s 0x%llx not supported\n", what,
+			    (unsigned long long)(want & ~have));
+	return 0;
+}
+
+static int ntx_check_tx(const struct fi_tx_attr *h, uint64_t caps)
+{
+	if (!h)
+		return 0;
+	if (ntx_check_caps(h->caps & ~FI_RECV, ntx_tx_attr.caps | FI_RECV |
+			   FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE,
+			   "tx caps"))
+		return -FI_ENODATA;
+	if (h->op_flags & ~NTX_TX_OP_FLAGS)
+		NTX_NOMATCH("tx op_flags not supported\n");
+	if (h->msg_order & ~ntx_tx_attr.msg_order)
+		NTX_NOMATCH("tx msg_order not supported\n");
+	if (h->comp_order & ~(FI_ORDER_NONE))
+		NTX_NOMATCH("tx comp_order not supported\n");
+	if (h->inject_size > ntx_tx_attr.inject_size)
+		NTX_NOMATCH("inject_size %zu too large\n", h->inject_size);
+	if (h->iov_limit > ntx_tx_attr.iov_limit)
+		NTX_NOMATCH("tx iov_limit too large\n");
+	if (h->rma_iov_limit > ntx_tx_attr.rma_iov_limit)
+		NTX_NOMATCH("rma_iov_limit too large\n");
+	return 0;
+}
+
+static int ntx_check_rx(const struct fi_rx_attr *h)
+{
+	if (!h)
+		return 0;
+	if (ntx_check_caps(h->caps, ntx_rx_attr.caps | FI_SEND, "rx caps"))
+		return -FI_ENODATA;
+	if (h->op_flags & ~NTX_RX_OP_FLAGS)
+		NTX_NOMATCH("rx op_flags not supported\n");
+	if (h->msg_order & ~ntx_rx_attr.msg_order)
+		NTX_NOMATCH("rx msg_order not supported\n");
+	if (h->comp_order & ~(FI_ORDER_NONE))
+		NTX_NOMATCH("rx comp_order not supported\n");
+	if (h->total_buffered_recv > 0 && 0)
+		NTX_NOMATCH("total_buffered_recv\n");
+	if (h->iov_limit > ntx_rx_attr.iov_limit)
+		NTX_NOMATCH("rx iov_limit too large\n");
+	return 0;
+}
+
+static int ntx_check_ep(const struct fi_ep_attr *h)
+{
+	if (!h)
+		return 0;
+	if (h->type != FI_EP_UNSPEC && h->type != FI_EP_RDM)
+		NTX_NOMATCH("ep type %d not supported\n", h->type);
+	if (h->protocol != FI_PROTO_UNSPEC)
+		NTX_NOMATCH("protocol %u not supported\n", h->protocol);
+	if (h->max_msg_size > ntx_ep_attr.max_msg_size)
+		NTX_NOMATCH("max_msg_size too large\n");
+	if (h->msg_prefix_size)
+		NTX_NOMATCH("msg_prefix_size not supported\n");
+	if (h->max_order_raw_size || h->max_order_war_size ||
+	    h->max_order_waw_size)
+		NTX_NOMATCH("RMA ordering sizes not supported\n");
+	if (h->tx_ctx_cnt > 1 && h->tx_ctx_cnt != FI_SHARED_CONTEXT)
+		NTX_NOMATCH("scalable endpoints not supported\n");
+	if (h->tx_ctx_cnt == FI_SHARED_CONTEXT ||
+	    h->rx_ctx_cnt == FI_SHARED_CONTEXT)
+		NTX_NOMATCH("shared contexts not supported\n");
+	if (h->rx_ctx_cnt > 1)
+		NTX_NOMATCH("scalable endpoints not supported\n");
+	if (h->auth_key_size || h->auth_key)
+		NTX_NOMATCH("auth keys not supported\n");
+	return 0;
+}
+
+static int ntx_check_progress(enum fi_progress p, const char *what)
+{
+	if (p != FI_PROGRESS_UNSPEC && p != FI_PROGRESS_MANUAL)
+		NTX_NOMATCH("%s progress %d not supported\n", what, p);
+	return 0;
+}
+
+static int ntx_check_domain(const struct fi_domain_attr *h, uint32_t version)
+{
+	if (!h)
+		return 0;
+	if (h->name && strcmp(h->name, NTX_DOMAIN_SHM))
+		NTX_NOMATCH("domain %s not found\n", h->name);
+	if (ntx_check_progress(h->control_progress, "control") ||
+	    ntx_check_progress(h->data_progress, "data"))
+		return -FI_ENODATA;
+	if (h->av_type != FI_AV_UNSPEC && h->av_type != FI_AV_MAP &&
+	    h->av_type != FI_AV_TABLE)
+		NTX_NOMATCH("av_type %d not supported\n", h->av_type);
+	/* mr_mode bits are what the application can cope with; ntx needs
+	 * none of them, so any set is fine (FI_MR_BASIC/SCALABLE included) */
+	if (h->mr_key_size > ntx_domain_attr.mr_key_size)
+		NTX_NOMATCH("mr_key_size too large\n");
+	if (h->cq_data_size > ntx_domain_attr.cq_data_size)
+		NTX_NOMATCH("cq_data_size too large\n");
+	if (h->max_ep_tx_ctx > 1 || h->max_ep_rx_ctx > 1 ||
+	    h->max_ep_stx_ctx || h->max_ep_srx_ctx)
+		NTX_NOMATCH("endpoint contexts beyond one not supported\n");
+	if (h->mr_iov_limit > ntx_domain_attr.mr_iov_limit)
+		NTX_NOMATCH("mr_iov_limit too large\n");
+	if (h->caps & ~NTX_DOMAIN_CAPS)
+		NTX_NOMATCH("domain caps not supported\n");
+	if (h->auth_key_size || h->auth_key)
+		NTX_NOMATCH("auth keys not supported\n");
+	if (h->tclass != FI_TC_UNSPEC && h->tclass != FI_TC_BEST_EFFORT)
+		NTX_NOMATCH("traffic class not supported\n");
+	return 0;
+}
+
+static int ntx_check_hints(uint32_t version, const struct fi_info *h)
+{
+	if (!h)
+		return 0;
+	/* the shm domain reaches only peers on this host: no FI_REMOTE_COMM */
+	if (ntx_check_caps(h->caps, NTX_CAPS, "caps"))
+		return -FI_ENODATA;
+	if (h->addr_format != FI_FORMAT_UNSPEC)
+		NTX_NOMATCH("addr_format %u not supported\n", h->addr_format);
+	if (h->fabric_attr) {
+		if (h->fabric_attr->name &&
+		    strcmp(h->fabric_attr->name, NTX_FABRIC_NAME))
+			NTX_NOMATCH("fabric %s not found\n",
+				    h->fabric_attr->name);
+	}
+	if ((h->src_addr && h->src_addrlen != sizeof(struct ntx_addr)) ||
+	    (h->dest_addr && h->dest_addrlen != sizeof(struct ntx_addr)))
+		NTX_NOMATCH("address length does not match ntx names\n");
+	if (ntx_check_ep(h->ep_attr) || ntx_check_domain(h->domain_attr, version) ||
+	    ntx_check_tx(h->tx_attr, h->caps) || ntx_check_rx(h->rx_attr))
+		return -FI_ENODATA;
+	return 0;
+}
+
+/* A node is served by the shm domain if it names this host. */
+static bool ntx_node_is_local(const char *node)
+{
+	char host[256];
+	struct addrinfo *ai, *it;
+	bool local = false;
+
+	if (!strcmp(node, "localhost"))
+		return true;
+	if (!gethostname(host, sizeof(host)) && !strcmp(node, host))
+		return true;
+	if (getaddrinfo(node, NULL, NULL, &ai))
+		return false;
+	for (it = ai; it && !local; it = it->ai_next) {
+		if (it->ai_family == AF_INET) {
+			struct sockaddr_in *sin = (void *)it->ai_addr;
+			local = (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
+		} else if (it->ai_family == AF_INET6) {
+			struct sockaddr_in6 *sin6 = (void *)it->ai_addr;
+			local = IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr);
+		}
+	}
+	freeaddrinfo(ai);
+	return local;
+}
+
+/* Turns node/service into a name: an fi_ntx:// string, or a local host
+ * with a numeric service (resolved to the endpoint bound to it). */
+static int ntx_resolve(const char *node, const char *service,
+		       struct ntx_addr *a)
+{
+	unsigned long svc = 0;
+	char *end;
+
+	if (node && !strncmp(node, "fi_ntx://", 9)) {
+		if (ntx_addr_from_str(node, a))
+			NTX_NOMATCH("malformed ntx name %s\n", node);
+		return 0;
+	}
+	if (node && !ntx_node_is_local(node))
+		NTX_NOMATCH("node %s is not this host\n", node);
+	if (service) {
+		svc = strtoul(service, &end, 10);
+		if (*service == '\0' || *end != '\0' || svc == 0 ||
+		    svc > UINT32_MAX)
+			NTX_NOMATCH("service %s is not a number\n", service);
+	}
+	memset(a, 0, sizeof(*a));
+	a->magic = NTX_ADDR_MAGIC;
+	a->version = NTX_ADDR_VERSION;
+	a->flags = NTX_ADDR_F_UNBOUND;
+	a->host = ntx_host_id();
+	a->service = (uint32_t)svc;
+	a->win_fd = -1;
+	return 0;
+}
+
+static int ntx_set_addr(void **dst, size_t *dstlen, const struct ntx_addr *a)
+{
+	*dst = malloc(sizeof(*a));
+	if (!*dst)
+		return -FI_ENOMEM;
+	memcpy(*dst, a, sizeof(*a));
+	*dstlen = sizeof(*a);
+	return 0;
+}
+
+/* Narrows the template to what the hints asked for. */
+static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
+			   uint32_t version)
+{
+	if (!h)
+		return;
+	if (h->caps) {
+		fi->caps = h->caps & NTX_CAPS;
+		if (!(fi->caps & (FI_MSG | FI_TAGGED)))
+			fi->caps |= h->caps & (FI_MSG | FI_TAGGED);
+		fi->tx_attr->caps &= fi->caps | FI_SEND;
+		fi->rx_attr->caps &= fi->caps | FI_RECV;
+	}
+	if (h->domain_attr) {
+		const struct fi_domain_attr *d = h->domain_attr;
+
+		if (d->threading != FI_THREAD_UNSPEC)
+			fi->domain_attr->threading = d->threading;
+		if (d->av_type != FI_AV_UNSPEC)
+			fi->domain_attr->av_type = d->av_type;
+		if (d->resource_mgmt != FI_RM_UNSPEC)
+			fi->domain_attr->resource_mgmt = d->resource_mgmt;
+		/* ntx needs no mr_mode bit; it honours the ones that change
+		 * key and address use when the application offers them */
+		if (FI_VERSION_GE(version, FI_VERSION(1, 5)))
+			fi->domain_attr->mr_mode = d->mr_mode &
+				(FI_MR_PROV_KEY | FI_MR_VIRT_ADDR);
+		else
+			fi->domain_attr->mr_mode = FI_MR_SCALABLE;
+	} else if (!FI_VERSION_GE(version, FI_VERSION(1, 5))) {
+		fi->domain_attr->mr_mode = FI_MR_SCALABLE;
+	}
+	if (h->tx_attr) {
+		if (h->tx_attr->op_flags)
+			fi->tx_attr->op_flags = h->tx_attr->op_flags;
+		if (h->tx_attr->msg_order)
+			fi->tx_attr->msg_order = h->tx_attr->msg_order;
+	}
+	if (h->rx_attr) {
+		if (h->rx_attr->op_flags)
+			fi->rx_attr->op_flags = h->rx_attr->op_flags;
+		if (h->rx_attr->msg_order)
+			fi->rx_attr->msg_order = h->rx_attr->msg_order;
+	}
+	fi->mode = 0;
+}
+
+static struct fi_info *ntx_info_template(void)
+{
+	struct fi_info *fi = fi_allocinfo();
+
+	if (!fi)
+		return NULL;
+	fi->caps = NTX_CAPS;
+	fi->mode = 0;
+	fi->addr_format = FI_FORMAT_UNSPEC;
+	*fi->tx_attr = ntx_tx_attr;
+	*fi->rx_attr = ntx_rx_attr;
+	*fi->ep_attr = ntx_ep_attr;
+	*fi->domain_attr = ntx_domain_attr;
+	*fi->fabric_attr = ntx_fabric_attr;
+	fi->domain_attr->name = strdup(NTX_DOMAIN_SHM);
+	fi->fabric_attr->name = strdup(NTX_FABRIC_NAME);
+	fi->fabric_attr->prov_name = NULL; /* filled in by libfabric */
+	fi->fabric_attr->api_version = NTX_FI_VERSION;
+	fi->nic = NULL;
+	if (!fi->domain_attr->name || !fi->fabric_attr->name) {
+		fi_freeinfo(fi);
+		return NULL;
+	}
+	return fi;
+}
+
+int ntx_getinfo(uint32_t version, const char *node, const char *service,
+		uint64_t flags, const struct fi_info *hints,
+		struct fi_info **info)
+{
+	struct ntx_addr addr;
+	struct fi_info *fi;
+	int ret;
+
+	ret = ntx_check_hints(version, hints);
+	if (ret)
+		return ret;
+	if (hints && hints->src_addr &&
+	    !ntx_addr_valid(hints->src_addr))
+		NTX_NOMATCH("src_addr is not an ntx name\n");
+	if (hints && hints->dest_addr &&
+	    !ntx_addr_valid(hints->dest_addr))
+		NTX_NOMATCH("dest_addr is not an ntx name\n");
+	if (node || service) {
+		ret = ntx_resolve(node, service, &addr);
+		if (ret)
+			return ret;
+	}
+	fi = ntx_info_template();
+	if (!fi)
+		return -FI_ENOMEM;
+	ntx_apply_hints(fi, hints, version);
+
+	if ((node || service) && (flags & FI_SOURCE))
+		ret = ntx_set_addr(&fi->src_addr, &fi->src_addrlen, &addr);
+	else if (node || service)
+		ret = ntx_set_addr(&fi->dest_addr, &fi->dest_addrlen, &addr);
+	if (!ret && hints && hints->src_addr && !fi->src_addr)
+		ret = ntx_set_addr(&fi->src_addr, &fi->src_addrlen,
+				   hints->src_addr);
+	if (!ret && hints && hints->dest_addr && !fi->dest_addr)
+		ret = ntx_set_addr(&fi->dest_addr, &fi->dest_addrlen,
+				   hints->dest_addr);
+	if (ret) {
+		fi_freeinfo(fi);
+		return ret;
+	}
+	*info = fi;
+	return 0;
+}

@@ -1,0 +1,166 @@
+/*
+ * Memory registration. Provider keys are [generation:32 | index:32]: the
+ * index finds the MR in the domain's table, the generation (random per
+ * domain at start) changes each time a slot is reused, so a key of a closed
+ * MR never matches again (DESIGN §6).
+ */
+#include "config.h"
+#include <stdlib.h>
+
+#include "ntx/ntx.h"
+
+#define NTX_MR_ACCESS                                                      \
+	(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |        \
+	 FI_REMOTE_WRITE)
+
+static int ntx_mr_slot(struct ntx_domain *dom, struct ntx_mr *mr)
+{
+	uint32_t i;
+
+	for (i = 0; i < dom->mr_cap; i++)
+		if (!dom->mr_table[i])
+			break;
+	if (i == dom->mr_cap) {
+		uint32_t cap = dom->mr_cap ? dom->mr_cap * 2 : 64;
+		struct ntx_mr **t = realloc(dom->mr_table, cap * sizeof(*t));
+
+		if (!t)
+			return -FI_ENOMEM;
+		memset(t + dom->mr_cap, 0, (cap - dom->mr_cap) * sizeof(*t));
+		dom->mr_table = t;
+		dom->mr_cap = cap;
+	}
+	dom->mr_table[i] = mr;
+	mr->index = i;
+	return 0;
+}
+
+static bool ntx_mr_key_used(struct ntx_domain *dom, uint64_t key)
+{
+	for (uint32_t i = 0; i < dom->mr_cap; i++)
+		if (dom->mr_table[i] && dom->mr_table[i]->mr.key == key)
+			return true;
+	return false;
+}
+
+static int ntx_mr_close(struct fid *fid)
+{
+	struct ntx_mr *mr = ntx_container_of(fid, struct ntx_mr, mr.fid);
+	struct ntx_domain *dom = mr->domain;
+
+	ntx_domain_lock(dom);
+	dom->mr_table[mr->index] = NULL;
+	ntx_domain_unlock(dom);
+	ntx_ref_put(&dom->ref);
+	free(mr->iov);
+	free(mr);
+	return 0;
+}
+
+static int ntx_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	if (!bfid || (bfid->fclass != FI_CLASS_EP &&
+		      bfid->fclass != FI_CLASS_CNTR))
+		return -FI_EINVAL;
+	return -FI_ENOSYS;
+}
+
+static int ntx_mr_control(struct fid *fid, int command, void *arg)
+{
+	return command == FI_ENABLE ? 0 : -FI_ENOSYS;
+}
+
+static struct fi_ops ntx_mr_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ntx_mr_close,
+	.bind = ntx_mr_bind,
+	.control = ntx_mr_control,
+	.ops_open = ntx_no_ops_open,
+	.tostr = ntx_no_tostr,
+	.ops_set = ntx_no_ops_set,
+};
+
+int ntx_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
+		   uint64_t flags, struct fid_mr **out)
+{
+	struct ntx_domain *dom;
+	struct ntx_mr *mr;
+	int ret;
+
+	if (!fid || fid->fclass != FI_CLASS_DOMAIN || !attr || !out)
+		return -FI_EINVAL;
+	dom = ntx_container_of(fid, struct ntx_domain, dom.fid);
+	if (attr->iov_count > NTX_MAX_IOV || (attr->iov_count && !attr->mr_iov) ||
+	    (attr->access & ~NTX_MR_ACCESS) || flags ||
+	    attr->iface != FI_HMEM_SYSTEM) {
+		NTX_WARN(FI_LOG_MR, "fi_mr_reg: unsupported arguments\n");
+		return -FI_EINVAL;
+	}
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -FI_ENOMEM;
+	mr->iov = calloc(attr->iov_count ? attr->iov_count : 1,
+			 sizeof(*mr->iov));
+	if (!mr->iov) {
+		free(mr);
+		return -FI_ENOMEM;
+	}
+	memcpy(mr->iov, attr->mr_iov, attr->iov_count * sizeof(*mr->iov));
+	mr->iov_count = attr->iov_count;
+	mr->access = attr->access;
+	mr->offset = attr->offset;
+	mr->domain = dom;
+	mr->mr.fid.fclass = FI_CLASS_MR;
+	mr->mr.fid.context = attr->context;
+	mr->mr.fid.ops = &ntx_mr_fi_ops;
+	mr->mr.mem_desc = mr;
+
+	ntx_domain_lock(dom);
+	if (!(dom->mr_mode & FI_MR_PROV_KEY) &&
+	    ntx_mr_key_used(dom, attr->requested_key)) {
+		ret = -FI_ENOKEY;
+		goto unlock;
+	}
+	ret = ntx_mr_slot(dom, mr);
+	if (ret)
+		goto unlock;
+	if (dom->mr_mode & FI_MR_PROV_KEY)
+		mr->mr.key = ((uint64_t)dom->mr_gen_seed++ << 32) | mr->index;
+	else
+		mr->mr.key = attr->requested_key;
+	ntx_domain_unlock(dom);
+	ntx_ref_get(&dom->ref);
+	*out = &mr->mr;
+	return 0;
+unlock:
+	ntx_domain_unlock(dom);
+	free(mr->iov);
+	free(mr);
+	return ret;
+}
+
+int ntx_mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
+		uint64_t access, uint64_t offset, uint64_t requested_key,
+		uint64_t flags, struct fid_mr **mr, void *context)
+{
+	struct fi_mr_attr attr = {
+		.mr_iov = iov,
+		.iov_count = count,
+		.access = access,
+		.offset = offset,
+		.requested_key = requested_key,
+		.context = context,
+	};
+
+	return ntx_mr_regattr(fid, &attr, flags, mr);
+}
+
+int ntx_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
+	       uint64_t offset, uint64_t requested_key, uint64_t flags,
+	       struct fid_mr **mr, void *context)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	return ntx_mr_regv(fid, &iov, 1, access, offset, requested_key, flags,
+			   mr, context);
+}

@@ -1,0 +1,323 @@
+/*
+ * fi_msg(3) and fi_tagged(3) entry points: argument checks, then a request
+ * handed to the engine under the domain lock.
+ */
+#include "config.h"
+
+#include "ntx/ntx_engine.h"
+
+#define NTX_INJECT_MAX 4096
+#define NTX_SEND_FLAGS                                                      \
+	(FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA | FI_INJECT_COMPLETE | \
+	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE | FI_FENCE)
+#define NTX_RECV_FLAGS                                                      \
+	(FI_COMPLETION | FI_MULTI_RECV | FI_MORE | FI_PEEK | FI_CLAIM |       \
+	 FI_DISCARD)
+
+static inline struct ntx_ep *ntx_ep_of(struct fid_ep *fep)
+{
+	return ntx_container_of(fep, struct ntx_ep, ep);
+}
+
+static ssize_t ntx_post_send(struct ntx_ep *ep, const struct iovec *iov,
+			     size_t count, fi_addr_t dest, uint64_t tag,
+			     uint64_t data, void *context, uint64_t flags)
+{
+	struct ntx_req *r;
+	size_t len;
+	ssize_t ret;
+
+	if (!ep->enabled)
+		return -FI_EOPBADSTATE;
+	if (count > NTX_MAX_IOV || (count && !iov) || (flags & ~(NTX_SEND_FLAGS | FI_TAGGED))) {
+		NTX_WARN(FI_LOG_EP_DATA, "send: bad iov count or flags\n");
+		return -FI_EINVAL;
+	}
+	len = ntx_iov_len(iov, count);
+	if ((flags & FI_INJECT) && len > NTX_INJECT_MAX)
+		return -FI_EMSGSIZE;
+	ntx_domain_lock(ep->domain);
+	if (ep->tx_outstanding >= ep->tx_limit) {
+		ntx_domain_progress(ep->domain);
+		if (ep->tx_outstanding >= ep->tx_limit) {
+			ntx_domain_unlock(ep->domain);
+			return -FI_EAGAIN;
+		}
+	}
+	r = ntx_req_get(ep, NTX_REQ_SEND);
+	if (!r) {
+		ntx_domain_unlock(ep->domain);
+		return -FI_EAGAIN;
+	}
+	memcpy(r->iov, iov, count * sizeof(*iov));
+	r->iov_count = count;
+	r->len = len;
+	r->addr = dest;
+	r->tag = tag;
+	r->data = data;
+	r->context = context;
+	r->flags = flags;
+	ret = ntx_proto_send(ep, r);
+	if (ret)
+		ntx_req_put(r);
+	ntx_domain_unlock(ep->domain);
+	return ret;
+}
+
+static ssize_t ntx_post_recv(struct ntx_ep *ep, const struct iovec *iov,
+			     size_t count, fi_addr_t src, uint64_t tag,
+			     uint64_t ignore, void *context, uint64_t flags)
+{
+	struct ntx_req *r;
+	ssize_t ret;
+
+	if (!ep->enabled)
+		return -FI_EOPBADSTATE;
+	if (count > NTX_MAX_IOV || (count && !iov) ||
+	    (flags & ~(NTX_RECV_FLAGS | FI_TAGGED)) ||
+	    ((flags & FI_MULTI_RECV) && (count != 1 || (flags & FI_TAGGED)))) {
+		NTX_WARN(FI_LOG_EP_DATA, "recv: bad iov count or flags\n");
+		return -FI_EINVAL;
+	}
+	if (!(ep->caps & FI_DIRECTED_RECV))
+		src = FI_ADDR_UNSPEC;
+	ntx_domain_lock(ep->domain);
+	r = ntx_req_get(ep, NTX_REQ_RECV);
+	if (!r) {
+		ntx_domain_unlock(ep->domain);
+		return -FI_EAGAIN;
+	}
+	memcpy(r->iov, iov, count * sizeof(*iov));
+	r->iov_count = count;
+	r->len = ntx_iov_len(iov, count);
+	r->addr = src;
+	r->tag = tag;
+	r->ignore = ignore;
+	r->context = context;
+	r->flags = flags;
+	if (flags & FI_PEEK)
+		ret = ntx_proto_peek(ep, r);
+	else
+		ret = ntx_proto_recv(ep, r);
+	ntx_domain_unlock(ep->domain);
+	return ret;
+}
+
+/* ---- fi_msg ------------------------------------------------------------------- */
+
+static ssize_t ntx_recv(struct fid_ep *fep, void *buf, size_t len, void *desc,
+			fi_addr_t src, void *context)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+	struct iovec iov = { buf, len };
+
+	return ntx_post_recv(ep, &iov, 1, src, 0, 0, context,
+			     ep->rx_op_flags);
+}
+
+static ssize_t ntx_recvv(struct fid_ep *fep, const struct iovec *iov,
+			 void **desc, size_t count, fi_addr_t src,
+			 void *context)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+
+	return ntx_post_recv(ep, iov, count, src, 0, 0, context,
+			     ep->rx_op_flags);
+}
+
+static ssize_t ntx_recvmsg(struct fid_ep *fep, const struct fi_msg *msg,
+			   uint64_t flags)
+{
+	if (!msg)
+		return -FI_EINVAL;
+	return ntx_post_recv(ntx_ep_of(fep), msg->msg_iov, msg->iov_count,
+			     msg->addr, 0, 0, msg->context,
+			     flags & ~(FI_PEEK | FI_CLAIM | FI_DISCARD));
+}
+
+static ssize_t ntx_send(struct fid_ep *fep, const void *buf, size_t len,
+			void *desc, fi_addr_t dest, void *context)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+	struct iovec iov = { (void *)buf, len };
+
+	return ntx_post_send(ep, &iov, 1, dest, 0, 0, context,
+			     ep->tx_op_flags & ~FI_INJECT);
+}
+
+static ssize_t ntx_sendv(struct fid_ep *fep, const struct iovec *iov,
+			 void **desc, size_t count, fi_addr_t dest,
+			 void *context)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+
+	return ntx_post_send(ep, iov, count, dest, 0, 0, context,
+			     ep->tx_op_flags & ~FI_INJECT);
+}
+
+static ssize_t ntx_sendmsg(struct fid_ep *fep, const struct fi_msg *msg,
+			   uint64_t flags)
+{
+	if (!msg)
+		return -FI_EINVAL;
+	return ntx_post_send(ntx_ep_of(fep), msg->msg_iov, msg->iov_count,
+			     msg->addr, 0, msg->data, msg->context, flags);
+}
+
+static ssize_t ntx_senddata(struct fid_ep *fep, const void *buf, size_t len,
+			    void *desc, uint64_t data, fi_addr_t dest,
+			    void *context)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+	struct iovec iov = { (void *)buf, len };
+
+	return ntx_post_send(ep, &iov, 1, dest, 0, data, context,
+			     (ep->tx_op_flags & ~FI_INJECT) |
+				     FI_REMOTE_CQ_DATA);
+}
+
+static ssize_t ntx_do_inject(struct fid_ep *fep, const void *buf, size_t len,
+			     fi_addr_t dest, uint64_t tag, uint64_t data,
+			     uint64_t flags)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+	ssize_t ret;
+
+	if (!ep->enabled)
+		return -FI_EOPBADSTATE;
+	if (len > NTX_INJECT_MAX)
+		return -FI_EMSGSIZE;
+	if (len && !buf)
+		return -FI_EINVAL;
+	ntx_domain_lock(ep->domain);
+	ret = ntx_proto_inject(ep, buf, len, dest, tag, data, flags);
+	ntx_domain_unlock(ep->domain);
+	return ret;
+}
+
+static ssize_t ntx_inject(struct fid_ep *fep, const void *buf, size_t len,
+			  fi_addr_t dest)
+{
+	return ntx_do_inject(fep, buf, len, dest, 0, 0, 0);
+}
+
+static ssize_t ntx_injectdata(struct fid_ep *fep, const void *buf, size_t len,
+			      uint64_t data, fi_addr_t dest)
+{
+	return ntx_do_inject(fep, buf, len, dest, 0, data, FI_REMOTE_CQ_DATA);
+}
+
+struct fi_ops_msg ntx_msg_ops = {
+	.size = sizeof(struct fi_ops_msg),
+	.recv = ntx_recv,
+	.recvv = ntx_recvv,
+	.recvmsg = ntx_recvmsg,
+	.send = ntx_send,
+	.sendv = ntx_sendv,
+	.sendmsg = ntx_sendmsg,
+	.inject = ntx_inject,
+	.senddata = ntx_senddata,
+	.injectdata = ntx_injectdata,
+};
+
+/* ---- fi_tagged ------------------------------------------------------------ */
+
+static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,
+			 fi_addr_t src, uint64_t tag, uint64_t ignore,
+			 void *context)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+	struct iovec iov = { buf, len };
+
+	return ntx_post_recv(ep, &iov, 1, src, tag, ignore, context,
+			     (ep->rx_op_flags & ~FI_MULTI_RECV) | FI_TAGGED);
+}
+
+static ssize_t ntx_trecvv(struct fid_ep *fep, const struct iovec *iov,
+			  void **desc, size_t count, fi_addr_t src,
+			  uint64_t tag, uint64_t ignore, void *context)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+
+	return ntx_post_recv(ep, iov, count, src, tag, ignore, context,
+			     (ep->rx_op_flags & ~FI_MULTI_RECV) | FI_TAGGED);
+}
+
+static ssize_t ntx_trecvmsg(struct fid_ep *fep, const struct fi_msg_tagged *msg,
+			    uint64_t flags)
+{
+	if (!msg || (flags & FI_MULTI_RECV))
+		return -FI_EINVAL;
+	return ntx_post_recv(ntx_ep_of(fep), msg->msg_iov, msg->iov_count,
+			     msg->addr, msg->tag, msg->ignore, msg->context,
+			     flags | FI_TAGGED);
+}
+
+static ssize_t ntx_tsend(struct fid_ep *fep, const void *buf, size_t len,
+			 void *desc, fi_addr_t dest, uint64_t tag,
+			 void *context)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+	struct iovec iov = { (void *)buf, len };
+
+	return ntx_post_send(ep, &iov, 1, dest, tag, 0, context,
+			     (ep->tx_op_flags & ~FI_INJECT) | FI_TAGGED);
+}
+
+static ssize_t ntx_tsendv(struct fid_ep *fep, const struct iovec *iov,
+			  void **desc, size_t count, fi_addr_t dest,
+			  uint64_t tag, void *context)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+
+	return ntx_post_send(ep, iov, count, dest, tag, 0, context,
+			     (ep->tx_op_flags & ~FI_INJECT) | FI_TAGGED);
+}
+
+static ssize_t ntx_tsendmsg(struct fid_ep *fep, const struct fi_msg_tagged *msg,
+			    uint64_t flags)
+{
+	if (!msg)
+		return -FI_EINVAL;
+	return ntx_post_send(ntx_ep_of(fep), msg->msg_iov, msg->iov_count,
+			     msg->addr, msg->tag, msg->data, msg->context,
+			     flags | FI_TAGGED);
+}
+
+static ssize_t ntx_tsenddata(struct fid_ep *fep, const void *buf, size_t len,
+			     void *desc, uint64_t data, fi_addr_t dest,
+			     uint64_t tag, void *context)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+	struct iovec iov = { (void *)buf, len };
+
+	return ntx_post_send(ep, &iov, 1, dest, tag, data, context,
+			     (ep->tx_op_flags & ~FI_INJECT) | FI_TAGGED |
+				     FI_REMOTE_CQ_DATA);
+}
+
+static ssize_t ntx_tinject(struct fid_ep *fep, const void *buf, size_t len,
+			   fi_addr_t dest, uint64_t tag)
+{
+	return ntx_do_inject(fep, buf, len, dest, tag, 0, FI_TAGGED);
+}
+
+static ssize_t ntx_tinjectdata(struct fid_ep *fep, const void *buf, size_t len,
+			       uint64_t data, fi_addr_t dest, uint64_t tag)
+{
+	return ntx_do_inject(fep, buf, len, dest, tag, data,
+			     FI_TAGGED | FI_REMOTE_CQ_DATA);
+}
+
+struct fi_ops_tagged ntx_tagged_ops = {
+	.size = sizeof(struct fi_ops_tagged),
+	.recv = ntx_trecv,
+	.recvv = ntx_trecvv,
+	.recvmsg = ntx_trecvmsg,
+	.send = ntx_tsend,
+	.sendv = ntx_tsendv,
+	.sendmsg = ntx_tsendmsg,
+	.inject = ntx_tinject,
+	.senddata = ntx_tsenddata,
+	.injectdata = ntx_tinjectdata,
+};

@@ -1,0 +1,78 @@
+/*
+ * Every FI_NTX_* tunable, defined (fi_param_define, listed by fi_info -e)
+ * and read in this one place. man/fi_ntx.7.md documents each of them.
+ */
+#include "config.h"
+#include "ntx/ntx.h"
+
+struct ntx_params ntx_params = {
+	.eager_max = 8192,
+	.ring_entries = 64,
+	.max_peers = 256,
+	.shm_cma = 1,
+	.peer_check_ms = 200,
+	.cq_size = 1024,
+	.min_multi_recv = 64,
+};
+
+static void ntx_param_size(const char *name, const char *help, size_t *val,
+			   size_t lo, size_t hi)
+{
+	size_t v;
+
+	fi_param_define(&ntx_prov, name, FI_PARAM_SIZE_T, "%s (default: %zu)",
+			help, *val);
+	if (fi_param_get_size_t(&ntx_prov, name, &v) != FI_SUCCESS)
+		return;
+	if (v < lo || v > hi) {
+		NTX_WARN(FI_LOG_CORE, "FI_NTX_%s=%zu is outside [%zu, %zu]; "
+			 "keeping %zu\n", name, v, lo, hi, *val);
+		return;
+	}
+	*val = v;
+}
+
+static void ntx_param_int(const char *name, const char *help, int *val,
+			  enum fi_param_type type)
+{
+	int v;
+
+	fi_param_define(&ntx_prov, name, type, "%s (default: %d)", help, *val);
+	if (fi_param_get(&ntx_prov, name, &v) == FI_SUCCESS)
+		*val = v;
+}
+
+void ntx_params_init(void)
+{
+	ntx_param_size("eager_max",
+		       "largest message in bytes copied inline into the "
+		       "peer's ring; larger ones use rendezvous",
+		       &ntx_params.eager_max, 64, 8128);
+	ntx_param_size("ring_entries",
+		       "entries of each per-peer receive ring (power of two)",
+		       &ntx_params.ring_entries, 4, 4096);
+	if (ntx_params.ring_entries & (ntx_params.ring_entries - 1)) {
+		NTX_WARN(FI_LOG_CORE, "FI_NTX_RING_ENTRIES must be a power "
+			 "of two; using 64\n");
+		ntx_params.ring_entries = 64;
+	}
+	ntx_param_size("max_peers",
+		       "peers one endpoint can exchange messages with "
+		       "(ring slots in its window)",
+		       &ntx_params.max_peers, 2, 4096);
+	ntx_param_int("shm_cma",
+		      "move rendezvous data with process_vm_readv (single copy);"
+		      " 0 pipelines it through the window",
+		      &ntx_params.shm_cma, FI_PARAM_BOOL);
+	ntx_param_int("peer_check_ms",
+		      "milliseconds between liveness checks of peers with "
+		      "outstanding operations",
+		      &ntx_params.peer_check_ms, FI_PARAM_INT);
+	if (ntx_params.peer_check_ms < 1)
+		ntx_params.peer_check_ms = 1;
+	ntx_param_size("cq_size", "default completion queue depth",
+		       &ntx_params.cq_size, 1, 1 << 24);
+	ntx_param_size("min_multi_recv",
+		       "default FI_OPT_MIN_MULTI_RECV of an endpoint",
+		       &ntx_params.min_multi_recv, 0, SIZE_MAX);
+}

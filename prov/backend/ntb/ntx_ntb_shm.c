@@ -1,0 +1,663 @@
+/*
+ * ntb back end over a shared-memory window (DESIGN §4). Each endpoint owns
+ * one memfd window (never a name in /dev/shm, so nothing outlives the
+ * process); peers of the same user map it through /proc/PID/fd/FD. Per
+ * connection there is one receive ring in each side's window; a side writes
+ * only the ring in the peer's window and reads only its own window.
+ */
+#include "config.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "ntx/ntx_backend.h"
+#include "ntx_ring.h"
+
+enum ntx_conn_state { NTX_CONN_CONNECTING, NTX_CONN_CONNECTED, NTX_CONN_FAILED };
+
+/* A mapped window: ours or a peer's. Geometry is copied and validated once
+ * at map time; the peer can change its header later, we never re-read it. */
+struct ntx_win {
+	uint8_t *base;
+	size_t size;
+	uint32_t nslots;
+	uint32_t n; /* ring entries */
+	uint32_t entry_size;
+	size_t slot_off;
+	size_t slot_size;
+};
+
+struct ntx_be_conn {
+	struct ntx_list entry; /* ntx_be_ep.conns */
+	struct ntx_be_ep *be;
+	void *vc;
+	struct ntx_addr peer;
+	enum ntx_conn_state state;
+	bool cell_pending; /* connect request still to be posted */
+	uint32_t my_slot;  /* our slot: the peer's ring to us */
+	uint32_t peer_slot; /* the peer's slot: our ring to it */
+	struct ntx_win pwin;
+	uint32_t tx_prod; /* only we write the ring in pwin */
+	uint32_t rx_cons; /* only we consume the ring in my_slot */
+};
+
+struct ntx_be_ep {
+	struct ntx_be_cb cb;
+	struct ntx_win win;
+	int fd;
+	struct ntx_addr addr;
+	struct ntx_be_conn **slots; /* local slot -> connection */
+	struct ntx_list conns;
+	uint64_t bell_seen;
+	bool rescan; /* connect work left over: poll even without a bell */
+};
+
+static atomic_uint ntx_ntb_next_ep_id;
+
+static inline struct ntx_win_hdr *ntx_win_hdr(const struct ntx_win *w)
+{
+	return (struct ntx_win_hdr *)w->base;
+}
+
+static inline struct ntx_win_cell *ntx_win_cell(const struct ntx_win *w,
+						 uint32_t i)
+{
+	return (struct ntx_win_cell *)(w->base + ntx_win_cells_off()) + i;
+}
+
+static inline struct ntx_win_slot *ntx_win_slot(const struct ntx_win *w,
+						 uint32_t i)
+{
+	return (struct ntx_win_slot *)(w->base + w->slot_off +
+				       (size_t)i * w->slot_size);
+}
+
+static inline struct ntx_win_entry *
+ntx_win_entry(const struct ntx_win *w, struct ntx_win_slot *s, uint32_t idx)
+{
+	return (struct ntx_win_entry *)(s->entries +
+		(size_t)ntx_ring_entry(idx, w->n) * w->entry_size);
+}
+
+static void ntx_win_geometry(struct ntx_win *w, uint32_t nslots, uint32_t n,
+			     uint32_t entry_size)
+{
+	w->nslots = nslots;
+	w->n = n;
+	w->entry_size = entry_size;
+	w->slot_off = ntx_win_cells_off() +
+		      NTX_WIN_CELLS * sizeof(struct ntx_win_cell);
+	w->slot_size = ntx_win_slot_size(n, entry_size);
+	w->size = w->slot_off + (size_t)nslots * w->slot_size;
+}
+
+/* ---- our window ----------------------------------------------------------- */
+
+static int ntx_ntb_win_create(struct ntx_be_ep *be)
+{
+	struct ntx_win_hdr *hdr;
+	uint32_t esz;
+	char name[64];
+
+	esz = (uint32_t)((sizeof(struct ntx_win_entry) + ntx_params.eager_max +
+			  NTX_CACHELINE - 1) & ~(size_t)(NTX_CACHELINE - 1));
+	ntx_win_geometry(&be->win, (uint32_t)ntx_params.max_peers,
+			 (uint32_t)ntx_params.ring_entries, esz);
+	snprintf(name, sizeof(name), "ntx-ep-%d", getpid());
+	/* memfd: owner-only, no name in /dev/shm, gone with the last map */
+	be->fd = memfd_create(name, MFD_CLOEXEC);
+	if (be->fd < 0) {
+		NTX_WARN(FI_LOG_EP_CTRL, "memfd_create: %s\n", strerror(errno));
+		return -FI_ENOMEM;
+	}
+	fchmod(be->fd, 0600);
+	if (ftruncate(be->fd, (off_t)be->win.size)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "ftruncate window: %s\n",
+			 strerror(errno));
+		goto close_fd;
+	}
+	be->win.base = mmap(NULL, be->win.size, PROT_READ | PROT_WRITE,
+			    MAP_SHARED, be->fd, 0);
+	if (be->win.base == MAP_FAILED) {
+		NTX_WARN(FI_LOG_EP_CTRL, "mmap window: %s\n", strerror(errno));
+		goto close_fd;
+	}
+	hdr = ntx_win_hdr(&be->win);
+	hdr->magic = NTX_WIN_MAGIC;
+	hdr->version = NTX_WIN_VERSION;
+	hdr->pid = (uint32_t)getpid();
+	hdr->epoch = be->addr.epoch;
+	hdr->size = be->win.size;
+	hdr->nslots = be->win.nslots;
+	hdr->ring_entries = be->win.n;
+	hdr->entry_size = esz;
+	hdr->ep_id = be->addr.ep_id;
+	hdr->slot_off = be->win.slot_off;
+	/* release: the header is complete before anyone can see OPEN */
+	atomic_store_explicit(&hdr->state, NTX_WIN_OPEN, memory_order_release);
+	return 0;
+
+close_fd:
+	close(be->fd);
+	return -FI_ENOMEM;
+}
+
+/* ---- peer windows ----------------------------------------------------------- */
+
+static bool ntx_win_hdr_valid(const struct ntx_win_hdr *h, size_t fsize,
+			      const struct ntx_addr *peer)
+{
+	struct ntx_win w;
+
+	if (h->magic != NTX_WIN_MAGIC || h->version != NTX_WIN_VERSION ||
+	    h->epoch != peer->epoch || h->pid != peer->pid ||
+	    h->nslots == 0 || h->nslots > 4096 || h->ring_entries < 4 ||
+	    h->ring_entries > 4096 ||
+	    (h->ring_entries & (h->ring_entries - 1)) ||
+	    h->entry_size < sizeof(struct ntx_win_entry) + 64 ||
+	    h->entry_size > (1u << 20) || h->entry_size % NTX_CACHELINE)
+		return false;
+	ntx_win_geometry(&w, h->nslots, h->ring_entries, h->entry_size);
+	return w.size == h->size && w.size <= fsize &&
+	       w.slot_off == h->slot_off;
+}
+
+static int ntx_ntb_win_map(const struct ntx_addr *peer, struct ntx_win *w)
+{
+	struct ntx_win_hdr hdr;
+	struct stat st;
+	char path[64];
+	void *base;
+	int fd, ret = -FI_EADDRNOTAVAIL;
+
+	if (peer->host != ntx_host_id() || peer->win_fd < 0) {
+		NTX_WARN(FI_LOG_EP_CTRL, "peer is not on this host\n");
+		return -FI_EHOSTUNREACH;
+	}
+	snprintf(path, sizeof(path), "/proc/%u/fd/%d", peer->pid, peer->win_fd);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		NTX_WARN(FI_LOG_EP_CTRL, "open peer window %s: %s\n", path,
+			 strerror(errno));
+		return errno == ENOENT ? -FI_EADDRNOTAVAIL : -FI_EACCES;
+	}
+	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(hdr))
+		goto close_fd;
+	if (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr) ||
+	    !ntx_win_hdr_valid(&hdr, (size_t)st.st_size, peer)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "%s is not the window of that peer\n",
+			 path);
+		goto close_fd;
+	}
+	ntx_win_geometry(w, hdr.nslots, hdr.ring_entries, hdr.entry_size);
+	base = mmap(NULL, w->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		NTX_WARN(FI_LOG_EP_CTRL, "mmap peer window: %s\n",
+			 strerror(errno));
+		ret = -FI_ENOMEM;
+		goto close_fd;
+	}
+	w->base = base;
+	ret = 0;
+close_fd:
+	close(fd);
+	return ret;
+}
+
+/* ---- connections --------------------------------------------------------- */
+
+static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
+{
+	struct ntx_win_slot *s;
+
+	for (uint32_t i = 0; i < be->win.nslots; i++) {
+		if (be->slots[i])
+			continue;
+		s = ntx_win_slot(&be->win, i);
+		atomic_store_explicit(&s->resp, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->prod, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->cons, 0, memory_order_relaxed);
+		/* the reset is published by the release that follows (cell
+		 * post or connect response) */
+		be->slots[i] = c;
+		c->my_slot = i;
+		return 0;
+	}
+	NTX_WARN(FI_LOG_EP_CTRL, "all %u peer slots in use (FI_NTX_MAX_PEERS)\n",
+		 be->win.nslots);
+	return -FI_ENOSPC;
+}
+
+static struct ntx_be_conn *ntx_ntb_conn_new(struct ntx_be_ep *be,
+					    const struct ntx_addr *peer,
+					    void *vc)
+{
+	struct ntx_be_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->be = be;
+	c->vc = vc;
+	c->peer = *peer;
+	if (ntx_ntb_win_map(peer, &c->pwin))
+		goto free_conn;
+	if (ntx_ntb_slot_alloc(be, c))
+		goto unmap;
+	ntx_list_insert_tail(&be->conns, &c->entry);
+	return c;
+unmap:
+	munmap(c->pwin.base, c->pwin.size);
+free_conn:
+	free(c);
+	return NULL;
+}
+
+static void ntx_ntb_ring_bell(const struct ntx_win *w)
+{
+	/* release: the ring entries and index stores above are visible to
+	 * the owner once it sees the new doorbell value */
+	atomic_fetch_add_explicit(&ntx_win_hdr(w)->bell, 1,
+				  memory_order_release);
+}
+
+/* Posts our connect request into a free cell of the peer's window. */
+static int ntx_ntb_cell_post(struct ntx_be_conn *c)
+{
+	struct ntx_win_cell *cell;
+	uint32_t expect;
+
+	for (uint32_t i = 0; i < NTX_WIN_CELLS; i++) {
+		cell = ntx_win_cell(&c->pwin, i);
+		expect = NTX_CELL_FREE;
+		if (!atomic_compare_exchange_strong(&cell->state, &expect,
+						    NTX_CELL_BUSY))
+			continue;
+		cell->slot = c->my_slot;
+		cell->from = c->be->addr;
+		/* release: slot reset and cell body before POSTED */
+		atomic_store_explicit(&cell->state, NTX_CELL_POSTED,
+				      memory_order_release);
+		ntx_ntb_ring_bell(&c->pwin);
+		c->cell_pending = false;
+		return 0;
+	}
+	c->cell_pending = true;
+	c->be->rescan = true;
+	return -FI_EAGAIN;
+}
+
+/* Tells the peer which of our slots carries its ring to us. */
+static void ntx_ntb_respond(struct ntx_be_conn *c)
+{
+	struct ntx_win_slot *ps = ntx_win_slot(&c->pwin, c->peer_slot);
+
+	ps->resp_epoch = c->be->addr.epoch;
+	/* release: our slot reset is visible before the peer writes into it */
+	atomic_store_explicit(&ps->resp, c->my_slot + 1, memory_order_release);
+	ntx_ntb_ring_bell(&c->pwin);
+}
+
+static void ntx_ntb_conn_fail(struct ntx_be_conn *c, int err)
+{
+	if (c->state == NTX_CONN_FAILED)
+		return;
+	c->state = NTX_CONN_FAILED;
+	c->be->cb.failed(c->vc, err);
+}
+
+static int ntx_ntb_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
+			   void *vc, struct ntx_be_conn **conn)
+{
+	struct ntx_be_conn *c = ntx_ntb_conn_new(be, peer, vc);
+
+	if (!c)
+		return -FI_EADDRNOTAVAIL;
+	c->state = NTX_CONN_CONNECTING;
+	ntx_ntb_cell_post(c);
+	*conn = c;
+	return 0;
+}
+
+static void ntx_ntb_disconnect(struct ntx_be_conn *c)
+{
+	struct ntx_be_ep *be = c->be;
+
+	ntx_list_remove(&c->entry);
+	be->slots[c->my_slot] = NULL;
+	munmap(c->pwin.base, c->pwin.size);
+	free(c);
+}
+
+static struct ntx_be_conn *ntx_ntb_find(struct ntx_be_ep *be,
+					const struct ntx_addr *a)
+{
+	struct ntx_list *it;
+
+	ntx_list_foreach(&be->conns, it) {
+		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
+							 entry);
+		if (c->state != NTX_CONN_FAILED &&
+		    ntx_addr_same_ep(&c->peer, a))
+			return c;
+	}
+	return NULL;
+}
+
+static void ntx_ntb_on_cell(struct ntx_be_ep *be, const struct ntx_win_cell *cell)
+{
+	struct ntx_be_conn *c;
+	const struct ntx_addr *from = &cell->from;
+
+	if (!ntx_addr_valid(from) || from->host != be->addr.host) {
+		NTX_WARN(FI_LOG_EP_CTRL, "dropping malformed connect request\n");
+		return;
+	}
+	c = ntx_ntb_find(be, from);
+	if (c && c->peer.epoch != from->epoch) {
+		NTX_INFO(FI_LOG_EP_CTRL, "peer pid %u restarted\n", from->pid);
+		ntx_ntb_conn_fail(c, -FI_ECONNRESET);
+		c = NULL; /* the engine disconnects the old one */
+	}
+	if (c && c->state == NTX_CONN_CONNECTING) {
+		/* simultaneous connect: both requests name the same pair of
+		 * slots, so either one completes the connection */
+		if (cell->slot >= c->pwin.nslots)
+			return ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
+		c->peer_slot = cell->slot;
+		c->state = NTX_CONN_CONNECTED;
+		ntx_ntb_respond(c);
+		be->cb.connected(c->vc);
+		return;
+	}
+	if (c) /* duplicate of a request already answered */
+		return;
+	c = ntx_ntb_conn_new(be, from, NULL);
+	if (!c)
+		return;
+	if (cell->slot >= c->pwin.nslots) {
+		ntx_ntb_disconnect(c);
+		return;
+	}
+	c->peer_slot = cell->slot;
+	c->state = NTX_CONN_CONNECTED;
+	c->vc = be->cb.accept(be->cb.ctx, c, from);
+	if (!c->vc) {
+		ntx_ntb_disconnect(c);
+		return;
+	}
+	ntx_ntb_respond(c);
+}
+
+static void ntx_ntb_poll_cells(struct ntx_be_ep *be)
+{
+	struct ntx_win_cell *cell, copy;
+
+	for (uint32_t i = 0; i < NTX_WIN_CELLS; i++) {
+		cell = ntx_win_cell(&be->win, i);
+		/* acquire: the cell body written before POSTED */
+		if (atomic_load_explicit(&cell->state, memory_order_acquire) !=
+		    NTX_CELL_POSTED)
+			continue;
+		memcpy(&copy.slot, &cell->slot, sizeof(copy.slot));
+		memcpy(&copy.from, &cell->from, sizeof(copy.from));
+		atomic_store_explicit(&cell->state, NTX_CELL_FREE,
+				      memory_order_release);
+		ntx_ntb_on_cell(be, &copy);
+	}
+}
+
+static void ntx_ntb_poll_connecting(struct ntx_be_ep *be)
+{
+	struct ntx_list *it, *tmp;
+	uint32_t r;
+
+	ntx_list_foreach_safe(&be->conns, it, tmp) {
+		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
+							 entry);
+		if (c->state != NTX_CONN_CONNECTING)
+			continue;
+		if (c->cell_pending && ntx_ntb_cell_post(c))
+			continue;
+		/* acquire: the peer reset its slot before answering */
+		r = atomic_load_explicit(&ntx_win_slot(&be->win, c->my_slot)->resp,
+					 memory_order_acquire);
+		if (!r)
+			continue;
+		if (r > c->pwin.nslots) {
+			ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
+			continue;
+		}
+		c->peer_slot = r - 1;
+		c->state = NTX_CONN_CONNECTED;
+		be->cb.connected(c->vc);
+	}
+}
+
+/* Drains the peer's ring in our window; returns entries handled. */
+static int ntx_ntb_drain(struct ntx_be_conn *c)
+{
+	struct ntx_be_ep *be = c->be;
+	struct ntx_win_slot *s = ntx_win_slot(&be->win, c->my_slot);
+	struct ntx_win_slot *ps;
+	struct ntx_win_entry *e;
+	struct ntx_wire_hdr hdr;
+	uint32_t prod, len, n = be->win.n, cnt = 0;
+
+	/* acquire: entries written before the producer index */
+	prod = atomic_load_explicit(&s->prod, memory_order_acquire);
+	if (prod == c->rx_cons)
+		return 0;
+	if (!ntx_ring_pair_valid(prod, c->rx_cons, n)) {
+		NTX_WARN(FI_LOG_EP_DATA, "peer pid %u wrote a bad ring index\n",
+			 c->peer.pid);
+		ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
+		return 0;
+	}
+	while (c->rx_cons != prod && c->state == NTX_CONN_CONNECTED) {
+		e = ntx_win_entry(&be->win, s, c->rx_cons);
+		len = e->len;
+		memcpy(&hdr, &e->hdr, sizeof(hdr));
+		if (len > be->win.entry_size - sizeof(*e)) {
+			NTX_WARN(FI_LOG_EP_DATA, "peer pid %u sent a bad entry\n",
+				 c->peer.pid);
+			ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
+			return cnt;
+		}
+		c->rx_cons = ntx_ring_next(c->rx_cons, n);
+		be->cb.recv(c->vc, &hdr, e->payload, len);
+		cnt++;
+	}
+	if (c->state == NTX_CONN_CONNECTED) {
+		ps = ntx_win_slot(&c->pwin, c->peer_slot);
+		/* release: we are done reading the entries before the peer
+		 * may overwrite them */
+		atomic_store_explicit(&ps->cons, c->rx_cons,
+				      memory_order_release);
+	}
+	return cnt;
+}
+
+static int ntx_ntb_poll(struct ntx_be_ep *be)
+{
+	struct ntx_list *it, *tmp;
+	uint64_t bell;
+	int cnt = 0;
+
+	/* acquire: pairs with the release in ntx_ntb_ring_bell */
+	bell = atomic_load_explicit(&ntx_win_hdr(&be->win)->bell,
+				    memory_order_acquire);
+	if (bell == be->bell_seen && !be->rescan)
+		return 0;
+	be->bell_seen = bell;
+	be->rescan = false;
+	ntx_ntb_poll_cells(be);
+	ntx_ntb_poll_connecting(be);
+	ntx_list_foreach_safe(&be->conns, it, tmp) {
+		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
+							 entry);
+		if (c->state == NTX_CONN_CONNECTED)
+			cnt += ntx_ntb_drain(c);
+		else if (c->state == NTX_CONN_CONNECTING)
+			be->rescan |= c->cell_pending;
+	}
+	return cnt;
+}
+
+static int ntx_ntb_send(struct ntx_be_conn *c, const void *hdr,
+			const struct iovec *iov, size_t iovcnt, size_t len)
+{
+	struct ntx_win_slot *ms, *ps;
+	struct ntx_win_entry *e;
+	uint32_t cons, n = c->pwin.n;
+	uint8_t *dst;
+
+	if (c->state != NTX_CONN_CONNECTED)
+		return c->state == NTX_CONN_FAILED ? -FI_ECONNRESET : -FI_EAGAIN;
+	if (len > c->pwin.entry_size - sizeof(*e))
+		return -FI_EMSGSIZE;
+	ms = ntx_win_slot(&c->be->win, c->my_slot);
+	/* acquire: the peer finished reading entries up to cons */
+	cons = atomic_load_explicit(&ms->cons, memory_order_acquire);
+	if (!ntx_ring_pair_valid(c->tx_prod, cons, n)) {
+		ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
+		return -FI_ECONNRESET;
+	}
+	if (ntx_ring_full(c->tx_prod, cons, n))
+		return -FI_EAGAIN;
+	ps = ntx_win_slot(&c->pwin, c->peer_slot);
+	e = ntx_win_entry(&c->pwin, ps, c->tx_prod);
+	e->len = (uint32_t)len;
+	memcpy(&e->hdr, hdr, sizeof(e->hdr));
+	dst = e->payload;
+	for (size_t i = 0; i < iovcnt && len; i++) {
+		size_t m = iov[i].iov_len < len ? iov[i].iov_len : len;
+		memcpy(dst, iov[i].iov_base, m);
+		dst += m;
+		len -= m;
+	}
+	c->tx_prod = ntx_ring_next(c->tx_prod, n);
+	/* release: entry before index */
+	atomic_store_explicit(&ps->prod, c->tx_prod, memory_order_release);
+	ntx_ntb_ring_bell(&c->pwin);
+	return 0;
+}
+
+static ssize_t ntx_ntb_bulk_read(struct ntx_be_conn *c,
+				 const struct iovec *local, size_t nlocal,
+				 const struct iovec *remote, size_t nremote)
+{
+	ssize_t n = process_vm_readv((pid_t)c->peer.pid, local, nlocal, remote,
+				     nremote, 0);
+
+	if (n < 0) {
+		int err = errno;
+		NTX_INFO(FI_LOG_EP_DATA, "process_vm_readv from pid %u: %s\n",
+			 c->peer.pid, strerror(err));
+		return err == EFAULT ? -FI_EFAULT : -FI_EOPNOTSUPP;
+	}
+	return n;
+}
+
+static void ntx_ntb_check_peers(struct ntx_be_ep *be)
+{
+	struct ntx_list *it, *tmp;
+
+	ntx_list_foreach_safe(&be->conns, it, tmp) {
+		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
+							 entry);
+		struct ntx_win_hdr *ph = ntx_win_hdr(&c->pwin);
+
+		if (c->state == NTX_CONN_FAILED)
+			continue;
+		if (kill((pid_t)c->peer.pid, 0) && errno == ESRCH) {
+			NTX_INFO(FI_LOG_EP_CTRL, "peer pid %u is gone\n",
+				 c->peer.pid);
+			ntx_ntb_conn_fail(c, -FI_ECONNRESET);
+		} else if (atomic_load_explicit(&ph->state,
+						memory_order_acquire) !=
+			   NTX_WIN_OPEN) {
+			NTX_INFO(FI_LOG_EP_CTRL, "peer pid %u closed its "
+				 "endpoint\n", c->peer.pid);
+			ntx_ntb_conn_fail(c, -FI_ECONNRESET);
+		}
+	}
+}
+
+static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
+			const struct ntx_be_cb *cb)
+{
+	struct ntx_be_ep *be = calloc(1, sizeof(*be));
+	int ret;
+
+	if (!be)
+		return -FI_ENOMEM;
+	be->cb = *cb;
+	ntx_list_init(&be->conns);
+	be->addr.magic = NTX_ADDR_MAGIC;
+	be->addr.version = NTX_ADDR_VERSION;
+	be->addr.host = ntx_host_id();
+	be->addr.pid = (uint32_t)getpid();
+	be->addr.ep_id = atomic_fetch_add(&ntx_ntb_next_ep_id, 1);
+	be->addr.service = want ? want->service : 0;
+	be->addr.epoch = ntx_random64();
+	ret = ntx_ntb_win_create(be);
+	if (ret)
+		goto free_be;
+	be->addr.win_fd = be->fd;
+	be->slots = calloc(be->win.nslots, sizeof(*be->slots));
+	if (!be->slots) {
+		ret = -FI_ENOMEM;
+		goto unmap;
+	}
+	*out = be;
+	return 0;
+unmap:
+	munmap(be->win.base, be->win.size);
+	close(be->fd);
+free_be:
+	free(be);
+	return ret;
+}
+
+static void ntx_ntb_close(struct ntx_be_ep *be)
+{
+	struct ntx_list *it, *tmp;
+
+	/* release: peers that see CLOSED stop using their connections */
+	atomic_store_explicit(&ntx_win_hdr(&be->win)->state, NTX_WIN_CLOSED,
+			      memory_order_release);
+	ntx_list_foreach_safe(&be->conns, it, tmp)
+		ntx_ntb_disconnect(ntx_container_of(it, struct ntx_be_conn,
+						    entry));
+	munmap(be->win.base, be->win.size);
+	close(be->fd);
+	free(be->slots);
+	free(be);
+}
+
+static void ntx_ntb_getname(struct ntx_be_ep *be, struct ntx_addr *addr)
+{
+	*addr = be->addr;
+}
+
+const struct ntx_be_ops ntx_ntb_shm_ops = {
+	.name = "ntb-shm",
+	.hdr_size = sizeof(struct ntx_wire_hdr),
+	.max_payload = 8128,
+	.has_bulk = true,
+	.open = ntx_ntb_open,
+	.close = ntx_ntb_close,
+	.getname = ntx_ntb_getname,
+	.connect = ntx_ntb_connect,
+	.disconnect = ntx_ntb_disconnect,
+	.send = ntx_ntb_send,
+	.bulk_read = ntx_ntb_bulk_read,
+	.poll = ntx_ntb_poll,
+	.check_peers = ntx_ntb_check_peers,
+};

@@ -1,0 +1,88 @@
+/*
+ * Completion of requests: CQ entries (honouring FI_SELECTIVE_COMPLETION and
+ * FI_SOURCE_ERR) and counters. Errors are always reported.
+ */
+#include "config.h"
+
+#include "ntx/ntx_engine.h"
+
+static uint64_t ntx_comp_kind(const struct ntx_req *req)
+{
+	return req->flags & FI_TAGGED ? FI_TAGGED : FI_MSG;
+}
+
+static bool ntx_comp_wanted(bool selective, const struct ntx_req *req)
+{
+	return !selective || (req->flags & FI_COMPLETION);
+}
+
+void ntx_comp_tx(struct ntx_req *req)
+{
+	struct ntx_ep *ep = req->ep;
+
+	if (ep->tx_cq && !req->silent &&
+	    ntx_comp_wanted(ep->tx_selective, req))
+		ntx_cq_push(ep->tx_cq, req->context,
+			    FI_SEND | ntx_comp_kind(req), 0, NULL, 0, 0,
+			    FI_ADDR_NOTAVAIL);
+	if (ep->send_cntr)
+		ntx_cntr_inc(ep->send_cntr);
+}
+
+void ntx_comp_tx_err(struct ntx_req *req, int err)
+{
+	struct ntx_ep *ep = req->ep;
+
+	if (ep->tx_cq)
+		ntx_cq_push_err(ep->tx_cq, req->context,
+				FI_SEND | ntx_comp_kind(req), 0, NULL, 0,
+				req->tag, 0, err, FI_ADDR_NOTAVAIL, NULL);
+	if (ep->send_cntr)
+		ntx_cntr_inc_err(ep->send_cntr);
+}
+
+void ntx_comp_rx(struct ntx_req *req, size_t len, uint64_t flags,
+		 uint64_t tag, uint64_t data, fi_addr_t src, void *buf,
+		 size_t olen, const struct ntx_addr *src_name)
+{
+	struct ntx_ep *ep = req->ep;
+	uint64_t f = FI_RECV | ntx_comp_kind(req) | flags;
+
+	if (olen) {
+		if (ep->rx_cq)
+			ntx_cq_push_err(ep->rx_cq, req->context, f, len, buf,
+					data, tag, olen, FI_ETRUNC, src, NULL);
+		if (ep->recv_cntr)
+			ntx_cntr_inc_err(ep->recv_cntr);
+		return;
+	}
+	if (src == FI_ADDR_NOTAVAIL && (ep->caps & FI_SOURCE_ERR) &&
+	    (ep->caps & FI_SOURCE) && src_name) {
+		if (ep->rx_cq)
+			ntx_cq_push_err(ep->rx_cq, req->context, f, len, buf,
+					data, tag, 0, FI_EADDRNOTAVAIL, src,
+					src_name);
+		if (ep->recv_cntr)
+			ntx_cntr_inc_err(ep->recv_cntr);
+		return;
+	}
+	if (ep->rx_cq && (ntx_comp_wanted(ep->rx_selective, req) ||
+			  (flags & FI_MULTI_RECV)))
+		ntx_cq_push(ep->rx_cq, req->context, f, len, buf, data, tag,
+			    src);
+	if (ep->recv_cntr)
+		ntx_cntr_inc(ep->recv_cntr);
+}
+
+void ntx_comp_rx_err(struct ntx_req *req, int err, size_t len, size_t olen,
+		     uint64_t tag, uint64_t data)
+{
+	struct ntx_ep *ep = req->ep;
+
+	if (ep->rx_cq)
+		ntx_cq_push_err(ep->rx_cq, req->context,
+				FI_RECV | ntx_comp_kind(req), len, NULL, data,
+				tag, olen, err, FI_ADDR_NOTAVAIL, NULL);
+	if (ep->recv_cntr)
+		ntx_cntr_inc_err(ep->recv_cntr);
+}

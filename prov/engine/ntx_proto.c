@@ -1,0 +1,733 @@
+/*
+ * Protocols: eager (whole message in one packet), rendezvous (RTS, then a
+ * single-copy pull and FIN, or CTS and DATA segments through the ring when
+ * single copy is not allowed), delivery-complete acks, and the receive side
+ * of each with truncation and multi-receive buffers.
+ */
+#include "config.h"
+#include <stdlib.h>
+
+#include "ntx/ntx_engine.h"
+
+static void ntx_mrecv_unref(struct ntx_req *r);
+
+static bool ntx_is_eager(const struct ntx_ep *ep, size_t len)
+{
+	return len <= ntx_params.eager_max;
+}
+
+static uint8_t ntx_pkt_flags(const struct ntx_req *req)
+{
+	return (req->flags & FI_TAGGED ? NTX_PF_TAGGED : 0) |
+	       (req->flags & FI_REMOTE_CQ_DATA ? NTX_PF_DATA : 0);
+}
+
+/* ---- send side ------------------------------------------------------------ */
+
+static void ntx_send_done(struct ntx_req *r)
+{
+	r->ep->tx_outstanding--;
+	ntx_comp_tx(r);
+	ntx_req_put(r);
+}
+
+/* err is a negative FI_E* code */
+static void ntx_send_fail(struct ntx_req *r, int err)
+{
+	r->ep->tx_outstanding--;
+	ntx_comp_tx_err(r, -err);
+	ntx_req_put(r);
+}
+
+static int ntx_tx_eager(struct ntx_req *r)
+{
+	struct ntx_ep *ep = r->ep;
+	struct ntx_wire_hdr h = {
+		.op = NTX_OP_EAGER,
+		.flags = ntx_pkt_flags(r),
+		.tag = r->tag,
+		.cq_data = r->data,
+		.msg_len = r->len,
+		.sreq = r->id,
+	};
+	struct iovec biov = { r->bounce, r->len };
+	bool ack = r->flags & FI_DELIVERY_COMPLETE;
+	int ret;
+
+	if (ack)
+		h.flags |= NTX_PF_ACK;
+	if (r->flags & FI_INJECT)
+		ret = ep->be_ops->send(r->vc->conn, &h, &biov, 1, r->len);
+	else
+		ret = ep->be_ops->send(r->vc->conn, &h, r->iov, r->iov_count,
+				       r->len);
+	if (ret == -FI_EAGAIN)
+		return ret;
+	if (ret) {
+		ntx_send_fail(r, ret);
+		return 0;
+	}
+	if (ack) {
+		r->state = NTX_RS_WAIT_ACK;
+		ntx_list_insert_tail(&r->vc->pending, &r->entry);
+	} else {
+		ntx_send_done(r);
+	}
+	return 0;
+}
+
+static int ntx_tx_rts(struct ntx_req *r)
+{
+	struct ntx_wire_iov wiov[NTX_MAX_IOV];
+	struct ntx_wire_hdr h = {
+		.op = NTX_OP_RTS,
+		.flags = ntx_pkt_flags(r),
+		.niov = (uint16_t)r->iov_count,
+		.tag = r->tag,
+		.cq_data = r->data,
+		.msg_len = r->len,
+		.sreq = r->id,
+	};
+	struct iovec piov;
+	int ret;
+
+	for (size_t i = 0; i < r->iov_count; i++) {
+		wiov[i].addr = (uintptr_t)r->iov[i].iov_base;
+		wiov[i].len = r->iov[i].iov_len;
+	}
+	piov.iov_base = wiov;
+	piov.iov_len = r->iov_count * sizeof(wiov[0]);
+	ret = r->ep->be_ops->send(r->vc->conn, &h, &piov, 1, piov.iov_len);
+	if (ret == -FI_EAGAIN)
+		return ret;
+	if (ret) {
+		ntx_send_fail(r, ret);
+		return 0;
+	}
+	r->state = NTX_RS_RTS_SENT;
+	ntx_list_insert_tail(&r->vc->pending, &r->entry);
+	return 0;
+}
+
+/* Copies the next segment of the iovecs at r->done into a bounded iovec. */
+static size_t ntx_iov_slice(const struct ntx_req *r, size_t off, size_t len,
+			    struct iovec *out, size_t *count)
+{
+	size_t n = 0, got = 0;
+
+	for (size_t i = 0; i < r->iov_count && got < len; i++) {
+		size_t m;
+
+		if (off >= r->iov[i].iov_len) {
+			off -= r->iov[i].iov_len;
+			continue;
+		}
+		m = r->iov[i].iov_len - off;
+		if (m > len - got)
+			m = len - got;
+		out[n].iov_base = (uint8_t *)r->iov[i].iov_base + off;
+		out[n].iov_len = m;
+		n++;
+		got += m;
+		off = 0;
+	}
+	*count = n;
+	return got;
+}
+
+static int ntx_tx_stream(struct ntx_req *r)
+{
+	struct iovec seg[NTX_MAX_IOV];
+	size_t nseg, chunk = ntx_params.eager_max;
+	int ret;
+
+	while (r->done < r->want) {
+		struct ntx_wire_hdr h = {
+			.op = NTX_OP_DATA,
+			.sreq = r->id,
+			.rreq = r->peer_req,
+			.offset = r->done,
+		};
+		size_t len = r->want - r->done < chunk ? r->want - r->done
+						       : chunk;
+
+		len = ntx_iov_slice(r, r->done, len, seg, &nseg);
+		h.seg_len = len;
+		ret = r->ep->be_ops->send(r->vc->conn, &h, seg, nseg, len);
+		if (ret == -FI_EAGAIN)
+			return ret;
+		if (ret) {
+			ntx_send_fail(r, ret);
+			return 0;
+		}
+		r->done += len;
+	}
+	ntx_send_done(r);
+	return 0;
+}
+
+int ntx_proto_tx(struct ntx_req *r)
+{
+	int ret;
+
+	if (r->kind == NTX_REQ_CTRL) {
+		ret = r->ep->be_ops->send(r->vc->conn, &r->hdr, NULL, 0, 0);
+		if (ret == -FI_EAGAIN)
+			return ret;
+		ntx_req_put(r);
+		return 0;
+	}
+	if (r->state == NTX_RS_STREAM)
+		return ntx_tx_stream(r);
+	if (ntx_is_eager(r->ep, r->len))
+		return ntx_tx_eager(r);
+	return ntx_tx_rts(r);
+}
+
+ssize_t ntx_proto_send(struct ntx_ep *ep, struct ntx_req *r)
+{
+	int ret;
+
+	if (r->flags & FI_INJECT) {
+		/* the caller may reuse its buffer as soon as we return */
+		if (!r->bounce && !(r->bounce = malloc(ntx_params.eager_max)))
+			return -FI_EAGAIN;
+		ntx_iov_copy_from(r->bounce, r->iov, r->iov_count, r->len);
+	}
+
+	ret = ntx_vc_get(ep, r->addr, &r->vc);
+	if (ret)
+		return ret;
+	ep->tx_outstanding++;
+	if (r->vc->state == NTX_VC_CONNECTED && ntx_list_empty(&r->vc->backlog) &&
+	    ntx_proto_tx(r) != -FI_EAGAIN)
+		return 0;
+	ntx_vc_queue(r->vc, r);
+	return 0;
+}
+
+/* fi_inject: straight into the ring when it has room, else a copy waits
+ * on the backlog. No completion is ever written. */
+ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
+			 fi_addr_t dest, uint64_t tag, uint64_t data,
+			 uint64_t flags)
+{
+	struct ntx_vc *vc;
+	struct ntx_req *r;
+	struct ntx_wire_hdr h = {
+		.op = NTX_OP_EAGER,
+		.flags = (flags & FI_TAGGED ? NTX_PF_TAGGED : 0) |
+			 (flags & FI_REMOTE_CQ_DATA ? NTX_PF_DATA : 0),
+		.tag = tag,
+		.cq_data = data,
+		.msg_len = len,
+	};
+	struct iovec iov = { (void *)buf, len };
+	int ret;
+
+	ret = ntx_vc_get(ep, dest, &vc);
+	if (ret)
+		return ret;
+	if (vc->state == NTX_VC_CONNECTED && ntx_list_empty(&vc->backlog)) {
+		ret = ep->be_ops->send(vc->conn, &h, &iov, 1, len);
+		if (ret != -FI_EAGAIN) {
+			if (!ret && ep->send_cntr)
+				ntx_cntr_inc(ep->send_cntr);
+			return ret;
+		}
+	}
+	if (ep->tx_outstanding >= ep->tx_limit)
+		return -FI_EAGAIN;
+	r = ntx_req_get(ep, NTX_REQ_SEND);
+	if (!r)
+		return -FI_EAGAIN;
+	if (!r->bounce) {
+		r->bounce = malloc(ntx_params.eager_max);
+		if (!r->bounce) {
+			ntx_req_put(r);
+			return -FI_EAGAIN;
+		}
+	}
+	memcpy(r->bounce, buf, len);
+	r->len = len;
+	r->tag = tag;
+	r->data = data;
+	r->flags = (flags | FI_INJECT) & ~FI_DELIVERY_COMPLETE;
+	r->silent = true;
+	r->addr = dest;
+	r->vc = vc;
+	ep->tx_outstanding++;
+	ntx_vc_queue(vc, r);
+	return 0;
+}
+
+/* ---- receive side ---------------------------------------------------------- */
+
+/* The part of a receive buffer a message lands in: the whole request, or
+ * for a multi-receive buffer the next free bytes of it. */
+static void ntx_rx_target(struct ntx_req *r, struct iovec *iov, size_t *cnt,
+			  size_t *room)
+{
+	if (r->flags & FI_MULTI_RECV) {
+		iov->iov_base = (uint8_t *)r->iov[0].iov_base + r->mr_used;
+		iov->iov_len = r->len - r->mr_used;
+		*cnt = 1;
+		*room = iov->iov_len;
+		return;
+	}
+	memcpy(iov, r->iov, r->iov_count * sizeof(*iov));
+	*cnt = r->iov_count;
+	*room = r->len;
+}
+
+/* Releases a multi-receive buffer once less than the minimum is left. */
+static uint64_t ntx_mrecv_consume(struct ntx_req *r, size_t used)
+{
+	r->mr_used += used;
+	if (r->mr_released || r->len - r->mr_used >= r->ep->min_multi_recv)
+		return 0;
+	r->mr_released = true;
+	ntx_list_remove(&r->entry);
+	return r->mr_children ? 0 : FI_MULTI_RECV;
+}
+
+static uint64_t ntx_rx_flags(const struct ntx_wire_hdr *h)
+{
+	return h->flags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA : 0;
+}
+
+static void ntx_send_ack(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
+{
+	struct ntx_wire_hdr a = { .op = NTX_OP_ACK, .sreq = h->sreq };
+
+	if (h->flags & NTX_PF_ACK)
+		ntx_vc_ctrl(vc, &a);
+}
+
+/* Delivers an eager message (payload in hand) into a matched receive. */
+static void ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc,
+			 const struct ntx_wire_hdr *h, const void *payload,
+			 size_t len)
+{
+	struct iovec iov[NTX_MAX_IOV];
+	size_t cnt, room, n;
+	uint64_t mflag = 0;
+	void *buf;
+
+	ntx_rx_target(r, iov, &cnt, &room);
+	buf = iov[0].iov_base;
+	n = ntx_iov_copy_to(iov, cnt, 0, payload, len < room ? len : room);
+	if (r->flags & FI_MULTI_RECV)
+		mflag = ntx_mrecv_consume(r, n);
+	ntx_comp_rx(r, n, ntx_rx_flags(h) | mflag, h->tag, h->cq_data,
+		    ntx_vc_fi_addr(vc), buf, len - n, &vc->peer);
+	ntx_send_ack(vc, h);
+	if (!(r->flags & FI_MULTI_RECV) || mflag)
+		ntx_req_put(r);
+}
+
+static void ntx_rx_done(struct ntx_req *r, struct ntx_vc *vc)
+{
+	struct ntx_req *parent = r->parent;
+	uint64_t mflag = 0;
+	void *buf = r->iov[0].iov_base;
+
+	if (parent && parent->mr_children == 1 && parent->mr_released) {
+		mflag = FI_MULTI_RECV;
+		parent->mr_children = 0;
+	}
+	ntx_comp_rx(r, r->want, (r->hdr.flags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA
+							     : 0) | mflag,
+		    r->hdr.tag, r->hdr.cq_data, ntx_vc_fi_addr(vc), buf,
+		    r->msg_len - r->want, &vc->peer);
+	if (parent && mflag)
+		ntx_req_put(parent);
+	else if (parent)
+		ntx_mrecv_unref(parent);
+	ntx_req_put(r);
+}
+
+/* Pulls a rendezvous message with one bulk read (single copy). */
+static int ntx_rx_pull(struct ntx_req *r, struct ntx_vc *vc,
+		       const struct ntx_wire_iov *riov, uint16_t niov)
+{
+	struct iovec remote[NTX_MAX_IOV], local[NTX_MAX_IOV];
+	size_t nlocal, left = r->want, off = 0;
+	ssize_t n;
+
+	for (uint16_t i = 0; i < niov; i++) {
+		remote[i].iov_base = (void *)(uintptr_t)riov[i].addr;
+		remote[i].iov_len = riov[i].len;
+	}
+	while (left) {
+		/* resume a partial read at byte off on both sides */
+		struct ntx_req tmp = { .iov_count = niov };
+		struct iovec rsl[NTX_MAX_IOV];
+		size_t nr;
+
+		memcpy(tmp.iov, remote, niov * sizeof(remote[0]));
+		ntx_iov_slice(&tmp, off, left, rsl, &nr);
+		ntx_iov_slice(r, off, left, local, &nlocal);
+		n = vc->ep->be_ops->bulk_read(vc->conn, local, nlocal, rsl, nr);
+		if (n <= 0)
+			return n < 0 ? (int)n : -FI_EIO;
+		left -= (size_t)n;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
+			const struct ntx_wire_hdr *h,
+			const struct ntx_wire_iov *riov, uint16_t niov)
+{
+	struct ntx_ep *ep = vc->ep;
+	struct ntx_wire_hdr reply = { .sreq = h->sreq };
+	struct ntx_req *parent = NULL;
+	size_t room;
+	int ret;
+
+	if (r->flags & FI_MULTI_RECV) {
+		/* a child receive owns a slice of the multi-receive buffer */
+		struct ntx_req *c = ntx_req_get(ep, NTX_REQ_RECV);
+
+		if (!c) {
+			ntx_comp_rx_err(r, FI_ENOMEM, 0, h->msg_len, h->tag,
+					h->cq_data);
+			return;
+		}
+		parent = r;
+		c->context = r->context;
+		c->flags = r->flags & ~FI_MULTI_RECV;
+		c->parent = parent;
+		c->iov[0].iov_base = (uint8_t *)r->iov[0].iov_base + r->mr_used;
+		c->iov[0].iov_len = r->len - r->mr_used;
+		c->iov_count = 1;
+		c->len = c->iov[0].iov_len;
+		parent->mr_children++;
+		ntx_mrecv_consume(parent, h->msg_len < c->len ? h->msg_len
+							      : c->len);
+		r = c;
+	}
+	room = r->len;
+	r->vc = vc;
+	r->hdr = *h;
+	r->msg_len = h->msg_len;
+	r->want = h->msg_len < room ? h->msg_len : room;
+	if (ep->cma_ok && ep->be_ops->bulk_read) {
+		ret = ntx_rx_pull(r, vc, riov, niov);
+		if (ret != -FI_EOPNOTSUPP) {
+			reply.op = NTX_OP_FIN;
+			reply.status = ret ? -ret : 0;
+			ntx_vc_ctrl(vc, &reply);
+			if (ret)
+				ntx_comp_rx_err(r, -ret, 0, 0, h->tag,
+						h->cq_data);
+			else
+				ntx_rx_done(r, vc);
+			return;
+		}
+		NTX_INFO(FI_LOG_EP_DATA, "single copy not allowed; pipelining "
+			 "rendezvous through the window\n");
+		ep->cma_ok = false;
+	}
+	reply.op = NTX_OP_CTS;
+	reply.rreq = r->id;
+	reply.seg_len = r->want;
+	r->state = NTX_RS_RNDV_DATA;
+	r->done = 0;
+	if (r->want)
+		ntx_list_insert_tail(&vc->pending, &r->entry);
+	ntx_vc_ctrl(vc, &reply);
+	if (!r->want)
+		ntx_rx_done(r, vc);
+}
+
+static void ntx_unexp_free(struct ntx_unexp *u)
+{
+	ntx_list_remove(&u->entry);
+	free(u->data);
+	free(u);
+}
+
+/* Hands an unexpected message to a receive that matched it. */
+static void ntx_unexp_deliver(struct ntx_req *r, struct ntx_unexp *u)
+{
+	if (u->hdr.op == NTX_OP_EAGER)
+		ntx_rx_eager(r, u->vc, &u->hdr, u->data, u->len);
+	else
+		ntx_rx_rndv(r, u->vc, &u->hdr, u->riov, u->niov);
+	ntx_unexp_free(u);
+}
+
+/* Drops a reference the caller held on a multi-receive buffer; the last
+ * one out of a released buffer reports the release. */
+static void ntx_mrecv_unref(struct ntx_req *r)
+{
+	if (--r->mr_children || !r->mr_released)
+		return;
+	ntx_comp_rx(r, 0, FI_MULTI_RECV, 0, 0, FI_ADDR_NOTAVAIL,
+		    (uint8_t *)r->iov[0].iov_base + r->mr_used, 0, NULL);
+	ntx_req_put(r);
+}
+
+static ssize_t ntx_recv_discard(struct ntx_req *r, struct ntx_unexp *u)
+{
+	struct ntx_wire_hdr fin = { .op = NTX_OP_FIN, .sreq = u->hdr.sreq };
+
+	ntx_send_ack(u->vc, &u->hdr);
+	if (u->hdr.op == NTX_OP_RTS)
+		ntx_vc_ctrl(u->vc, &fin);
+	ntx_comp_rx(r, 0, 0, u->hdr.tag, u->hdr.cq_data,
+		    ntx_vc_fi_addr(u->vc), NULL, 0, NULL);
+	ntx_unexp_free(u);
+	ntx_req_put(r);
+	return 0;
+}
+
+ssize_t ntx_proto_recv(struct ntx_ep *ep, struct ntx_req *r)
+{
+	bool tagged = r->flags & FI_TAGGED;
+	void *claim = (r->flags & FI_CLAIM) ? r->context : NULL;
+	struct ntx_unexp *u;
+
+	if (r->flags & FI_MULTI_RECV) {
+		/* posted first so that consumption can release it; the
+		 * reference keeps it alive while unexpected messages land */
+		ntx_tme_post(&ep->tme, r);
+		r->mr_children++;
+		while (!r->mr_released &&
+		       (u = ntx_tme_match_unexp(&ep->tme, false, r->addr, 0, 0,
+						NULL)))
+			ntx_unexp_deliver(r, u);
+		ntx_mrecv_unref(r);
+		return 0;
+	}
+	u = ntx_tme_match_unexp(&ep->tme, tagged, r->addr, r->tag, r->ignore,
+				claim);
+	if (u && (r->flags & FI_DISCARD))
+		return ntx_recv_discard(r, u);
+	if (u) {
+		ntx_unexp_deliver(r, u);
+		return 0;
+	}
+	if (claim) {
+		ntx_req_put(r);
+		return -FI_ENOMSG;
+	}
+	ntx_tme_post(&ep->tme, r);
+	return 0;
+}
+
+/* FI_PEEK, with FI_CLAIM to reserve what it finds for a later receive. */
+ssize_t ntx_proto_peek(struct ntx_ep *ep, struct ntx_req *r)
+{
+	struct ntx_unexp *u = ntx_tme_match_unexp(&ep->tme, true, r->addr,
+						  r->tag, r->ignore, NULL);
+	struct fi_context *fc = r->context;
+
+	if (!u) {
+		ntx_comp_rx_err(r, FI_ENOMSG, 0, 0, r->tag, 0);
+		ntx_req_put(r);
+		return 0;
+	}
+	if (r->flags & FI_DISCARD) {
+		ntx_comp_rx(r, 0, 0, u->hdr.tag, u->hdr.cq_data,
+			    ntx_vc_fi_addr(u->vc), NULL, 0, NULL);
+		ntx_send_ack(u->vc, &u->hdr);
+		ntx_unexp_free(u);
+	} else {
+		if ((r->flags & FI_CLAIM) && fc)
+			u->claim_ctx = fc;
+		ntx_comp_rx(r, u->hdr.msg_len, ntx_rx_flags(&u->hdr),
+			    u->hdr.tag, u->hdr.cq_data, ntx_vc_fi_addr(u->vc),
+			    NULL, 0, NULL);
+	}
+	ntx_req_put(r);
+	return 0;
+}
+
+static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+		       const void *payload, size_t len)
+{
+	struct ntx_ep *ep = vc->ep;
+	bool tagged = h->flags & NTX_PF_TAGGED;
+	struct ntx_wire_iov riov[NTX_MAX_IOV];
+	uint16_t niov = 0;
+	uint64_t sum = 0;
+	struct ntx_unexp *u;
+	struct ntx_req *r;
+
+	if (h->op == NTX_OP_EAGER) {
+		if (h->msg_len != len)
+			goto bad;
+	} else {
+		niov = h->niov;
+		if (niov == 0 || niov > NTX_MAX_IOV ||
+		    len != niov * sizeof(riov[0]))
+			goto bad;
+		memcpy(riov, payload, len); /* copy, then validate */
+		for (uint16_t i = 0; i < niov; i++)
+			sum += riov[i].len;
+		if (sum != h->msg_len)
+			goto bad;
+	}
+	r = ntx_tme_match_posted(&ep->tme, tagged, ntx_vc_fi_addr(vc), h->tag,
+				 h->msg_len);
+	if (r) {
+		if (h->op == NTX_OP_EAGER)
+			ntx_rx_eager(r, vc, h, payload, len);
+		else
+			ntx_rx_rndv(r, vc, h, riov, niov);
+		return;
+	}
+	u = calloc(1, sizeof(*u));
+	if (!u || (len && h->op == NTX_OP_EAGER && !(u->data = malloc(len)))) {
+		free(u);
+		NTX_WARN(FI_LOG_EP_DATA, "no memory for an unexpected message\n");
+		ntx_vc_fail(vc, -FI_ENOMEM);
+		return;
+	}
+	u->vc = vc;
+	u->hdr = *h;
+	if (h->op == NTX_OP_EAGER) {
+		memcpy(u->data, payload, len);
+		u->len = len;
+	} else {
+		memcpy(u->riov, riov, sizeof(riov[0]) * niov);
+		u->niov = niov;
+	}
+	ntx_list_insert_tail(&ep->tme.unexp[tagged], &u->entry);
+	return;
+bad:
+	NTX_WARN(FI_LOG_EP_DATA, "malformed message from pid %u\n",
+		 vc->peer.pid);
+	ntx_vc_fail(vc, -FI_EREMOTEIO);
+}
+
+/* A reply naming one of our requests: it must exist, belong to this VC
+ * and be in the state the reply answers. */
+static struct ntx_req *ntx_reply_req(struct ntx_vc *vc, uint64_t id,
+				     enum ntx_req_state state)
+{
+	struct ntx_req *r = ntx_req_lookup(vc->ep, id);
+
+	if (!r || r->vc != vc || r->state != state) {
+		NTX_WARN(FI_LOG_EP_DATA, "reply for unknown request from pid "
+			 "%u\n", vc->peer.pid);
+		ntx_vc_fail(vc, -FI_EREMOTEIO);
+		return NULL;
+	}
+	return r;
+}
+
+static void ntx_on_data(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+			const void *payload, size_t len)
+{
+	struct ntx_req *r = ntx_reply_req(vc, h->rreq, NTX_RS_RNDV_DATA);
+
+	if (!r)
+		return;
+	if (h->seg_len != len || h->offset != r->done ||
+	    len > r->want - r->done) {
+		ntx_vc_fail(vc, -FI_EREMOTEIO);
+		return;
+	}
+	ntx_iov_copy_to(r->iov, r->iov_count, h->offset, payload, len);
+	r->done += len;
+	if (r->done == r->want) {
+		ntx_list_remove(&r->entry);
+		ntx_rx_done(r, vc);
+	}
+}
+
+void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+			 const void *payload, size_t len)
+{
+	struct ntx_req *r;
+
+	if (vc->state == NTX_VC_ERROR)
+		return;
+	if (h->op == 0 || h->op >= NTX_OP_MAX || (h->flags & ~NTX_PF_ALL)) {
+		ntx_vc_fail(vc, -FI_EREMOTEIO);
+		return;
+	}
+	switch (h->op) {
+	case NTX_OP_EAGER:
+	case NTX_OP_RTS:
+		ntx_on_msg(vc, h, payload, len);
+		break;
+	case NTX_OP_DATA:
+		ntx_on_data(vc, h, payload, len);
+		break;
+	case NTX_OP_CTS:
+		r = ntx_reply_req(vc, h->sreq, NTX_RS_RTS_SENT);
+		if (!r)
+			return;
+		if (h->seg_len > r->len) {
+			ntx_vc_fail(vc, -FI_EREMOTEIO);
+			return;
+		}
+		ntx_list_remove(&r->entry);
+		r->state = NTX_RS_STREAM;
+		r->peer_req = h->rreq;
+		r->want = h->seg_len;
+		r->done = 0;
+		ntx_vc_queue(vc, r);
+		ntx_vc_pump(vc);
+		break;
+	case NTX_OP_FIN:
+		r = ntx_reply_req(vc, h->sreq, NTX_RS_RTS_SENT);
+		if (!r)
+			return;
+		ntx_list_remove(&r->entry);
+		if (h->status)
+			ntx_send_fail(r, -(h->status > 0 ? h->status : FI_EIO));
+		else
+			ntx_send_done(r);
+		break;
+	case NTX_OP_ACK:
+		r = ntx_reply_req(vc, h->sreq, NTX_RS_WAIT_ACK);
+		if (!r)
+			return;
+		ntx_list_remove(&r->entry);
+		ntx_send_done(r);
+		break;
+	}
+}
+
+/* Completes everything the VC still owes with its error. */
+void ntx_proto_vc_failed(struct ntx_vc *vc)
+{
+	struct ntx_list *lists[2] = { &vc->backlog, &vc->pending };
+	struct ntx_list *it, *tmp;
+	int err = vc->err ? -vc->err : FI_EIO;
+
+	for (int i = 0; i < 2; i++) {
+		ntx_list_foreach_safe(lists[i], it, tmp) {
+			struct ntx_req *r = ntx_container_of(it, struct ntx_req,
+							     entry);
+			ntx_list_remove(&r->entry);
+			if (r->kind == NTX_REQ_CTRL) {
+				ntx_req_put(r);
+			} else if (r->kind == NTX_REQ_SEND) {
+				ntx_send_fail(r, -err);
+			} else {
+				ntx_comp_rx_err(r, err, 0, 0, r->hdr.tag,
+						r->hdr.cq_data);
+				if (r->parent)
+					ntx_mrecv_unref(r->parent);
+				ntx_req_put(r);
+			}
+		}
+	}
+	/* unexpected messages from a dead peer can no longer be pulled */
+	for (int t = 0; t < 2; t++) {
+		ntx_list_foreach_safe(&vc->ep->tme.unexp[t], it, tmp) {
+			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
+							       entry);
+			if (u->vc == vc)
+				ntx_unexp_free(u);
+		}
+	}
+}

@@ -1,0 +1,228 @@
+/*
+ * Virtual connections: one per (endpoint, peer), created lazily on the
+ * first operation or when a peer connects. Operations posted while
+ * connecting wait on the VC's backlog and leave in order; a failed VC
+ * completes everything outstanding with an error.
+ */
+#include "config.h"
+#include <stdlib.h>
+
+#include "ntx/ntx_engine.h"
+
+static struct ntx_vc *ntx_vc_new(struct ntx_ep *ep, const struct ntx_addr *peer)
+{
+	struct ntx_vc *vc = calloc(1, sizeof(*vc));
+
+	if (!vc)
+		return NULL;
+	vc->ep = ep;
+	vc->peer = *peer;
+	vc->fi_addr = FI_ADDR_NOTAVAIL;
+	ntx_list_init(&vc->backlog);
+	ntx_list_init(&vc->pending);
+	ntx_list_insert_tail(&ep->vcs, &vc->entry);
+	return vc;
+}
+
+static int ntx_vc_tab_set(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc *vc)
+{
+	if (addr >= ep->vc_cap) {
+		size_t cap = ep->vc_cap ? ep->vc_cap : 64;
+		struct ntx_vc **tab;
+
+		while (cap <= addr)
+			cap *= 2;
+		tab = realloc(ep->vc_tab, cap * sizeof(*tab));
+		if (!tab)
+			return -FI_ENOMEM;
+		memset(tab + ep->vc_cap, 0, (cap - ep->vc_cap) * sizeof(*tab));
+		ep->vc_tab = tab;
+		ep->vc_cap = cap;
+	}
+	ep->vc_tab[addr] = vc;
+	return 0;
+}
+
+static struct ntx_vc *ntx_vc_find(struct ntx_ep *ep, const struct ntx_addr *a)
+{
+	struct ntx_list *it;
+
+	ntx_list_foreach(&ep->vcs, it) {
+		struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc, entry);
+
+		if (vc->state != NTX_VC_ERROR &&
+		    ntx_addr_same_ep(&vc->peer, a) &&
+		    vc->peer.epoch == a->epoch)
+			return vc;
+	}
+	return NULL;
+}
+
+/* The VC for an AV address, connecting it if needed. O(1) once known. */
+int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
+{
+	const struct ntx_addr *peer;
+	struct ntx_vc *vc = addr < ep->vc_cap ? ep->vc_tab[addr] : NULL;
+	int ret;
+
+	if (vc && vc->state != NTX_VC_ERROR) {
+		*out = vc;
+		return 0;
+	}
+	peer = ep->av ? ntx_av_get(ep->av, addr) : NULL;
+	if (!peer) {
+		NTX_WARN(FI_LOG_EP_DATA, "fi_addr %llu is not in the AV\n",
+			 (unsigned long long)addr);
+		return -FI_EINVAL;
+	}
+	if (peer->flags & NTX_ADDR_F_UNBOUND) {
+		NTX_WARN(FI_LOG_EP_DATA, "fi_addr %llu names no endpoint\n",
+			 (unsigned long long)addr);
+		return -FI_EADDRNOTAVAIL;
+	}
+	vc = ntx_vc_find(ep, peer);
+	if (!vc) {
+		vc = ntx_vc_new(ep, peer);
+		if (!vc)
+			return -FI_ENOMEM;
+		vc->state = NTX_VC_CONNECTING;
+		ret = ep->be_ops->connect(ep->be, peer, vc, &vc->conn);
+		if (ret) {
+			ntx_list_remove(&vc->entry);
+			free(vc);
+			return ret;
+		}
+	}
+	vc->fi_addr = addr;
+	ret = ntx_vc_tab_set(ep, addr, vc);
+	if (ret)
+		return ret;
+	*out = vc;
+	return 0;
+}
+
+fi_addr_t ntx_vc_fi_addr(struct ntx_vc *vc)
+{
+	if (vc->fi_addr == FI_ADDR_NOTAVAIL && vc->ep->av) {
+		vc->fi_addr = ntx_av_reverse(vc->ep->av, &vc->peer);
+		if (vc->fi_addr != FI_ADDR_NOTAVAIL)
+			ntx_vc_tab_set(vc->ep, vc->fi_addr, vc);
+	}
+	return vc->fi_addr;
+}
+
+void ntx_vc_queue(struct ntx_vc *vc, struct ntx_req *req)
+{
+	ntx_list_insert_tail(&vc->backlog, &req->entry);
+}
+
+/* Sends backlogged requests in order until the ring is full. */
+void ntx_vc_pump(struct ntx_vc *vc)
+{
+	while (vc->state == NTX_VC_CONNECTED && !ntx_list_empty(&vc->backlog)) {
+		struct ntx_req *r = ntx_container_of(ntx_list_first(&vc->backlog),
+						     struct ntx_req, entry);
+		ntx_list_remove(&r->entry);
+		if (ntx_proto_tx(r) == -FI_EAGAIN) {
+			ntx_list_insert_head(&vc->backlog, &r->entry);
+			return;
+		}
+	}
+}
+
+/* A control packet (CTS, FIN, ACK) now, or queued if the ring is full. */
+int ntx_vc_ctrl(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr)
+{
+	struct ntx_req *r;
+	int ret;
+
+	if (vc->state == NTX_VC_ERROR)
+		return vc->err;
+	if (vc->state == NTX_VC_CONNECTED && ntx_list_empty(&vc->backlog)) {
+		ret = vc->ep->be_ops->send(vc->conn, hdr, NULL, 0, 0);
+		if (ret != -FI_EAGAIN)
+			return ret;
+	}
+	r = ntx_req_get(vc->ep, NTX_REQ_CTRL);
+	if (!r)
+		return -FI_ENOMEM;
+	r->vc = vc;
+	r->hdr = *hdr;
+	ntx_vc_queue(vc, r);
+	return 0;
+}
+
+void ntx_vc_fail(struct ntx_vc *vc, int err)
+{
+	if (vc->state == NTX_VC_ERROR)
+		return;
+	NTX_INFO(FI_LOG_EP_CTRL, "connection to pid %u failed: %s\n",
+		 vc->peer.pid, fi_strerror(-err));
+	vc->state = NTX_VC_ERROR;
+	vc->err = err;
+	ntx_proto_vc_failed(vc);
+	vc->ep->reap = true;
+}
+
+void ntx_vc_destroy(struct ntx_vc *vc)
+{
+	struct ntx_ep *ep = vc->ep;
+
+	if (vc->state != NTX_VC_ERROR) {
+		vc->state = NTX_VC_ERROR;
+		vc->err = -FI_ECANCELED;
+		ntx_proto_vc_failed(vc);
+	}
+	if (vc->fi_addr < ep->vc_cap && ep->vc_tab[vc->fi_addr] == vc)
+		ep->vc_tab[vc->fi_addr] = NULL;
+	if (vc->conn)
+		ep->be_ops->disconnect(vc->conn);
+	ntx_list_remove(&vc->entry);
+	free(vc);
+}
+
+/* ---- back-end callbacks ------------------------------------------------- */
+
+static void *ntx_vc_accept(void *ctx, struct ntx_be_conn *conn,
+			   const struct ntx_addr *peer)
+{
+	struct ntx_ep *ep = ctx;
+	struct ntx_vc *vc = ntx_vc_new(ep, peer);
+
+	if (!vc)
+		return NULL;
+	vc->conn = conn;
+	vc->state = NTX_VC_CONNECTED;
+	ntx_vc_fi_addr(vc);
+	return vc;
+}
+
+static void ntx_vc_connected(void *arg)
+{
+	struct ntx_vc *vc = arg;
+
+	vc->state = NTX_VC_CONNECTED;
+	ntx_vc_pump(vc);
+}
+
+static void ntx_vc_recv(void *arg, const void *hdr, const void *payload,
+			size_t len)
+{
+	struct ntx_vc *vc = arg;
+	struct ntx_wire_hdr h;
+
+	memcpy(&h, hdr, sizeof(h));
+	ntx_proto_on_packet(vc, &h, payload, len);
+}
+
+static void ntx_vc_failed(void *arg, int err)
+{
+	ntx_vc_fail(arg, err);
+}
+
+const struct ntx_be_cb ntx_vc_callbacks = {
+	.accept = ntx_vc_accept,
+	.connected = ntx_vc_connected,
+	.recv = ntx_vc_recv,
+	.failed = ntx_vc_failed,
+};
