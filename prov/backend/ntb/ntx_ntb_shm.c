@@ -54,7 +54,7 @@ struct ntx_be_ep {
 	struct ntx_addr addr;
 	struct ntx_be_conn **slots; /* local slot -> connection */
 	struct ntx_list conns;
-	uint64_t bell_seen;
+	uint64_t bell_seen, conn_bell_seen;
 	bool rescan; /* connect work left over: poll even without a bell */
 };
 
@@ -266,6 +266,15 @@ static void ntx_ntb_ring_bell(const struct ntx_win *w)
 				  memory_order_release);
 }
 
+static void ntx_ntb_ring_conn_bell(const struct ntx_win *w)
+{
+	/* release: cell or response written before the bell; the data bell
+	 * that follows wakes a sleeping owner */
+	atomic_fetch_add_explicit(&ntx_win_hdr(w)->conn_bell, 1,
+				  memory_order_release);
+	ntx_ntb_ring_bell(w);
+}
+
 /* Posts our connect request into a free cell of the peer's window. */
 static int ntx_ntb_cell_post(struct ntx_be_conn *c)
 {
@@ -283,7 +292,7 @@ static int ntx_ntb_cell_post(struct ntx_be_conn *c)
 		/* release: slot reset and cell body before POSTED */
 		atomic_store_explicit(&cell->state, NTX_CELL_POSTED,
 				      memory_order_release);
-		ntx_ntb_ring_bell(&c->pwin);
+		ntx_ntb_ring_conn_bell(&c->pwin);
 		c->cell_pending = false;
 		return 0;
 	}
@@ -300,7 +309,7 @@ static void ntx_ntb_respond(struct ntx_be_conn *c)
 	ps->resp_epoch = c->be->addr.epoch;
 	/* release: our slot reset is visible before the peer writes into it */
 	atomic_store_explicit(&ps->resp, c->my_slot + 1, memory_order_release);
-	ntx_ntb_ring_bell(&c->pwin);
+	ntx_ntb_ring_conn_bell(&c->pwin);
 }
 
 static void ntx_ntb_conn_fail(struct ntx_be_conn *c, int err)
@@ -495,9 +504,14 @@ static int ntx_ntb_poll(struct ntx_be_ep *be)
 	if (bell == be->bell_seen && !be->rescan)
 		return 0;
 	be->bell_seen = bell;
-	be->rescan = false;
-	ntx_ntb_poll_cells(be);
-	ntx_ntb_poll_connecting(be);
+	bell = atomic_load_explicit(&ntx_win_hdr(&be->win)->conn_bell,
+				    memory_order_acquire);
+	if (bell != be->conn_bell_seen || be->rescan) {
+		be->conn_bell_seen = bell;
+		be->rescan = false;
+		ntx_ntb_poll_cells(be);
+		ntx_ntb_poll_connecting(be);
+	}
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
 		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
 							 entry);

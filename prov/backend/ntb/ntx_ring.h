@@ -41,8 +41,11 @@ struct ntx_win_hdr {
 	_Alignas(NTX_CACHELINE) _Atomic uint32_t state;
 	/* line 2: doorbell, incremented by peers after each batch */
 	_Alignas(NTX_CACHELINE) _Atomic uint64_t bell;
+	/* line 3: connect doorbell, incremented after a connect request or
+	 * response, so that data traffic never scans the connect cells */
+	_Alignas(NTX_CACHELINE) _Atomic uint64_t conn_bell;
 };
-_Static_assert(sizeof(struct ntx_win_hdr) == 3 * NTX_CACHELINE, "hdr");
+_Static_assert(sizeof(struct ntx_win_hdr) == 4 * NTX_CACHELINE, "hdr");
 
 enum ntx_cell_state { NTX_CELL_FREE = 0, NTX_CELL_BUSY = 1, NTX_CELL_POSTED = 2 };
 
