@@ -57,15 +57,17 @@ struct ntx_be_ops {
 			     size_t nremote);
 	/* runs callbacks; returns how many events it handled */
 	int (*poll)(struct ntx_be_ep *be);
-	/* checks peers of busy connections for death */
+	/* checks peers of busy connections for death; housekeeping */
 	void (*check_peers)(struct ntx_be_ep *be);
+	/* fills in a name that carries only a service number */
+	int (*resolve)(struct ntx_addr *addr);
 };
 
 /* Every required op is present. */
 static inline bool ntx_be_ops_is_valid(const struct ntx_be_ops *ops)
 {
 	return ops->open && ops->close && ops->getname && ops->connect &&
-	       ops->disconnect && ops->send && ops->poll && ops->check_peers &&
+	       ops->disconnect && ops->send && ops->poll && ops->check_peers && ops->resolve &&
 	       ops->hdr_size && ops->max_payload;
 }
 

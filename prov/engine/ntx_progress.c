@@ -7,29 +7,15 @@
 
 #include "ntx/ntx_engine.h"
 
-static bool ntx_vc_busy(const struct ntx_vc *vc)
-{
-	return vc->state == NTX_VC_CONNECTING || !ntx_list_empty(&vc->backlog) ||
-	       !ntx_list_empty(&vc->pending);
-}
-
+/* Peer liveness and back-end housekeeping, every FI_NTX_PEER_CHECK_MS. */
 static void ntx_ep_check_peers(struct ntx_ep *ep)
 {
-	struct ntx_list *it;
 	uint64_t now = ntx_now_ns();
-	bool busy = false;
 
 	if (now < ep->next_check_ns)
 		return;
 	ep->next_check_ns = now + (uint64_t)ntx_params.peer_check_ms * 1000000;
-	ntx_list_foreach(&ep->vcs, it) {
-		if (ntx_vc_busy(ntx_container_of(it, struct ntx_vc, entry))) {
-			busy = true;
-			break;
-		}
-	}
-	if (busy)
-		ep->be_ops->check_peers(ep->be);
+	ep->be_ops->check_peers(ep->be);
 }
 
 void ntx_ep_progress(struct ntx_ep *ep)

@@ -61,7 +61,7 @@ static struct ntx_vc *ntx_vc_find(struct ntx_ep *ep, const struct ntx_addr *a)
 /* The VC for an AV address, connecting it if needed. O(1) once known. */
 int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 {
-	const struct ntx_addr *peer;
+	struct ntx_addr *peer;
 	struct ntx_vc *vc = addr < ep->vc_cap ? ep->vc_tab[addr] : NULL;
 	int ret;
 
@@ -69,15 +69,16 @@ int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 		*out = vc;
 		return 0;
 	}
-	peer = ep->av ? ntx_av_get(ep->av, addr) : NULL;
+	peer = ep->av ? (struct ntx_addr *)ntx_av_get(ep->av, addr) : NULL;
 	if (!peer) {
 		NTX_WARN(FI_LOG_EP_DATA, "fi_addr %llu is not in the AV\n",
 			 (unsigned long long)addr);
 		return -FI_EINVAL;
 	}
-	if (peer->flags & NTX_ADDR_F_UNBOUND) {
-		NTX_WARN(FI_LOG_EP_DATA, "fi_addr %llu names no endpoint\n",
-			 (unsigned long long)addr);
+	if ((peer->flags & NTX_ADDR_F_UNBOUND) &&
+	    ep->be_ops->resolve(peer)) {
+		NTX_WARN(FI_LOG_EP_DATA, "no endpoint has service %u\n",
+			 peer->service);
 		return -FI_EADDRNOTAVAIL;
 	}
 	vc = ntx_vc_find(ep, peer);

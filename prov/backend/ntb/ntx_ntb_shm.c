@@ -11,7 +11,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -51,6 +54,7 @@ struct ntx_be_ep {
 	struct ntx_be_cb cb;
 	struct ntx_win win;
 	int fd;
+	int svc_fd; /* listening socket that claims our service, or -1 */
 	struct ntx_addr addr;
 	struct ntx_be_conn **slots; /* local slot -> connection */
 	struct ntx_list conns;
@@ -59,6 +63,8 @@ struct ntx_be_ep {
 };
 
 static atomic_uint ntx_ntb_next_ep_id;
+
+static void ntx_ntb_svc_drain(struct ntx_be_ep *be);
 
 static inline struct ntx_win_hdr *ntx_win_hdr(const struct ntx_win *w)
 {
@@ -109,7 +115,11 @@ static int ntx_ntb_win_create(struct ntx_be_ep *be)
 			  NTX_CACHELINE - 1) & ~(size_t)(NTX_CACHELINE - 1));
 	ntx_win_geometry(&be->win, (uint32_t)ntx_params.max_peers,
 			 (uint32_t)ntx_params.ring_entries, esz);
-	snprintf(name, sizeof(name), "ntx-ep-%d", getpid());
+	if (be->addr.service)
+		snprintf(name, sizeof(name), "ntx-svc-%u-%u", getuid(),
+			 be->addr.service);
+	else
+		snprintf(name, sizeof(name), "ntx-ep-%d", getpid());
 	/* memfd: owner-only, no name in /dev/shm, gone with the last map */
 	be->fd = memfd_create(name, MFD_CLOEXEC);
 	if (be->fd < 0) {
@@ -582,6 +592,7 @@ static void ntx_ntb_check_peers(struct ntx_be_ep *be)
 {
 	struct ntx_list *it, *tmp;
 
+	ntx_ntb_svc_drain(be);
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
 		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
 							 entry);
@@ -603,6 +614,138 @@ static void ntx_ntb_check_peers(struct ntx_be_ep *be)
 	}
 }
 
+/* ---- services: a numeric name for an endpoint on this host ------------
+ * The owner holds a listening abstract unix socket "ntx-UID-SERVICE" (gone
+ * with the process, so nothing to clean up). A peer learns the owner's pid
+ * from SO_PEERCRED of a connection to it, then finds the window memfd,
+ * named after the service, among that process's fds. */
+
+static socklen_t ntx_svc_sockaddr(uint32_t service, struct sockaddr_un *sun)
+{
+	int n;
+
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1,
+		     "ntx-%u-%u", getuid(), service);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+static int ntx_ntb_svc_claim(struct ntx_be_ep *be)
+{
+	struct sockaddr_un sun;
+	socklen_t len = ntx_svc_sockaddr(be->addr.service, &sun);
+
+	be->svc_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			    0);
+	if (be->svc_fd < 0)
+		return -FI_ENOMEM;
+	if (bind(be->svc_fd, (struct sockaddr *)&sun, len) ||
+	    listen(be->svc_fd, 128)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "service %u: %s\n", be->addr.service,
+			 strerror(errno));
+		close(be->svc_fd);
+		be->svc_fd = -1;
+		return -FI_EADDRINUSE;
+	}
+	return 0;
+}
+
+/* Drops the connections peers made to learn our pid. */
+static void ntx_ntb_svc_drain(struct ntx_be_ep *be)
+{
+	int fd;
+
+	if (be->svc_fd < 0)
+		return;
+	while ((fd = accept4(be->svc_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+		close(fd);
+}
+
+static int ntx_ntb_svc_pid(uint32_t service, pid_t *pid)
+{
+	struct sockaddr_un sun;
+	socklen_t len = ntx_svc_sockaddr(service, &sun);
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	int fd, ret = -FI_EADDRNOTAVAIL;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -FI_ENOMEM;
+	if (!connect(fd, (struct sockaddr *)&sun, len) &&
+	    !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen)) {
+		*pid = cred.pid;
+		ret = 0;
+	}
+	close(fd);
+	return ret;
+}
+
+static int ntx_ntb_svc_fd(pid_t pid, uint32_t service)
+{
+	char dir[64], path[64 + 256], link[128], want[64];
+	struct dirent *d;
+	DIR *dp;
+	int found = -1;
+	ssize_t n;
+
+	snprintf(want, sizeof(want), "/memfd:ntx-svc-%u-%u ", getuid(),
+		 service);
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	dp = opendir(dir);
+	if (!dp)
+		return -1;
+	while (found < 0 && (d = readdir(dp))) {
+		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n <= 0)
+			continue;
+		link[n] = '\0';
+		if (!strncmp(link, want, strlen(want)))
+			found = atoi(d->d_name);
+	}
+	closedir(dp);
+	return found;
+}
+
+/* Completes a name that has only a service (from fi_getinfo or
+ * fi_av_insertsvc) with the pid, window and epoch of its owner. */
+static int ntx_ntb_resolve(struct ntx_addr *a)
+{
+	struct ntx_win_hdr hdr;
+	char path[64];
+	pid_t pid;
+	int fd, wfd, ret;
+
+	if (!(a->flags & NTX_ADDR_F_UNBOUND))
+		return 0;
+	if (!a->service || a->host != ntx_host_id())
+		return -FI_EADDRNOTAVAIL;
+	ret = ntx_ntb_svc_pid(a->service, &pid);
+	if (ret)
+		return ret;
+	wfd = ntx_ntb_svc_fd(pid, a->service);
+	if (wfd < 0)
+		return -FI_EADDRNOTAVAIL;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, wfd);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -FI_EADDRNOTAVAIL;
+	ret = pread(fd, &hdr, sizeof(hdr), 0) == sizeof(hdr) &&
+	      hdr.magic == NTX_WIN_MAGIC && hdr.pid == (uint32_t)pid
+		      ? 0 : -FI_EADDRNOTAVAIL;
+	close(fd);
+	if (ret)
+		return ret;
+	a->pid = (uint32_t)pid;
+	a->win_fd = wfd;
+	a->ep_id = hdr.ep_id;
+	a->epoch = hdr.epoch;
+	a->flags &= (uint16_t)~NTX_ADDR_F_UNBOUND;
+	return 0;
+}
+
 static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 			const struct ntx_be_cb *cb)
 {
@@ -620,9 +763,15 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	be->addr.ep_id = atomic_fetch_add(&ntx_ntb_next_ep_id, 1);
 	be->addr.service = want ? want->service : 0;
 	be->addr.epoch = ntx_random64();
+	be->svc_fd = -1;
+	if (be->addr.service) {
+		ret = ntx_ntb_svc_claim(be);
+		if (ret)
+			goto free_be;
+	}
 	ret = ntx_ntb_win_create(be);
 	if (ret)
-		goto free_be;
+		goto close_svc;
 	be->addr.win_fd = be->fd;
 	be->slots = calloc(be->win.nslots, sizeof(*be->slots));
 	if (!be->slots) {
@@ -634,6 +783,9 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 unmap:
 	munmap(be->win.base, be->win.size);
 	close(be->fd);
+close_svc:
+	if (be->svc_fd >= 0)
+		close(be->svc_fd);
 free_be:
 	free(be);
 	return ret;
@@ -651,6 +803,8 @@ static void ntx_ntb_close(struct ntx_be_ep *be)
 						    entry));
 	munmap(be->win.base, be->win.size);
 	close(be->fd);
+	if (be->svc_fd >= 0)
+		close(be->svc_fd);
 	free(be->slots);
 	free(be);
 }
@@ -674,4 +828,5 @@ const struct ntx_be_ops ntx_ntb_shm_ops = {
 	.bulk_read = ntx_ntb_bulk_read,
 	.poll = ntx_ntb_poll,
 	.check_peers = ntx_ntb_check_peers,
+	.resolve = ntx_ntb_resolve,
 };
