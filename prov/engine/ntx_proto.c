@@ -152,7 +152,6 @@ static int ntx_tx_stream(struct ntx_req *r)
 						       : chunk;
 
 		len = ntx_iov_slice(r, r->done, len, seg, &nseg);
-		h.seg_len = len;
 		ret = r->ep->be_ops->send(r->vc->conn, &h, seg, nseg, len);
 		if (ret == -FI_EAGAIN)
 			return ret;
@@ -433,7 +432,7 @@ static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
 	}
 	reply.op = NTX_OP_CTS;
 	reply.rreq = r->id;
-	reply.seg_len = r->want;
+	reply.msg_len = r->want;
 	r->state = NTX_RS_RNDV_DATA;
 	r->done = 0;
 	if (r->want)
@@ -628,7 +627,7 @@ static void ntx_on_data(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 
 	if (!r)
 		return;
-	if (h->seg_len != len || h->offset != r->done ||
+	if (h->offset != r->done ||
 	    len > r->want - r->done) {
 		ntx_vc_fail(vc, -FI_EREMOTEIO);
 		return;
@@ -664,14 +663,14 @@ void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		r = ntx_reply_req(vc, h->sreq, NTX_RS_RTS_SENT);
 		if (!r)
 			return;
-		if (h->seg_len > r->len) {
+		if (h->msg_len > r->len) {
 			ntx_vc_fail(vc, -FI_EREMOTEIO);
 			return;
 		}
 		ntx_list_remove(&r->entry);
 		r->state = NTX_RS_STREAM;
 		r->peer_req = h->rreq;
-		r->want = h->seg_len;
+		r->want = h->msg_len;
 		r->done = 0;
 		ntx_vc_queue(vc, r);
 		ntx_vc_pump(vc);

@@ -47,7 +47,9 @@ struct ntx_be_conn {
 	uint32_t peer_slot; /* the peer's slot: our ring to it */
 	struct ntx_win pwin;
 	uint32_t tx_prod; /* only we write the ring in pwin */
+	uint32_t tx_cons; /* last consumer index the peer published */
 	uint32_t rx_cons; /* only we consume the ring in my_slot */
+	uint32_t rx_published; /* last rx_cons written to the peer */
 };
 
 struct ntx_be_ep {
@@ -492,12 +494,17 @@ static int ntx_ntb_drain(struct ntx_be_conn *c)
 		be->cb.recv(c->vc, &hdr, e->payload, len);
 		cnt++;
 	}
-	if (c->state == NTX_CONN_CONNECTED) {
+	/* Publish the consumer index only every quarter ring: the sender
+	 * re-reads it only when the ring looks full, and at most n/4 - 1
+	 * consumed entries are ever unpublished, so it never stalls. */
+	if (c->state == NTX_CONN_CONNECTED &&
+	    ntx_ring_used(c->rx_cons, c->rx_published, n) >= n / 4) {
 		ps = ntx_win_slot(&c->pwin, c->peer_slot);
 		/* release: we are done reading the entries before the peer
 		 * may overwrite them */
 		atomic_store_explicit(&ps->cons, c->rx_cons,
 				      memory_order_release);
+		c->rx_published = c->rx_cons;
 	}
 	return cnt;
 }
@@ -545,15 +552,18 @@ static int ntx_ntb_send(struct ntx_be_conn *c, const void *hdr,
 		return c->state == NTX_CONN_FAILED ? -FI_ECONNRESET : -FI_EAGAIN;
 	if (len > c->pwin.entry_size - sizeof(*e))
 		return -FI_EMSGSIZE;
-	ms = ntx_win_slot(&c->be->win, c->my_slot);
-	/* acquire: the peer finished reading entries up to cons */
-	cons = atomic_load_explicit(&ms->cons, memory_order_acquire);
-	if (!ntx_ring_pair_valid(c->tx_prod, cons, n)) {
-		ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
-		return -FI_ECONNRESET;
+	if (ntx_ring_full(c->tx_prod, c->tx_cons, n)) {
+		ms = ntx_win_slot(&c->be->win, c->my_slot);
+		/* acquire: the peer finished reading entries up to cons */
+		cons = atomic_load_explicit(&ms->cons, memory_order_acquire);
+		if (!ntx_ring_pair_valid(c->tx_prod, cons, n)) {
+			ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
+			return -FI_ECONNRESET;
+		}
+		c->tx_cons = cons;
+		if (ntx_ring_full(c->tx_prod, cons, n))
+			return -FI_EAGAIN;
 	}
-	if (ntx_ring_full(c->tx_prod, cons, n))
-		return -FI_EAGAIN;
 	ps = ntx_win_slot(&c->pwin, c->peer_slot);
 	e = ntx_win_entry(&c->pwin, ps, c->tx_prod);
 	e->len = (uint32_t)len;

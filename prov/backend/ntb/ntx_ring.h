@@ -72,14 +72,15 @@ struct ntx_win_slot {
 };
 _Static_assert(sizeof(struct ntx_win_slot) == 3 * NTX_CACHELINE, "slot");
 
-/* One ring entry: the engine header, then the payload. */
+/* One ring entry: payload length and the engine header in one cache line,
+ * then the payload (a small message touches two lines). */
 struct ntx_win_entry {
 	uint32_t len; /* payload bytes */
-	uint32_t pad[15];
+	uint32_t pad;
 	struct ntx_wire_hdr hdr;
 	uint8_t payload[];
 };
-_Static_assert(sizeof(struct ntx_win_entry) == 2 * NTX_CACHELINE, "entry");
+_Static_assert(sizeof(struct ntx_win_entry) == NTX_CACHELINE, "entry");
 
 static inline size_t ntx_win_cells_off(void)
 {
