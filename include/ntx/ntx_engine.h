@@ -114,6 +114,7 @@ struct ntx_ep {
 	size_t min_multi_recv;
 	bool cma_ok;
 	uint64_t next_check_ns;
+	uint32_t progress_calls;
 	bool reap; /* failed VCs to disconnect */
 };
 

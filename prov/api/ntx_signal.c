@@ -40,6 +40,8 @@ void ntx_signal_drain(struct ntx_signal *s)
 {
 	uint64_t v;
 
+	if (!atomic_load_explicit(&s->armed, memory_order_relaxed))
+		return; /* nothing was ever written */
 	if (s->fd >= 0 && read(s->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		NTX_WARN(FI_LOG_CORE, "eventfd read: %s\n", strerror(errno));
 }
