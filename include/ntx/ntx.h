@@ -53,6 +53,7 @@ struct ntx_params {
 	size_t ring_entries;   /* entries per receive ring (power of two) */
 	size_t max_peers;      /* ring slots per endpoint window */
 	int shm_cma;           /* single-copy bulk moves with process_vm_readv */
+	size_t shm_split_min;  /* rendezvous size from which both sides copy */
 	int peer_check_ms;     /* period of the liveness check of peers */
 	size_t cq_size;        /* default CQ depth */
 	size_t min_multi_recv; /* default FI_OPT_MIN_MULTI_RECV */

@@ -55,6 +55,10 @@ struct ntx_be_ops {
 	ssize_t (*bulk_read)(struct ntx_be_conn *conn, const struct iovec *local,
 			     size_t nlocal, const struct iovec *remote,
 			     size_t nremote);
+	/* single-copy push of our memory into a peer's (optional) */
+	ssize_t (*bulk_write)(struct ntx_be_conn *conn,
+			      const struct iovec *local, size_t nlocal,
+			      const struct iovec *remote, size_t nremote);
 	/* runs callbacks; returns how many events it handled */
 	int (*poll)(struct ntx_be_ep *be);
 	/* checks peers of busy connections for death; housekeeping */

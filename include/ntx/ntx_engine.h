@@ -38,6 +38,7 @@ enum ntx_req_state {
 	NTX_RS_STREAM,    /* send: DATA segments going out */
 	NTX_RS_WAIT_ACK,  /* send: delivery-complete ack */
 	NTX_RS_RNDV_DATA, /* recv: DATA segments coming in */
+	NTX_RS_RNDV_SPLIT, /* recv: waiting for the sender's part (DONE) */
 };
 
 struct ntx_req {
@@ -60,6 +61,7 @@ struct ntx_req {
 	size_t done;     /* bytes sent (stream) or received (rndv data) */
 	size_t want;     /* bytes the stream or rndv receive moves */
 	size_t msg_len;  /* recv: the sender's length */
+	int split_err;   /* recv: result of our part of a split transfer */
 	/* multi-receive: buffer bookkeeping and child receives */
 	struct ntx_req *parent;
 	size_t mr_used;

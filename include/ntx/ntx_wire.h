@@ -15,6 +15,8 @@ enum ntx_op {
 	NTX_OP_DATA,      /* a segment of a rendezvous message */
 	NTX_OP_FIN,       /* receiver pulled the data; sender completes */
 	NTX_OP_ACK,       /* delivery complete of an eager message */
+	NTX_OP_SPLIT,     /* receiver asks the sender to write a part */
+	NTX_OP_DONE,      /* sender wrote its part of a split message */
 	NTX_OP_MAX
 };
 

@@ -10,6 +10,7 @@ struct ntx_params ntx_params = {
 	.ring_entries = 64,
 	.max_peers = 256,
 	.shm_cma = 1,
+	.shm_split_min = 262144,
 	.peer_check_ms = 200,
 	.cq_size = 1024,
 	.min_multi_recv = 64,
@@ -64,6 +65,11 @@ void ntx_params_init(void)
 		      "move rendezvous data with process_vm_readv (single copy);"
 		      " 0 pipelines it through the window",
 		      &ntx_params.shm_cma, FI_PARAM_BOOL);
+	ntx_param_size("shm_split_min",
+		       "rendezvous size in bytes from which the sender writes "
+		       "half of the message while the receiver reads the other "
+		       "half (0: never)",
+		       &ntx_params.shm_split_min, 0, SIZE_MAX);
 	ntx_param_int("peer_check_ms",
 		      "milliseconds between liveness checks of peers with "
 		      "outstanding operations",

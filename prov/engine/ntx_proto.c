@@ -109,23 +109,24 @@ static int ntx_tx_rts(struct ntx_req *r)
 	return 0;
 }
 
-/* Copies the next segment of the iovecs at r->done into a bounded iovec. */
-static size_t ntx_iov_slice(const struct ntx_req *r, size_t off, size_t len,
-			    struct iovec *out, size_t *count)
+/* The bytes [off, off + len) of an iovec array, as an iovec array. */
+static size_t ntx_iov_slice(const struct iovec *iov, size_t iov_count,
+			    size_t off, size_t len, struct iovec *out,
+			    size_t *count)
 {
 	size_t n = 0, got = 0;
 
-	for (size_t i = 0; i < r->iov_count && got < len; i++) {
+	for (size_t i = 0; i < iov_count && got < len; i++) {
 		size_t m;
 
-		if (off >= r->iov[i].iov_len) {
-			off -= r->iov[i].iov_len;
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
 			continue;
 		}
-		m = r->iov[i].iov_len - off;
+		m = iov[i].iov_len - off;
 		if (m > len - got)
 			m = len - got;
-		out[n].iov_base = (uint8_t *)r->iov[i].iov_base + off;
+		out[n].iov_base = (uint8_t *)iov[i].iov_base + off;
 		out[n].iov_len = m;
 		n++;
 		got += m;
@@ -151,7 +152,8 @@ static int ntx_tx_stream(struct ntx_req *r)
 		size_t len = r->want - r->done < chunk ? r->want - r->done
 						       : chunk;
 
-		len = ntx_iov_slice(r, r->done, len, seg, &nseg);
+		len = ntx_iov_slice(r->iov, r->iov_count, r->done, len, seg,
+				    &nseg);
 		ret = r->ep->be_ops->send(r->vc->conn, &h, seg, nseg, len);
 		if (ret == -FI_EAGAIN)
 			return ret;
@@ -346,34 +348,90 @@ static void ntx_rx_done(struct ntx_req *r, struct ntx_vc *vc)
 	ntx_req_put(r);
 }
 
-/* Pulls a rendezvous message with one bulk read (single copy). */
-static int ntx_rx_pull(struct ntx_req *r, struct ntx_vc *vc,
-		       const struct ntx_wire_iov *riov, uint16_t niov)
+static void ntx_wire_to_iov(const struct ntx_wire_iov *w, uint16_t n,
+			    struct iovec *iov)
 {
-	struct iovec remote[NTX_MAX_IOV], local[NTX_MAX_IOV];
-	size_t nlocal, left = r->want, off = 0;
+	for (uint16_t i = 0; i < n; i++) {
+		iov[i].iov_base = (void *)(uintptr_t)w[i].addr;
+		iov[i].iov_len = w[i].len;
+	}
+}
+
+/* Moves bytes [off, off + len) between our iovecs and the peer's with the
+ * back end's single-copy bulk operations, resuming partial transfers. */
+static int ntx_bulk_move(struct ntx_vc *vc, bool write,
+			 const struct iovec *local, size_t nlocal,
+			 const struct iovec *remote, size_t nremote,
+			 size_t off, size_t len)
+{
+	const struct ntx_be_ops *ops = vc->ep->be_ops;
+	struct iovec lsl[NTX_MAX_IOV], rsl[NTX_MAX_IOV];
+	size_t nl, nr;
 	ssize_t n;
 
-	for (uint16_t i = 0; i < niov; i++) {
-		remote[i].iov_base = (void *)(uintptr_t)riov[i].addr;
-		remote[i].iov_len = riov[i].len;
-	}
-	while (left) {
-		/* resume a partial read at byte off on both sides */
-		struct ntx_req tmp = { .iov_count = niov };
-		struct iovec rsl[NTX_MAX_IOV];
-		size_t nr;
-
-		memcpy(tmp.iov, remote, niov * sizeof(remote[0]));
-		ntx_iov_slice(&tmp, off, left, rsl, &nr);
-		ntx_iov_slice(r, off, left, local, &nlocal);
-		n = vc->ep->be_ops->bulk_read(vc->conn, local, nlocal, rsl, nr);
+	while (len) {
+		ntx_iov_slice(local, nlocal, off, len, lsl, &nl);
+		ntx_iov_slice(remote, nremote, off, len, rsl, &nr);
+		n = write ? ops->bulk_write(vc->conn, lsl, nl, rsl, nr)
+			  : ops->bulk_read(vc->conn, lsl, nl, rsl, nr);
 		if (n <= 0)
 			return n < 0 ? (int)n : -FI_EIO;
-		left -= (size_t)n;
+		len -= (size_t)n;
 		off += (size_t)n;
 	}
 	return 0;
+}
+
+/* Pulls bytes [off, off + len) of a rendezvous message (single copy). */
+static int ntx_rx_pull(struct ntx_req *r, struct ntx_vc *vc,
+		       const struct ntx_wire_iov *riov, uint16_t niov,
+		       size_t off, size_t len)
+{
+	struct iovec remote[NTX_MAX_IOV];
+
+	ntx_wire_to_iov(riov, niov, remote);
+	return ntx_bulk_move(vc, false, r->iov, r->iov_count, remote, niov,
+			     off, len);
+}
+
+/* Splits a large single-copy transfer: the sender writes the second half
+ * into our buffer while we read the first, so both cores copy. Returns
+ * false when the message is not split. */
+static bool ntx_rx_split(struct ntx_req *r, struct ntx_vc *vc,
+			 const struct ntx_wire_hdr *h,
+			 const struct ntx_wire_iov *riov, uint16_t niov)
+{
+	struct ntx_wire_hdr sp = { .op = NTX_OP_SPLIT, .sreq = h->sreq,
+				   .rreq = r->id };
+	struct ntx_wire_iov wiov[NTX_MAX_IOV];
+	struct iovec seg[NTX_MAX_IOV];
+	struct iovec piov = { wiov, 0 };
+	struct ntx_wire_hdr fin = { .op = NTX_OP_FIN, .sreq = h->sreq };
+	size_t split, nseg;
+	int ret;
+
+	if (!ntx_params.shm_split_min || r->want < ntx_params.shm_split_min ||
+	    !vc->ep->be_ops->bulk_write)
+		return false;
+	split = (r->want / 2) & ~(size_t)4095;
+	sp.offset = split;
+	sp.msg_len = r->want - split;
+	ntx_iov_slice(r->iov, r->iov_count, split, r->want - split, seg, &nseg);
+	for (size_t i = 0; i < nseg; i++) {
+		wiov[i].addr = (uintptr_t)seg[i].iov_base;
+		wiov[i].len = seg[i].iov_len;
+	}
+	sp.niov = (uint16_t)nseg;
+	piov.iov_len = nseg * sizeof(wiov[0]);
+	if (vc->ep->be_ops->send(vc->conn, &sp, &piov, 1, piov.iov_len))
+		return false; /* ring full: do it all ourselves */
+	ret = ntx_rx_pull(r, vc, riov, niov, 0, split);
+	fin.status = ret ? -ret : 0;
+	ntx_vc_ctrl(vc, &fin);
+	r->state = NTX_RS_RNDV_SPLIT;
+	r->split_err = ret;
+	ntx_list_insert_tail(&vc->pending, &r->entry);
+	return true;
 }
 
 static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
@@ -414,7 +472,9 @@ static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
 	r->msg_len = h->msg_len;
 	r->want = h->msg_len < room ? h->msg_len : room;
 	if (ep->cma_ok && ep->be_ops->bulk_read) {
-		ret = ntx_rx_pull(r, vc, riov, niov);
+		if (ntx_rx_split(r, vc, h, riov, niov))
+			return;
+		ret = ntx_rx_pull(r, vc, riov, niov, 0, r->want);
 		if (ret != -FI_EOPNOTSUPP) {
 			reply.op = NTX_OP_FIN;
 			reply.status = ret ? -ret : 0;
@@ -640,6 +700,63 @@ static void ntx_on_data(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	}
 }
 
+/* Sender: write our share of a split rendezvous into the receiver. */
+static void ntx_on_split(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+			 const void *payload, size_t len)
+{
+	struct ntx_req *r = ntx_reply_req(vc, h->sreq, NTX_RS_RTS_SENT);
+	struct ntx_wire_hdr done = { .op = NTX_OP_DONE, .rreq = h->rreq };
+	struct ntx_wire_iov wiov[NTX_MAX_IOV];
+	struct iovec remote[NTX_MAX_IOV], local[NTX_MAX_IOV];
+	uint64_t sum = 0;
+	size_t nl;
+	int ret;
+
+	if (!r)
+		return;
+	if (!h->niov || h->niov > NTX_MAX_IOV ||
+	    len != h->niov * sizeof(wiov[0]) || h->offset > r->len ||
+	    h->msg_len > r->len - h->offset) {
+		ntx_vc_fail(vc, -FI_EREMOTEIO);
+		return;
+	}
+	memcpy(wiov, payload, len); /* copy, then validate */
+	for (uint16_t i = 0; i < h->niov; i++)
+		sum += wiov[i].len;
+	if (sum != h->msg_len) {
+		ntx_vc_fail(vc, -FI_EREMOTEIO);
+		return;
+	}
+	ntx_wire_to_iov(wiov, h->niov, remote);
+	ntx_iov_slice(r->iov, r->iov_count, h->offset, h->msg_len, local, &nl);
+	ret = ntx_bulk_move(vc, true, local, nl, remote, h->niov, 0,
+			    h->msg_len);
+	done.status = ret ? -ret : 0;
+	ntx_vc_ctrl(vc, &done);
+}
+
+/* Receiver: the sender wrote its share; the message is complete. */
+static void ntx_on_done(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
+{
+	struct ntx_req *r = ntx_reply_req(vc, h->rreq, NTX_RS_RNDV_SPLIT);
+	int ret;
+
+	if (!r)
+		return;
+	ntx_list_remove(&r->entry);
+	ret = r->split_err ? r->split_err : -h->status;
+	if (!ret) {
+		ntx_rx_done(r, vc);
+		return;
+	}
+	NTX_WARN(FI_LOG_EP_DATA, "split rendezvous failed: %s\n",
+		 fi_strerror(-ret));
+	ntx_comp_rx_err(r, -ret, 0, 0, r->hdr.tag, r->hdr.cq_data);
+	if (r->parent)
+		ntx_mrecv_unref(r->parent);
+	ntx_req_put(r);
+}
+
 void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			 const void *payload, size_t len)
 {
@@ -658,6 +775,12 @@ void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		break;
 	case NTX_OP_DATA:
 		ntx_on_data(vc, h, payload, len);
+		break;
+	case NTX_OP_SPLIT:
+		ntx_on_split(vc, h, payload, len);
+		break;
+	case NTX_OP_DONE:
+		ntx_on_done(vc, h);
 		break;
 	case NTX_OP_CTS:
 		r = ntx_reply_req(vc, h->sreq, NTX_RS_RTS_SENT);

@@ -598,6 +598,22 @@ static ssize_t ntx_ntb_bulk_read(struct ntx_be_conn *c,
 	return n;
 }
 
+static ssize_t ntx_ntb_bulk_write(struct ntx_be_conn *c,
+				  const struct iovec *local, size_t nlocal,
+				  const struct iovec *remote, size_t nremote)
+{
+	ssize_t n = process_vm_writev((pid_t)c->peer.pid, local, nlocal,
+				      remote, nremote, 0);
+
+	if (n < 0) {
+		int err = errno;
+		NTX_INFO(FI_LOG_EP_DATA, "process_vm_writev to pid %u: %s\n",
+			 c->peer.pid, strerror(err));
+		return err == EFAULT ? -FI_EFAULT : -FI_EOPNOTSUPP;
+	}
+	return n;
+}
+
 static void ntx_ntb_check_peers(struct ntx_be_ep *be)
 {
 	struct ntx_list *it, *tmp;
@@ -836,6 +852,7 @@ const struct ntx_be_ops ntx_ntb_shm_ops = {
 	.disconnect = ntx_ntb_disconnect,
 	.send = ntx_ntb_send,
 	.bulk_read = ntx_ntb_bulk_read,
+	.bulk_write = ntx_ntb_bulk_write,
 	.poll = ntx_ntb_poll,
 	.check_peers = ntx_ntb_check_peers,
 	.resolve = ntx_ntb_resolve,
