@@ -35,6 +35,7 @@
 #define NTX_FI_VERSION FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
 #define NTX_FABRIC_NAME "ntx"
 #define NTX_DOMAIN_SHM "shm"
+#define NTX_DOMAIN_TCP "tcp"
 
 #define NTX_CACHELINE 64
 
@@ -55,6 +56,7 @@ struct ntx_params {
 	int shm_cma;           /* single-copy bulk moves with process_vm_readv */
 	size_t shm_split_min;  /* rendezvous size from which both sides copy */
 	int peer_check_ms;     /* period of the liveness check of peers */
+	int local_via_network; /* same-host peers through the network too */
 	size_t cq_size;        /* default CQ depth */
 	size_t min_multi_recv; /* default FI_OPT_MIN_MULTI_RECV */
 };
@@ -76,10 +78,14 @@ struct ntx_addr {
 	uint32_t ep_id;   /* endpoint number within the process */
 	uint32_t service; /* service number when one was given, else 0 */
 	uint64_t epoch;   /* endpoint incarnation, random */
+	uint32_t ip4;     /* network back end: IPv4 address, network order */
+	uint16_t port;    /* network back end: TCP port, network order */
+	uint16_t pad;
 };
-_Static_assert(sizeof(struct ntx_addr) == 40, "ntx_addr is a wire format");
+_Static_assert(sizeof(struct ntx_addr) == 48, "ntx_addr is a wire format");
 
 #define NTX_ADDR_F_UNBOUND 1 /* name from fi_getinfo, no window yet */
+#define NTX_HOST_UNKNOWN 2   /* a remote node known only by IP and port */
 
 uint64_t ntx_host_id(void);
 bool ntx_addr_valid(const struct ntx_addr *a);
@@ -141,6 +147,7 @@ struct ntx_domain {
 	pthread_mutex_t lock; /* engine state of every object of the domain */
 	struct ntx_list eps;  /* ntx_ep.dom_entry, polled by progress */
 	enum fi_threading threading;
+	bool net; /* the tcp domain: remote peers through the network */
 	uint64_t mr_mode;
 	struct fid_eq *eq;
 	/* MR table: key = [index | generation] (DESIGN §6) */

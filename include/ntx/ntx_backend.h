@@ -42,8 +42,10 @@ struct ntx_be_ops {
 	int (*open)(struct ntx_be_ep **be, const struct ntx_addr *want,
 		    const struct ntx_be_cb *cb);
 	void (*close)(struct ntx_be_ep *be);
-	/* this instance's name */
+	/* fills in this instance's part of the endpoint's name */
 	void (*getname)(struct ntx_be_ep *be, struct ntx_addr *addr);
+	/* tells the instance the endpoint's whole name (optional) */
+	void (*setname)(struct ntx_be_ep *be, const struct ntx_addr *addr);
 	/* starts a connection; 'vc' is handed back in callbacks */
 	int (*connect)(struct ntx_be_ep *be, const struct ntx_addr *peer,
 		       void *vc, struct ntx_be_conn **conn);
@@ -76,5 +78,6 @@ static inline bool ntx_be_ops_is_valid(const struct ntx_be_ops *ops)
 }
 
 extern const struct ntx_be_ops ntx_ntb_shm_ops;
+extern const struct ntx_be_ops ntx_ntb_tcp_ops;
 
 #endif /* NTX_BACKEND_H */

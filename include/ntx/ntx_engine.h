@@ -20,6 +20,7 @@ enum ntx_vc_state {
 struct ntx_vc {
 	struct ntx_list entry; /* ntx_ep.vcs */
 	struct ntx_ep *ep;
+	const struct ntx_be_ops *ops; /* the back end that carries it */
 	struct ntx_be_conn *conn;
 	struct ntx_addr peer;
 	fi_addr_t fi_addr; /* AV slot of the peer, FI_ADDR_NOTAVAIL if none */
@@ -89,6 +90,15 @@ struct ntx_tme {
 	struct ntx_list unexp[2];
 };
 
+/* One back-end instance of an endpoint (callback context of its conns). */
+struct ntx_ep_be {
+	struct ntx_ep *ep;
+	const struct ntx_be_ops *ops;
+	struct ntx_be_ep *be;
+};
+
+enum { NTX_BE_SHM, NTX_BE_TCP, NTX_BE_MAX };
+
 struct ntx_ep {
 	struct fid_ep ep;
 	struct ntx_domain *domain;
@@ -102,8 +112,8 @@ struct ntx_ep {
 	bool tx_selective, rx_selective;
 	struct ntx_cntr *send_cntr, *recv_cntr;
 	struct fid_eq *eq;
-	const struct ntx_be_ops *be_ops;
-	struct ntx_be_ep *be;
+	struct ntx_ep_be be[NTX_BE_MAX]; /* ops NULL when not opened */
+	bool local_via_network;
 	struct ntx_list vcs;
 	struct ntx_vc **vc_tab; /* by AV slot */
 	size_t vc_cap;
@@ -172,6 +182,10 @@ int ntx_proto_tx(struct ntx_req *req);
 void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
 			 const void *payload, size_t len);
 void ntx_proto_vc_failed(struct ntx_vc *vc);
+
+/* The back end that reaches a peer: the shm window on this host, else the
+ * network one. */
+struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a);
 
 /* ---- progress (ntx_progress.c) ---- */
 void ntx_ep_progress(struct ntx_ep *ep);

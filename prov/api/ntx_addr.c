@@ -3,6 +3,7 @@
  * "fi_ntx://HOST/PID:FD:EP:SERVICE/EPOCH" used by fi_av_straddr.
  */
 #include "config.h"
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -65,21 +66,32 @@ bool ntx_addr_same_ep(const struct ntx_addr *a, const struct ntx_addr *b)
 
 int ntx_addr_to_str(const struct ntx_addr *a, char *buf, size_t len)
 {
+	struct in_addr in = { .s_addr = a->ip4 };
+	char ip[INET_ADDRSTRLEN] = "0.0.0.0";
+
+	inet_ntop(AF_INET, &in, ip, sizeof(ip));
 	return snprintf(buf, len, "fi_ntx://%016" PRIx64 "/%u:%d:%u:%u/%016"
-			PRIx64, a->host, a->pid, a->win_fd, a->ep_id,
-			a->service, a->epoch);
+			PRIx64 "/%s:%u", a->host, a->pid, a->win_fd, a->ep_id,
+			a->service, a->epoch, ip, ntohs(a->port));
 }
 
 int ntx_addr_from_str(const char *s, struct ntx_addr *a)
 {
 	struct ntx_addr t = { .magic = NTX_ADDR_MAGIC,
 			      .version = NTX_ADDR_VERSION };
+	char ip[INET_ADDRSTRLEN + 1];
+	unsigned port;
+	struct in_addr in;
 	int used = 0;
 
-	if (sscanf(s, "fi_ntx://%16" SCNx64 "/%u:%d:%u:%u/%16" SCNx64 "%n",
-		   &t.host, &t.pid, &t.win_fd, &t.ep_id, &t.service, &t.epoch,
-		   &used) != 6 || s[used] != '\0' || !ntx_addr_valid(&t))
+	if (sscanf(s, "fi_ntx://%16" SCNx64 "/%u:%d:%u:%u/%16" SCNx64
+		   "/%16[0-9.]:%u%n", &t.host, &t.pid, &t.win_fd, &t.ep_id,
+		   &t.service, &t.epoch, ip, &port, &used) != 8 ||
+	    s[used] != '\0' || port > 65535 || !inet_pton(AF_INET, ip, &in) ||
+	    !ntx_addr_valid(&t))
 		return -FI_EINVAL;
+	t.ip4 = in.s_addr;
+	t.port = htons((uint16_t)port);
 	*a = t;
 	return 0;
 }

@@ -112,15 +112,17 @@ static int ntx_av_insertsvc(struct fid_av *fav, const char *node,
 			    const char *service, fi_addr_t *fi_addr,
 			    uint64_t flags, void *context)
 {
+	struct ntx_av *av = ntx_container_of(fav, struct ntx_av, av);
+	struct fi_domain_attr da = { .name = av->domain->net ? NTX_DOMAIN_TCP
+							    : NTX_DOMAIN_SHM };
+	struct fi_info hints = { .domain_attr = &da };
 	struct fi_info *info = NULL;
 	int ret;
 
 	if (!node && !service)
 		return -FI_EINVAL;
-	ret = ntx_getinfo(NTX_FI_VERSION, node, service, 0, NULL, &info);
+	ret = ntx_getinfo(NTX_FI_VERSION, node, service, 0, &hints, &info);
 	if (ret) {
-		struct ntx_av *av = ntx_container_of(fav, struct ntx_av, av);
-
 		if (fi_addr)
 			*fi_addr = FI_ADDR_NOTAVAIL;
 		if (av->eq) {

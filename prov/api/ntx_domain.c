@@ -90,7 +90,8 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		return -FI_EINVAL;
 	}
 	if (info->domain_attr->name &&
-	    strcmp(info->domain_attr->name, NTX_DOMAIN_SHM)) {
+	    strcmp(info->domain_attr->name, NTX_DOMAIN_SHM) &&
+	    strcmp(info->domain_attr->name, NTX_DOMAIN_TCP)) {
 		NTX_WARN(FI_LOG_DOMAIN, "unknown domain %s\n",
 			 info->domain_attr->name);
 		return -FI_EINVAL;
@@ -107,6 +108,8 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	ntx_list_init(&dom->eps);
 	dom->fabric = fab;
 	dom->threading = info->domain_attr->threading;
+	dom->net = info->domain_attr->name &&
+		   !strcmp(info->domain_attr->name, NTX_DOMAIN_TCP);
 	dom->mr_mode = (uint64_t)info->domain_attr->mr_mode;
 	dom->mr_gen_seed = (uint32_t)ntx_random64();
 	dom->dom.fid.fclass = FI_CLASS_DOMAIN;

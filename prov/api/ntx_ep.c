@@ -25,7 +25,9 @@ static int ntx_ep_close(struct fid *fid)
 			free(u);
 		}
 	}
-	ep->be_ops->close(ep->be);
+	for (int i = 0; i < NTX_BE_MAX; i++)
+		if (ep->be[i].ops)
+			ep->be[i].ops->close(ep->be[i].be);
 	ntx_domain_unlock(dom);
 
 	for (uint32_t i = 0; i < ep->reqtab_cap; i++) {
@@ -221,6 +223,31 @@ static ssize_t ntx_ep_rx_size_left(struct fid_ep *fep)
 	return (ssize_t)ntx_rx_attr.size;
 }
 
+/* The name combines every back end's part: the shm window first. */
+static void ntx_ep_name(struct ntx_ep *ep, struct ntx_addr *a)
+{
+	memset(a, 0, sizeof(*a));
+	for (int i = 0; i < NTX_BE_MAX; i++)
+		if (ep->be[i].ops)
+			ep->be[i].ops->getname(ep->be[i].be, a);
+}
+
+static int ntx_ep_open_be(struct ntx_ep *ep, int i,
+			  const struct ntx_be_ops *ops,
+			  const struct ntx_addr *want)
+{
+	struct ntx_be_cb cb = ntx_vc_callbacks;
+	int ret;
+
+	assert(ntx_be_ops_is_valid(ops));
+	cb.ctx = &ep->be[i];
+	ep->be[i].ep = ep;
+	ret = ops->open(&ep->be[i].be, want, &cb);
+	if (!ret)
+		ep->be[i].ops = ops;
+	return ret;
+}
+
 static int ntx_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
@@ -229,7 +256,7 @@ static int ntx_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 
 	if (!addrlen || (*addrlen && !addr))
 		return -FI_EINVAL;
-	ep->be_ops->getname(ep->be, &a);
+	ntx_ep_name(ep, &a);
 	want = *addrlen;
 	*addrlen = sizeof(a);
 	if (want < sizeof(a))
@@ -249,7 +276,7 @@ static int ntx_ep_setname(fid_t fid, void *addr, size_t addrlen)
 	if (ep->enabled)
 		return -FI_EOPBADSTATE;
 	/* an ntx name is made by the back end; only our own is accepted */
-	ep->be_ops->getname(ep->be, &cur);
+	ntx_ep_name(ep, &cur);
 	return ntx_addr_same_ep(&cur, addr) ? 0 : -FI_EINVAL;
 }
 
@@ -322,8 +349,8 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 {
 	struct ntx_domain *dom = ntx_container_of(domain, struct ntx_domain,
 						  dom);
-	struct ntx_be_cb cb = ntx_vc_callbacks;
 	const struct ntx_addr *want = NULL;
+	struct ntx_addr name;
 	struct ntx_ep *ep;
 	int ret;
 
@@ -350,17 +377,24 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 			       ? info->tx_attr->size : ntx_tx_attr.size;
 	ep->min_multi_recv = ntx_params.min_multi_recv;
 	ep->cma_ok = ntx_params.shm_cma;
-	ep->be_ops = &ntx_ntb_shm_ops;
-	assert(ntx_be_ops_is_valid(ep->be_ops));
+	ep->local_via_network = ntx_params.local_via_network;
 	ntx_list_init(&ep->vcs);
 	ntx_list_init(&ep->req_free);
 	ntx_tme_init(&ep->tme);
-	cb.ctx = ep;
-	ret = ep->be_ops->open(&ep->be, want, &cb);
+	ret = ntx_ep_open_be(ep, NTX_BE_SHM, &ntx_ntb_shm_ops, want);
+	if (!ret && dom->net) {
+		ret = ntx_ep_open_be(ep, NTX_BE_TCP, &ntx_ntb_tcp_ops, want);
+		if (ret)
+			ntx_ntb_shm_ops.close(ep->be[NTX_BE_SHM].be);
+	}
 	if (ret) {
 		free(ep);
 		return ret;
 	}
+	ntx_ep_name(ep, &name);
+	for (int i = 0; i < NTX_BE_MAX; i++)
+		if (ep->be[i].ops && ep->be[i].ops->setname)
+			ep->be[i].ops->setname(ep->be[i].be, &name);
 	ep->ep.fid.fclass = FI_CLASS_EP;
 	ep->ep.fid.context = context;
 	ep->ep.fid.ops = &ntx_ep_fi_ops;

@@ -14,8 +14,20 @@
 #define NTX_EP_CAPS                                                        \
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |        \
 	 FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR)
-#define NTX_DOMAIN_CAPS (FI_LOCAL_COMM)
+#define NTX_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
 #define NTX_CAPS (NTX_EP_CAPS | NTX_DOMAIN_CAPS)
+
+/* One fi_info per domain: shm reaches this host only; tcp reaches peers on
+ * this host through the shm window and remote peers through the network. */
+struct ntx_dom_desc {
+	const char *name;
+	uint64_t caps;
+	bool net;
+};
+static const struct ntx_dom_desc ntx_doms[] = {
+	{ NTX_DOMAIN_SHM, FI_LOCAL_COMM, false },
+	{ NTX_DOMAIN_TCP, FI_LOCAL_COMM | FI_REMOTE_COMM, true },
+};
 #define NTX_TX_OP_FLAGS                                                    \
 	(FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE |                  \
 	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE)
@@ -180,12 +192,13 @@ static int ntx_check_progress(enum fi_progress p, const char *what)
 	return 0;
 }
 
-static int ntx_check_domain(const struct fi_domain_attr *h, uint32_t version)
+static int ntx_check_domain(const struct fi_domain_attr *h, uint32_t version,
+			    const struct ntx_dom_desc *d)
 {
 	if (!h)
 		return 0;
-	if (h->name && strcmp(h->name, NTX_DOMAIN_SHM))
-		NTX_NOMATCH("domain %s not found\n", h->name);
+	if (h->name && strcmp(h->name, d->name))
+		NTX_NOMATCH("domain %s is not %s\n", h->name, d->name);
 	if (ntx_check_progress(h->control_progress, "control") ||
 	    ntx_check_progress(h->data_progress, "data"))
 		return -FI_ENODATA;
@@ -203,8 +216,8 @@ static int ntx_check_domain(const struct fi_domain_attr *h, uint32_t version)
 		NTX_NOMATCH("endpoint contexts beyond one not supported\n");
 	if (h->mr_iov_limit > ntx_domain_attr.mr_iov_limit)
 		NTX_NOMATCH("mr_iov_limit too large\n");
-	if (h->caps & ~NTX_DOMAIN_CAPS)
-		NTX_NOMATCH("domain caps not supported\n");
+	if (h->caps & ~d->caps)
+		NTX_NOMATCH("domain caps not supported by %s\n", d->name);
 	if (h->auth_key_size || h->auth_key)
 		NTX_NOMATCH("auth keys not supported\n");
 	if (h->tclass != FI_TC_UNSPEC && h->tclass != FI_TC_BEST_EFFORT)
@@ -212,12 +225,12 @@ static int ntx_check_domain(const struct fi_domain_attr *h, uint32_t version)
 	return 0;
 }
 
-static int ntx_check_hints(uint32_t version, const struct fi_info *h)
+static int ntx_check_hints(uint32_t version, const struct fi_info *h,
+			   const struct ntx_dom_desc *d)
 {
 	if (!h)
 		return 0;
-	/* the shm domain reaches only peers on this host: no FI_REMOTE_COMM */
-	if (ntx_check_caps(h->caps, NTX_CAPS, "caps"))
+	if (ntx_check_caps(h->caps, NTX_EP_CAPS | d->caps, "caps"))
 		return -FI_ENODATA;
 	if (h->addr_format != FI_FORMAT_UNSPEC)
 		NTX_NOMATCH("addr_format %u not supported\n", h->addr_format);
@@ -230,7 +243,7 @@ static int ntx_check_hints(uint32_t version, const struct fi_info *h)
 	if ((h->src_addr && h->src_addrlen != sizeof(struct ntx_addr)) ||
 	    (h->dest_addr && h->dest_addrlen != sizeof(struct ntx_addr)))
 		NTX_NOMATCH("address length does not match ntx names\n");
-	if (ntx_check_ep(h->ep_attr) || ntx_check_domain(h->domain_attr, version) ||
+	if (ntx_check_ep(h->ep_attr) || ntx_check_domain(h->domain_attr, version, d) ||
 	    ntx_check_tx(h->tx_attr, h->caps) || ntx_check_rx(h->rx_attr))
 		return -FI_ENODATA;
 	return 0;
@@ -264,10 +277,24 @@ static bool ntx_node_is_local(const char *node)
 
 /* Turns node/service into a name: an fi_ntx:// string, or a local host
  * with a numeric service (resolved to the endpoint bound to it). */
+/* IPv4 address of a node name, in network order (0 if none). */
+static uint32_t ntx_node_ip4(const char *node)
+{
+	struct addrinfo hints = { .ai_family = AF_INET }, *ai;
+	uint32_t ip = 0;
+
+	if (!getaddrinfo(node, NULL, &hints, &ai)) {
+		ip = ((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr;
+		freeaddrinfo(ai);
+	}
+	return ip;
+}
+
 static int ntx_resolve(const char *node, const char *service,
-		       struct ntx_addr *a)
+		       const struct ntx_dom_desc *d, struct ntx_addr *a)
 {
 	unsigned long svc = 0;
+	bool local = true;
 	char *end;
 
 	if (node && !strncmp(node, "fi_ntx://", 9)) {
@@ -275,8 +302,11 @@ static int ntx_resolve(const char *node, const char *service,
 			NTX_NOMATCH("malformed ntx name %s\n", node);
 		return 0;
 	}
-	if (node && !ntx_node_is_local(node))
-		NTX_NOMATCH("node %s is not this host\n", node);
+	if (node && !ntx_node_is_local(node)) {
+		if (!d->net)
+			NTX_NOMATCH("node %s is not this host\n", node);
+		local = false;
+	}
 	if (service) {
 		svc = strtoul(service, &end, 10);
 		if (*service == '\0' || *end != '\0' || svc == 0 ||
@@ -287,9 +317,15 @@ static int ntx_resolve(const char *node, const char *service,
 	a->magic = NTX_ADDR_MAGIC;
 	a->version = NTX_ADDR_VERSION;
 	a->flags = NTX_ADDR_F_UNBOUND;
-	a->host = ntx_host_id();
+	a->host = local ? ntx_host_id() : NTX_HOST_UNKNOWN;
 	a->service = (uint32_t)svc;
 	a->win_fd = -1;
+	if (d->net && svc <= 65535) {
+		a->ip4 = node ? ntx_node_ip4(node) : htonl(INADDR_LOOPBACK);
+		a->port = htons((uint16_t)svc);
+	}
+	if (!local && !a->ip4)
+		NTX_NOMATCH("node %s has no IPv4 address\n", node);
 	return 0;
 }
 
@@ -310,7 +346,7 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 	if (!h)
 		return;
 	if (h->caps) {
-		fi->caps = h->caps & NTX_CAPS;
+		fi->caps = h->caps & fi->caps;
 		if (!(fi->caps & (FI_MSG | FI_TAGGED)))
 			fi->caps |= h->caps & (FI_MSG | FI_TAGGED);
 		fi->tx_attr->caps &= fi->caps | FI_SEND;
@@ -350,13 +386,13 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 	fi->mode = 0;
 }
 
-static struct fi_info *ntx_info_template(void)
+static struct fi_info *ntx_info_template(const struct ntx_dom_desc *d)
 {
 	struct fi_info *fi = fi_allocinfo();
 
 	if (!fi)
 		return NULL;
-	fi->caps = NTX_CAPS;
+	fi->caps = NTX_EP_CAPS | d->caps;
 	fi->mode = 0;
 	fi->addr_format = FI_FORMAT_UNSPEC;
 	*fi->tx_attr = ntx_tx_attr;
@@ -364,7 +400,8 @@ static struct fi_info *ntx_info_template(void)
 	*fi->ep_attr = ntx_ep_attr;
 	*fi->domain_attr = ntx_domain_attr;
 	*fi->fabric_attr = ntx_fabric_attr;
-	fi->domain_attr->name = strdup(NTX_DOMAIN_SHM);
+	fi->domain_attr->caps = d->caps;
+	fi->domain_attr->name = strdup(d->name);
 	fi->fabric_attr->name = strdup(NTX_FABRIC_NAME);
 	fi->fabric_attr->prov_name = NULL; /* filled in by libfabric */
 	fi->fabric_attr->api_version = NTX_FI_VERSION;
@@ -376,29 +413,28 @@ static struct fi_info *ntx_info_template(void)
 	return fi;
 }
 
-int ntx_getinfo(uint32_t version, const char *node, const char *service,
-		uint64_t flags, const struct fi_info *hints,
-		struct fi_info **info)
+static int ntx_getinfo_dom(uint32_t version, const char *node,
+			   const char *service, uint64_t flags,
+			   const struct fi_info *hints,
+			   const struct ntx_dom_desc *d, struct fi_info **info)
 {
 	struct ntx_addr addr;
 	struct fi_info *fi;
 	int ret;
 
-	ret = ntx_check_hints(version, hints);
+	ret = ntx_check_hints(version, hints, d);
 	if (ret)
 		return ret;
-	if (hints && hints->src_addr &&
-	    !ntx_addr_valid(hints->src_addr))
+	if (hints && hints->src_addr && !ntx_addr_valid(hints->src_addr))
 		NTX_NOMATCH("src_addr is not an ntx name\n");
-	if (hints && hints->dest_addr &&
-	    !ntx_addr_valid(hints->dest_addr))
+	if (hints && hints->dest_addr && !ntx_addr_valid(hints->dest_addr))
 		NTX_NOMATCH("dest_addr is not an ntx name\n");
 	if (node || service) {
-		ret = ntx_resolve(node, service, &addr);
+		ret = ntx_resolve(node, service, d, &addr);
 		if (ret)
 			return ret;
 	}
-	fi = ntx_info_template();
+	fi = ntx_info_template(d);
 	if (!fi)
 		return -FI_ENOMEM;
 	ntx_apply_hints(fi, hints, version);
@@ -418,5 +454,33 @@ int ntx_getinfo(uint32_t version, const char *node, const char *service,
 		return ret;
 	}
 	*info = fi;
+	return 0;
+}
+
+int ntx_getinfo(uint32_t version, const char *node, const char *service,
+		uint64_t flags, const struct fi_info *hints,
+		struct fi_info **info)
+{
+	struct fi_info *head = NULL, **tail = &head, *fi;
+	int ret = -FI_ENODATA;
+
+	for (size_t i = 0; i < sizeof(ntx_doms) / sizeof(ntx_doms[0]); i++) {
+		ret = ntx_getinfo_dom(version, node, service, flags, hints,
+				      &ntx_doms[i], &fi);
+		if (ret == -FI_ENOMEM)
+			break;
+		if (ret)
+			continue;
+		*tail = fi;
+		tail = &fi->next;
+	}
+	if (!head) {
+		return ret == -FI_ENOMEM ? ret : -FI_ENODATA;
+	}
+	if (ret == -FI_ENOMEM) {
+		fi_freeinfo(head);
+		return ret;
+	}
+	*info = head;
 	return 0;
 }

@@ -48,7 +48,7 @@ void ntx_params_init(void)
 	ntx_param_size("eager_max",
 		       "largest message in bytes copied inline into the "
 		       "peer's ring; larger ones use rendezvous",
-		       &ntx_params.eager_max, 64, 8128);
+		       &ntx_params.eager_max, 4096, 65536);
 	ntx_param_size("ring_entries",
 		       "entries of each per-peer receive ring (power of two)",
 		       &ntx_params.ring_entries, 4, 4096);
@@ -76,6 +76,10 @@ void ntx_params_init(void)
 		      &ntx_params.peer_check_ms, FI_PARAM_INT);
 	if (ntx_params.peer_check_ms < 1)
 		ntx_params.peer_check_ms = 1;
+	ntx_param_int("local_via_network",
+		      "tcp domain: reach peers on this host through the network "
+		      "back end instead of the shm window (for tests)",
+		      &ntx_params.local_via_network, FI_PARAM_BOOL);
 	ntx_param_size("cq_size", "default completion queue depth",
 		       &ntx_params.cq_size, 1, 1 << 24);
 	ntx_param_size("min_multi_recv",

@@ -19,14 +19,29 @@ static void ntx_ep_check_peers(struct ntx_ep *ep)
 	if (now < ep->next_check_ns)
 		return;
 	ep->next_check_ns = now + (uint64_t)ntx_params.peer_check_ms * 1000000;
-	ep->be_ops->check_peers(ep->be);
+	for (int i = 0; i < NTX_BE_MAX; i++)
+		if (ep->be[i].ops)
+			ep->be[i].ops->check_peers(ep->be[i].be);
+}
+
+struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a)
+{
+	bool local = a->host == ntx_host_id() && !ep->local_via_network;
+
+	if (local && ep->be[NTX_BE_SHM].ops)
+		return &ep->be[NTX_BE_SHM];
+	if (ep->be[NTX_BE_TCP].ops && a->ip4 && a->port)
+		return &ep->be[NTX_BE_TCP];
+	return NULL;
 }
 
 void ntx_ep_progress(struct ntx_ep *ep)
 {
 	struct ntx_list *it, *tmp;
 
-	ep->be_ops->poll(ep->be);
+	for (int i = 0; i < NTX_BE_MAX; i++)
+		if (ep->be[i].ops)
+			ep->be[i].ops->poll(ep->be[i].be);
 	ntx_list_foreach_safe(&ep->vcs, it, tmp) {
 		struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc, entry);
 

@@ -11,9 +11,11 @@
 
 static void ntx_mrecv_unref(struct ntx_req *r);
 
-static bool ntx_is_eager(const struct ntx_ep *ep, size_t len)
+/* Largest payload of one packet on this VC's back end. */
+static size_t ntx_vc_mtu(const struct ntx_vc *vc)
 {
-	return len <= ntx_params.eager_max;
+	return ntx_params.eager_max < vc->ops->max_payload
+		       ? ntx_params.eager_max : vc->ops->max_payload;
 }
 
 static uint8_t ntx_pkt_flags(const struct ntx_req *req)
@@ -41,7 +43,6 @@ static void ntx_send_fail(struct ntx_req *r, int err)
 
 static int ntx_tx_eager(struct ntx_req *r)
 {
-	struct ntx_ep *ep = r->ep;
 	struct ntx_wire_hdr h = {
 		.op = NTX_OP_EAGER,
 		.flags = ntx_pkt_flags(r),
@@ -57,9 +58,9 @@ static int ntx_tx_eager(struct ntx_req *r)
 	if (ack)
 		h.flags |= NTX_PF_ACK;
 	if (r->flags & FI_INJECT)
-		ret = ep->be_ops->send(r->vc->conn, &h, &biov, 1, r->len);
+		ret = r->vc->ops->send(r->vc->conn, &h, &biov, 1, r->len);
 	else
-		ret = ep->be_ops->send(r->vc->conn, &h, r->iov, r->iov_count,
+		ret = r->vc->ops->send(r->vc->conn, &h, r->iov, r->iov_count,
 				       r->len);
 	if (ret == -FI_EAGAIN)
 		return ret;
@@ -97,7 +98,7 @@ static int ntx_tx_rts(struct ntx_req *r)
 	}
 	piov.iov_base = wiov;
 	piov.iov_len = r->iov_count * sizeof(wiov[0]);
-	ret = r->ep->be_ops->send(r->vc->conn, &h, &piov, 1, piov.iov_len);
+	ret = r->vc->ops->send(r->vc->conn, &h, &piov, 1, piov.iov_len);
 	if (ret == -FI_EAGAIN)
 		return ret;
 	if (ret) {
@@ -139,7 +140,7 @@ static size_t ntx_iov_slice(const struct iovec *iov, size_t iov_count,
 static int ntx_tx_stream(struct ntx_req *r)
 {
 	struct iovec seg[NTX_MAX_IOV];
-	size_t nseg, chunk = ntx_params.eager_max;
+	size_t nseg, chunk = ntx_vc_mtu(r->vc);
 	int ret;
 
 	while (r->done < r->want) {
@@ -154,7 +155,7 @@ static int ntx_tx_stream(struct ntx_req *r)
 
 		len = ntx_iov_slice(r->iov, r->iov_count, r->done, len, seg,
 				    &nseg);
-		ret = r->ep->be_ops->send(r->vc->conn, &h, seg, nseg, len);
+		ret = r->vc->ops->send(r->vc->conn, &h, seg, nseg, len);
 		if (ret == -FI_EAGAIN)
 			return ret;
 		if (ret) {
@@ -172,7 +173,7 @@ int ntx_proto_tx(struct ntx_req *r)
 	int ret;
 
 	if (r->kind == NTX_REQ_CTRL) {
-		ret = r->ep->be_ops->send(r->vc->conn, &r->hdr, NULL, 0, 0);
+		ret = r->vc->ops->send(r->vc->conn, &r->hdr, NULL, 0, 0);
 		if (ret == -FI_EAGAIN)
 			return ret;
 		ntx_req_put(r);
@@ -180,7 +181,7 @@ int ntx_proto_tx(struct ntx_req *r)
 	}
 	if (r->state == NTX_RS_STREAM)
 		return ntx_tx_stream(r);
-	if (ntx_is_eager(r->ep, r->len))
+	if (r->len <= ntx_vc_mtu(r->vc))
 		return ntx_tx_eager(r);
 	return ntx_tx_rts(r);
 }
@@ -230,7 +231,7 @@ ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
 	if (ret)
 		return ret;
 	if (vc->state == NTX_VC_CONNECTED && ntx_list_empty(&vc->backlog)) {
-		ret = ep->be_ops->send(vc->conn, &h, &iov, 1, len);
+		ret = vc->ops->send(vc->conn, &h, &iov, 1, len);
 		if (ret != -FI_EAGAIN) {
 			if (!ret && ep->send_cntr)
 				ntx_cntr_inc(ep->send_cntr);
@@ -364,7 +365,7 @@ static int ntx_bulk_move(struct ntx_vc *vc, bool write,
 			 const struct iovec *remote, size_t nremote,
 			 size_t off, size_t len)
 {
-	const struct ntx_be_ops *ops = vc->ep->be_ops;
+	const struct ntx_be_ops *ops = vc->ops;
 	struct iovec lsl[NTX_MAX_IOV], rsl[NTX_MAX_IOV];
 	size_t nl, nr;
 	ssize_t n;
@@ -411,7 +412,7 @@ static bool ntx_rx_split(struct ntx_req *r, struct ntx_vc *vc,
 	int ret;
 
 	if (!ntx_params.shm_split_min || r->want < ntx_params.shm_split_min ||
-	    !vc->ep->be_ops->bulk_write)
+	    !vc->ops->bulk_write)
 		return false;
 	split = (r->want / 2) & ~(size_t)4095;
 	sp.offset = split;
@@ -423,7 +424,7 @@ static bool ntx_rx_split(struct ntx_req *r, struct ntx_vc *vc,
 	}
 	sp.niov = (uint16_t)nseg;
 	piov.iov_len = nseg * sizeof(wiov[0]);
-	if (vc->ep->be_ops->send(vc->conn, &sp, &piov, 1, piov.iov_len))
+	if (vc->ops->send(vc->conn, &sp, &piov, 1, piov.iov_len))
 		return false; /* ring full: do it all ourselves */
 	ret = ntx_rx_pull(r, vc, riov, niov, 0, split);
 	fin.status = ret ? -ret : 0;
@@ -471,7 +472,7 @@ static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
 	r->hdr = *h;
 	r->msg_len = h->msg_len;
 	r->want = h->msg_len < room ? h->msg_len : room;
-	if (ep->cma_ok && ep->be_ops->bulk_read) {
+	if (ep->cma_ok && vc->ops->bulk_read) {
 		if (ntx_rx_split(r, vc, h, riov, niov))
 			return;
 		ret = ntx_rx_pull(r, vc, riov, niov, 0, r->want);

@@ -63,6 +63,7 @@ int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 {
 	struct ntx_addr *peer;
 	struct ntx_vc *vc = addr < ep->vc_cap ? ep->vc_tab[addr] : NULL;
+	struct ntx_ep_be *be;
 	int ret;
 
 	if (vc && vc->state != NTX_VC_ERROR) {
@@ -75,8 +76,13 @@ int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 			 (unsigned long long)addr);
 		return -FI_EINVAL;
 	}
-	if ((peer->flags & NTX_ADDR_F_UNBOUND) &&
-	    ep->be_ops->resolve(peer)) {
+	be = ntx_ep_be_for(ep, peer);
+	if (!be) {
+		NTX_WARN(FI_LOG_EP_DATA, "no back end reaches fi_addr %llu\n",
+			 (unsigned long long)addr);
+		return -FI_EHOSTUNREACH;
+	}
+	if ((peer->flags & NTX_ADDR_F_UNBOUND) && be->ops->resolve(peer)) {
 		NTX_WARN(FI_LOG_EP_DATA, "no endpoint has service %u\n",
 			 peer->service);
 		return -FI_EADDRNOTAVAIL;
@@ -87,7 +93,8 @@ int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 		if (!vc)
 			return -FI_ENOMEM;
 		vc->state = NTX_VC_CONNECTING;
-		ret = ep->be_ops->connect(ep->be, peer, vc, &vc->conn);
+		vc->ops = be->ops;
+		ret = be->ops->connect(be->be, peer, vc, &vc->conn);
 		if (ret) {
 			ntx_list_remove(&vc->entry);
 			free(vc);
@@ -105,9 +112,16 @@ int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 fi_addr_t ntx_vc_fi_addr(struct ntx_vc *vc)
 {
 	if (vc->fi_addr == FI_ADDR_NOTAVAIL && vc->ep->av) {
-		vc->fi_addr = ntx_av_reverse(vc->ep->av, &vc->peer);
-		if (vc->fi_addr != FI_ADDR_NOTAVAIL)
-			ntx_vc_tab_set(vc->ep, vc->fi_addr, vc);
+		struct ntx_ep *ep = vc->ep;
+		fi_addr_t a = ntx_av_reverse(ep->av, &vc->peer);
+
+		vc->fi_addr = a;
+		/* a VC we connected ourselves keeps carrying our sends, so
+		 * that they stay in order */
+		if (a != FI_ADDR_NOTAVAIL &&
+		    (a >= ep->vc_cap || !ep->vc_tab[a] ||
+		     ep->vc_tab[a]->state == NTX_VC_ERROR))
+			ntx_vc_tab_set(ep, a, vc);
 	}
 	return vc->fi_addr;
 }
@@ -140,7 +154,7 @@ int ntx_vc_ctrl(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr)
 	if (vc->state == NTX_VC_ERROR)
 		return vc->err;
 	if (vc->state == NTX_VC_CONNECTED && ntx_list_empty(&vc->backlog)) {
-		ret = vc->ep->be_ops->send(vc->conn, hdr, NULL, 0, 0);
+		ret = vc->ops->send(vc->conn, hdr, NULL, 0, 0);
 		if (ret != -FI_EAGAIN)
 			return ret;
 	}
@@ -177,7 +191,7 @@ void ntx_vc_destroy(struct ntx_vc *vc)
 	if (vc->fi_addr < ep->vc_cap && ep->vc_tab[vc->fi_addr] == vc)
 		ep->vc_tab[vc->fi_addr] = NULL;
 	if (vc->conn)
-		ep->be_ops->disconnect(vc->conn);
+		vc->ops->disconnect(vc->conn);
 	ntx_list_remove(&vc->entry);
 	free(vc);
 }
@@ -187,11 +201,12 @@ void ntx_vc_destroy(struct ntx_vc *vc)
 static void *ntx_vc_accept(void *ctx, struct ntx_be_conn *conn,
 			   const struct ntx_addr *peer)
 {
-	struct ntx_ep *ep = ctx;
-	struct ntx_vc *vc = ntx_vc_new(ep, peer);
+	struct ntx_ep_be *be = ctx;
+	struct ntx_vc *vc = ntx_vc_new(be->ep, peer);
 
 	if (!vc)
 		return NULL;
+	vc->ops = be->ops;
 	vc->conn = conn;
 	vc->state = NTX_VC_CONNECTED;
 	ntx_vc_fi_addr(vc);

@@ -837,13 +837,18 @@ static void ntx_ntb_close(struct ntx_be_ep *be)
 
 static void ntx_ntb_getname(struct ntx_be_ep *be, struct ntx_addr *addr)
 {
+	uint32_t ip4 = addr->ip4;
+	uint16_t port = addr->port;
+
 	*addr = be->addr;
+	addr->ip4 = ip4;
+	addr->port = port;
 }
 
 const struct ntx_be_ops ntx_ntb_shm_ops = {
 	.name = "ntb-shm",
 	.hdr_size = sizeof(struct ntx_wire_hdr),
-	.max_payload = 8128,
+	.max_payload = 65536, /* bounded by FI_NTX_EAGER_MAX */
 	.has_bulk = true,
 	.open = ntx_ntb_open,
 	.close = ntx_ntb_close,
