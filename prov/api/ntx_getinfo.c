@@ -67,7 +67,7 @@ static const struct fi_ep_attr ntx_ep_attr = {
 	.max_order_raw_size = 0,
 	.max_order_war_size = 0,
 	.max_order_waw_size = 0,
-	.mem_tag_format = 0,
+	.mem_tag_format = ~0ULL, /* all 64 tag bits match */
 	.tx_ctx_cnt = 1,
 	.rx_ctx_cnt = 1,
 };
