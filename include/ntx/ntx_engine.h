@@ -56,6 +56,7 @@ struct ntx_req {
 	size_t iov_count;
 	size_t len;
 	uint64_t tag, ignore, data;
+	uint64_t seq;   /* recv: post order, across the tme's queues */
 	fi_addr_t addr; /* send: destination; recv: source or UNSPEC */
 	/* rendezvous */
 	uint64_t peer_req;
@@ -75,7 +76,8 @@ struct ntx_req {
 
 /* An arrived message nobody had posted a receive for. */
 struct ntx_unexp {
-	struct ntx_list entry;
+	struct ntx_list entry;     /* arrival order, tagged or untagged */
+	struct ntx_list tag_entry; /* tagged: arrival order within a bucket */
 	struct ntx_vc *vc;
 	struct ntx_wire_hdr hdr;
 	size_t len;   /* eager payload bytes held in data */
@@ -85,9 +87,17 @@ struct ntx_unexp {
 	void *claim_ctx; /* FI_CLAIM: reserved for this context */
 };
 
+#define NTX_TME_BUCKETS 256
+
+/* Exact tagged receives (no ignore bits) and tagged unexpected messages
+ * are also hashed by tag, so the common MPI case walks one short bucket;
+ * post sequence numbers keep the order against wildcard receives. */
 struct ntx_tme {
-	struct ntx_list posted[2]; /* [0] untagged, [1] tagged */
+	struct ntx_list posted[2]; /* [0] untagged, [1] tagged with ignore */
+	struct ntx_list posted_tag[NTX_TME_BUCKETS];
 	struct ntx_list unexp[2];
+	struct ntx_list unexp_tag[NTX_TME_BUCKETS];
+	uint64_t seq;
 };
 
 /* One back-end instance of an endpoint (callback context of its conns). */
@@ -168,6 +178,8 @@ struct ntx_unexp *ntx_tme_match_unexp(struct ntx_tme *tme, bool tagged,
 				      fi_addr_t src, uint64_t tag,
 				      uint64_t ignore, void *claim_ctx);
 void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req);
+void ntx_tme_add_unexp(struct ntx_tme *tme, struct ntx_unexp *u);
+void ntx_tme_del_unexp(struct ntx_unexp *u);
 struct ntx_req *ntx_tme_cancel(struct ntx_tme *tme, void *context);
 
 /* ---- protocols (ntx_proto.c) ---- */

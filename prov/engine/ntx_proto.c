@@ -505,7 +505,7 @@ static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
 
 static void ntx_unexp_free(struct ntx_unexp *u)
 {
-	ntx_list_remove(&u->entry);
+	ntx_tme_del_unexp(u);
 	free(u->data);
 	free(u);
 }
@@ -657,7 +657,7 @@ static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		memcpy(u->riov, riov, sizeof(riov[0]) * niov);
 		u->niov = niov;
 	}
-	ntx_list_insert_tail(&ep->tme.unexp[tagged], &u->entry);
+	ntx_tme_add_unexp(&ep->tme, u);
 	return;
 bad:
 	NTX_WARN(FI_LOG_EP_DATA, "malformed message from pid %u\n",

@@ -2,18 +2,31 @@
  * Tag-matching engine: posted-receive and unexpected-message queues per
  * endpoint, tagged and untagged apart, with libfabric's semantics
  * (tag/ignore, FI_ADDR_UNSPEC or directed source, FIFO per peer, claims).
- * Matching walks the queues in post/arrival order, which keeps the order
- * between wildcard and exact receives.
+ * Exact tagged receives and tagged unexpected messages are hashed by tag;
+ * a message matches the earliest-posted of the first candidate in its
+ * bucket and the first candidate among wildcard receives.
  */
 #include "config.h"
 
 #include "ntx/ntx_engine.h"
+
+static inline size_t ntx_tme_bucket(uint64_t tag)
+{
+	tag ^= tag >> 29;
+	tag *= 0xbf58476d1ce4e5b9ull;
+	tag ^= tag >> 32;
+	return (size_t)(tag & (NTX_TME_BUCKETS - 1));
+}
 
 void ntx_tme_init(struct ntx_tme *tme)
 {
 	for (int i = 0; i < 2; i++) {
 		ntx_list_init(&tme->posted[i]);
 		ntx_list_init(&tme->unexp[i]);
+	}
+	for (int i = 0; i < NTX_TME_BUCKETS; i++) {
+		ntx_list_init(&tme->posted_tag[i]);
+		ntx_list_init(&tme->unexp_tag[i]);
 	}
 }
 
@@ -27,37 +40,55 @@ static bool ntx_tme_src_match(fi_addr_t want, fi_addr_t src)
 	return want == FI_ADDR_UNSPEC || want == src;
 }
 
-/* Finds and dequeues the first posted receive that takes this message
- * (a multi-receive buffer stays posted while it has room). */
+static struct ntx_req *ntx_tme_first(struct ntx_list *q, bool tagged,
+				     fi_addr_t src, uint64_t tag)
+{
+	struct ntx_list *it;
+
+	ntx_list_foreach(q, it) {
+		struct ntx_req *r = ntx_container_of(it, struct ntx_req, entry);
+
+		if (ntx_tme_src_match(r->addr, src) &&
+		    (!tagged || ntx_tme_tag_match(r->tag, r->ignore, tag)))
+			return r;
+	}
+	return NULL;
+}
+
+/* Finds and dequeues the receive that takes this message (a multi-receive
+ * buffer stays posted while it has room). */
 struct ntx_req *ntx_tme_match_posted(struct ntx_tme *tme, bool tagged,
 				     fi_addr_t src, uint64_t tag,
 				     size_t msg_len)
 {
-	struct ntx_list *it;
+	struct ntx_req *r = ntx_tme_first(&tme->posted[tagged], tagged, src,
+					  tag);
 
-	ntx_list_foreach(&tme->posted[tagged], it) {
-		struct ntx_req *r = ntx_container_of(it, struct ntx_req, entry);
+	if (tagged) {
+		struct ntx_req *e = ntx_tme_first(
+			&tme->posted_tag[ntx_tme_bucket(tag)], true, src, tag);
 
-		if (!ntx_tme_src_match(r->addr, src))
-			continue;
-		if (tagged && !ntx_tme_tag_match(r->tag, r->ignore, tag))
-			continue;
-		if (!(r->flags & FI_MULTI_RECV))
-			ntx_list_remove(&r->entry);
-		return r;
+		if (e && (!r || e->seq < r->seq))
+			r = e;
 	}
-	return NULL;
+	if (r && !(r->flags & FI_MULTI_RECV))
+		ntx_list_remove(&r->entry);
+	return r;
 }
 
 struct ntx_unexp *ntx_tme_match_unexp(struct ntx_tme *tme, bool tagged,
 				      fi_addr_t src, uint64_t tag,
 				      uint64_t ignore, void *claim_ctx)
 {
+	bool exact = tagged && !ignore && !claim_ctx;
+	struct ntx_list *q = exact ? &tme->unexp_tag[ntx_tme_bucket(tag)]
+				   : &tme->unexp[tagged];
 	struct ntx_list *it;
 
-	ntx_list_foreach(&tme->unexp[tagged], it) {
-		struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
-						       entry);
+	ntx_list_foreach(q, it) {
+		struct ntx_unexp *u = exact
+			? ntx_container_of(it, struct ntx_unexp, tag_entry)
+			: ntx_container_of(it, struct ntx_unexp, entry);
 
 		if (claim_ctx) {
 			if (u->claim_ctx == claim_ctx)
@@ -77,24 +108,57 @@ struct ntx_unexp *ntx_tme_match_unexp(struct ntx_tme *tme, bool tagged,
 
 void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req)
 {
+	bool tagged = req->flags & FI_TAGGED;
+
 	req->state = NTX_RS_POSTED;
-	ntx_list_insert_tail(&tme->posted[!!(req->flags & FI_TAGGED)],
-			     &req->entry);
+	req->seq = ++tme->seq;
+	if (tagged && !req->ignore)
+		ntx_list_insert_tail(&tme->posted_tag[ntx_tme_bucket(req->tag)],
+				     &req->entry);
+	else
+		ntx_list_insert_tail(&tme->posted[tagged], &req->entry);
+}
+
+void ntx_tme_add_unexp(struct ntx_tme *tme, struct ntx_unexp *u)
+{
+	bool tagged = u->hdr.flags & NTX_PF_TAGGED;
+
+	ntx_list_insert_tail(&tme->unexp[tagged], &u->entry);
+	if (tagged)
+		ntx_list_insert_tail(&tme->unexp_tag[ntx_tme_bucket(u->hdr.tag)],
+				     &u->tag_entry);
+	else
+		ntx_list_init(&u->tag_entry);
+}
+
+void ntx_tme_del_unexp(struct ntx_unexp *u)
+{
+	ntx_list_remove(&u->entry);
+	ntx_list_remove(&u->tag_entry);
+}
+
+static struct ntx_req *ntx_tme_find_ctx(struct ntx_list *q, void *context)
+{
+	struct ntx_list *it;
+
+	ntx_list_foreach(q, it) {
+		struct ntx_req *r = ntx_container_of(it, struct ntx_req, entry);
+
+		if (r->context == context)
+			return r;
+	}
+	return NULL;
 }
 
 struct ntx_req *ntx_tme_cancel(struct ntx_tme *tme, void *context)
 {
-	struct ntx_list *it;
+	struct ntx_req *r = NULL;
 
-	for (int t = 0; t < 2; t++) {
-		ntx_list_foreach(&tme->posted[t], it) {
-			struct ntx_req *r = ntx_container_of(it, struct ntx_req,
-							     entry);
-			if (r->context == context) {
-				ntx_list_remove(&r->entry);
-				return r;
-			}
-		}
-	}
-	return NULL;
+	for (int t = 0; t < 2 && !r; t++)
+		r = ntx_tme_find_ctx(&tme->posted[t], context);
+	for (int b = 0; b < NTX_TME_BUCKETS && !r; b++)
+		r = ntx_tme_find_ctx(&tme->posted_tag[b], context);
+	if (r)
+		ntx_list_remove(&r->entry);
+	return r;
 }
