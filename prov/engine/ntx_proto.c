@@ -164,7 +164,10 @@ static int ntx_tx_stream(struct ntx_req *r)
 		}
 		r->done += len;
 	}
-	ntx_send_done(r);
+	/* the receiver answers the last segment with FIN: delivery
+	 * complete, and the buffer is ours again */
+	r->state = NTX_RS_RTS_SENT;
+	ntx_list_insert_tail(&r->vc->pending, &r->entry);
 	return 0;
 }
 
@@ -491,16 +494,19 @@ static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
 			 "rendezvous through the window\n");
 		ep->cma_ok = false;
 	}
+	if (!r->want) { /* nothing fits: the sender is done */
+		reply.op = NTX_OP_FIN;
+		ntx_vc_ctrl(vc, &reply);
+		ntx_rx_done(r, vc);
+		return;
+	}
 	reply.op = NTX_OP_CTS;
 	reply.rreq = r->id;
 	reply.msg_len = r->want;
 	r->state = NTX_RS_RNDV_DATA;
 	r->done = 0;
-	if (r->want)
-		ntx_list_insert_tail(&vc->pending, &r->entry);
+	ntx_list_insert_tail(&vc->pending, &r->entry);
 	ntx_vc_ctrl(vc, &reply);
-	if (!r->want)
-		ntx_rx_done(r, vc);
 }
 
 static void ntx_unexp_free(struct ntx_unexp *u)
@@ -696,7 +702,11 @@ static void ntx_on_data(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	ntx_iov_copy_to(r->iov, r->iov_count, h->offset, payload, len);
 	r->done += len;
 	if (r->done == r->want) {
+		struct ntx_wire_hdr fin = { .op = NTX_OP_FIN,
+					    .sreq = r->hdr.sreq };
+
 		ntx_list_remove(&r->entry);
+		ntx_vc_ctrl(vc, &fin);
 		ntx_rx_done(r, vc);
 	}
 }
