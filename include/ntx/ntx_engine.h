@@ -81,6 +81,7 @@ struct ntx_unexp {
 	struct ntx_vc *vc;
 	struct ntx_wire_hdr hdr;
 	size_t len;   /* eager payload bytes held in data */
+	size_t cap;   /* bytes allocated at data */
 	uint8_t *data;
 	struct ntx_wire_iov riov[NTX_MAX_IOV]; /* RTS */
 	uint16_t niov;
@@ -128,6 +129,7 @@ struct ntx_ep {
 	struct ntx_vc **vc_tab; /* by AV slot */
 	size_t vc_cap;
 	struct ntx_tme tme;
+	struct ntx_list unexp_free; /* ntx_unexp pool */
 	struct ntx_req **reqtab; /* id -> request, for the wire */
 	uint32_t reqtab_cap;
 	uint32_t req_gen;

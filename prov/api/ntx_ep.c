@@ -17,8 +17,10 @@ static int ntx_ep_close(struct fid *fid)
 	ntx_list_remove(&ep->dom_entry);
 	ntx_list_foreach_safe(&ep->vcs, it, tmp)
 		ntx_vc_destroy(ntx_container_of(it, struct ntx_vc, entry));
-	for (int t = 0; t < 2; t++) {
-		ntx_list_foreach_safe(&ep->tme.unexp[t], it, tmp) {
+	for (int t = 0; t < 3; t++) {
+		struct ntx_list *q = t < 2 ? &ep->tme.unexp[t] : &ep->unexp_free;
+
+		ntx_list_foreach_safe(q, it, tmp) {
 			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
 							       entry);
 			free(u->data);
@@ -380,6 +382,7 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->local_via_network = ntx_params.local_via_network;
 	ntx_list_init(&ep->vcs);
 	ntx_list_init(&ep->req_free);
+	ntx_list_init(&ep->unexp_free);
 	ntx_tme_init(&ep->tme);
 	ret = ntx_ep_open_be(ep, NTX_BE_SHM, &ntx_ntb_shm_ops, want);
 	if (!ret && dom->net) {

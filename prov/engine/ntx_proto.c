@@ -509,11 +509,38 @@ static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
 	ntx_vc_ctrl(vc, &reply);
 }
 
+static struct ntx_unexp *ntx_unexp_get(struct ntx_ep *ep, size_t len)
+{
+	struct ntx_unexp *u = NULL;
+
+	if (!ntx_list_empty(&ep->unexp_free)) {
+		u = ntx_container_of(ntx_list_first(&ep->unexp_free),
+				     struct ntx_unexp, entry);
+		ntx_list_remove(&u->entry);
+	} else if (!(u = calloc(1, sizeof(*u)))) {
+		return NULL;
+	}
+	if (len > u->cap) {
+		uint8_t *d = realloc(u->data, len);
+
+		if (!d) {
+			ntx_list_insert_head(&ep->unexp_free, &u->entry);
+			return NULL;
+		}
+		u->data = d;
+		u->cap = len;
+	}
+	u->claim_ctx = NULL;
+	u->len = 0;
+	u->niov = 0;
+	return u;
+}
+
 static void ntx_unexp_free(struct ntx_unexp *u)
 {
 	ntx_tme_del_unexp(u);
-	free(u->data);
-	free(u);
+	/* kept for reuse: no allocation for unexpected messages once warm */
+	ntx_list_insert_head(&u->vc->ep->unexp_free, &u->entry);
 }
 
 /* Hands an unexpected message to a receive that matched it. */
@@ -647,9 +674,8 @@ static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			ntx_rx_rndv(r, vc, h, riov, niov);
 		return;
 	}
-	u = calloc(1, sizeof(*u));
-	if (!u || (len && h->op == NTX_OP_EAGER && !(u->data = malloc(len)))) {
-		free(u);
+	u = ntx_unexp_get(ep, h->op == NTX_OP_EAGER ? len : 0);
+	if (!u) {
 		NTX_WARN(FI_LOG_EP_DATA, "no memory for an unexpected message\n");
 		ntx_vc_fail(vc, -FI_ENOMEM);
 		return;
