@@ -1,0 +1,60 @@
+#!/bin/bash
+# Every test: Criterion unit and functional suites (make check, warnings
+# are errors), fi_pingpong end to end with data checks over each domain and
+# path, Open MPI over the ofi MTL, and the installed man page.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+if [ "${CI:-}" = true ] || ! command -v fi_pingpong >/dev/null ||
+   ! pkg-config --exists criterion libfabric; then
+  scripts/deps.sh || exit 1
+fi
+pass=0 fail=0
+step() { # name, command...
+  local name=$1; shift
+  echo "=== $name"
+  if "$@"; then echo "PASS $name"; pass=$((pass + 1))
+  else echo "FAIL $name"; fail=$((fail + 1)); fi
+}
+build() {
+  ./autogen.sh >/dev/null && ./configure --enable-werror >/dev/null &&
+    make -j"$(nproc)"
+}
+check() {
+  make -j"$(nproc)" check || { cat test-suite.log test/*/*.log 2>/dev/null | tail -200; return 1; }
+}
+install() {
+  local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo make install >/dev/null && fi_info -p ntx >/dev/null && man -w fi_ntx
+}
+port=$((20000 + RANDOM % 20000))
+pingpong() { # env..., then fi_pingpong options
+  port=$((port + 1))
+  local out; out=$(mktemp)
+  timeout 180 env "${envs[@]}" fi_pingpong "${opts[@]}" -B "$port" > "$out" 2>&1 &
+  local server=$!
+  sleep 0.5
+  timeout 180 env "${envs[@]}" fi_pingpong "${opts[@]}" -P "$port" localhost | tail -3
+  local rc=${PIPESTATUS[0]}
+  wait "$server"; local src=$?
+  [ $src = 0 ] || cat "$out"
+  rm -f "$out"
+  [ $rc = 0 ] && [ $src = 0 ]
+}
+pp() { # name; envs and opts come from the arrays set by the caller
+  step "$1" pingpong
+}
+step build build
+step "make check" check
+step "install, fi_info and man page" install
+for mode in msg tagged; do
+  envs=(); opts=(-p ntx -e rdm -m "$mode" -S all -c)
+  pp "fi_pingpong shm $mode"
+  envs=(FI_NTX_SHM_CMA=0); pp "fi_pingpong shm no-CMA $mode"
+  envs=(FI_NTX_LOCAL_VIA_NETWORK=1); opts=(-p ntx -d tcp -e rdm -m "$mode" -S all -c)
+  pp "fi_pingpong tcp path $mode"
+done
+step "Open MPI ofi MTL (shm)" test/mpi/run-mpi.sh
+step "Open MPI ofi MTL (tcp path)" env NTX_MPI_NETWORK=1 test/mpi/run-mpi.sh
+echo "test-all: $pass passed, $fail failed"
+[ $fail = 0 ]
