@@ -1,0 +1,166 @@
+/* fi_getinfo negotiation of ntx through the public API. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ntx_test.h"
+
+static struct fi_info *base(void)
+{
+	struct fi_info *h = fi_allocinfo();
+
+	h->fabric_attr->prov_name = strdup("ntx");
+	return h;
+}
+
+static int try(struct fi_info *h, const char *node, const char *svc,
+	       uint64_t flags, struct fi_info **out)
+{
+	struct fi_info *fi = NULL;
+	int ret = fi_getinfo(T_VERSION, node, svc, flags, h, &fi);
+
+	fi_freeinfo(h);
+	if (out)
+		*out = fi;
+	else if (fi)
+		fi_freeinfo(fi);
+	return ret;
+}
+
+Test(getinfo, no_hints_lists_the_shm_and_tcp_domains)
+{
+	struct fi_info *fi, *it;
+	int shm = 0, tcp = 0;
+
+	cr_assert_eq(try(base(), NULL, NULL, 0, &fi), 0);
+	for (it = fi; it; it = it->next) {
+		cr_assert_str_eq(it->fabric_attr->prov_name, "ntx");
+		cr_assert_eq(it->ep_attr->type, FI_EP_RDM);
+		cr_assert_eq(it->fabric_attr->api_version, FI_VERSION(1, 17));
+		cr_assert_neq(it->fabric_attr->prov_version, 0);
+		cr_assert_geq(it->tx_attr->inject_size, 4096);
+		cr_assert_geq(it->ep_attr->max_msg_size, 1ull << 30);
+		cr_assert_eq(it->domain_attr->cq_data_size, 8);
+		shm += !strcmp(it->domain_attr->name, "shm");
+		tcp += !strcmp(it->domain_attr->name, "tcp");
+		if (!strcmp(it->domain_attr->name, "shm"))
+			cr_assert_not(it->caps & FI_REMOTE_COMM);
+	}
+	cr_assert_eq(shm, 1);
+	cr_assert_eq(tcp, 1);
+	fi_freeinfo(fi);
+}
+
+Test(getinfo, capabilities)
+{
+	struct fi_info *h = base(), *fi;
+
+	h->caps = FI_MSG | FI_TAGGED | FI_MULTI_RECV | FI_SOURCE;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_eq(fi->caps & (FI_RMA | FI_ATOMIC), 0, "not asked for");
+	fi_freeinfo(fi);
+	h = base();
+	h->caps = FI_RMA;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA,
+		     "RMA is not advertised yet");
+	h = base();
+	h->caps = FI_ATOMIC;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->caps = FI_TAGGED | FI_REMOTE_COMM;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_str_eq(fi->domain_attr->name, "tcp", "only tcp is remote");
+	cr_assert_null(fi->next);
+	fi_freeinfo(fi);
+}
+
+Test(getinfo, endpoint_and_domain_attributes)
+{
+	struct fi_info *h, *fi;
+
+	h = base();
+	h->ep_attr->type = FI_EP_MSG;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->domain_attr->name = strdup("shm");
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_null(fi->next, "one domain asked for");
+	fi_freeinfo(fi);
+	h = base();
+	h->domain_attr->name = strdup("nope");
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->fabric_attr->name = strdup("other");
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->addr_format = FI_SOCKADDR_IN;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->tx_attr->inject_size = 4096;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), 0);
+	h = base();
+	h->tx_attr->inject_size = 1 << 20;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->tx_attr->iov_limit = 1000;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_eq(fi->domain_attr->threading, FI_THREAD_DOMAIN);
+	fi_freeinfo(fi);
+	h = base();
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED |
+				  FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_eq(fi->domain_attr->mr_mode & FI_MR_LOCAL, 0,
+		     "ntx needs no local registration");
+	fi_freeinfo(fi);
+	h = base();
+	h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA,
+		     "auto progress is not advertised yet");
+	h = base();
+	h->domain_attr->cq_data_size = 16;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->ep_attr->tx_ctx_cnt = 4;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+}
+
+Test(getinfo, node_and_service)
+{
+	struct fi_info *h = base(), *fi;
+
+	h->domain_attr->name = strdup("shm");
+	cr_assert_eq(try(h, "localhost", "31001", FI_SOURCE, &fi), 0);
+	cr_assert_not_null(fi->src_addr);
+	cr_assert_eq(fi->src_addrlen, T_NAMELEN);
+	cr_assert_null(fi->dest_addr);
+	fi_freeinfo(fi);
+	h = base();
+	h->domain_attr->name = strdup("shm");
+	cr_assert_eq(try(h, "localhost", "31001", 0, &fi), 0);
+	cr_assert_not_null(fi->dest_addr);
+	fi_freeinfo(fi);
+	h = base();
+	cr_assert_neq(try(h, "fi_ntx://garbage", NULL, 0, NULL), 0);
+	h = base();
+	cr_assert_neq(try(h, NULL, "notanumber", 0, NULL), 0);
+	h = base();
+	h->domain_attr->name = strdup("shm");
+	cr_assert_eq(try(h, "192.0.2.77", "5", 0, NULL), -FI_ENODATA,
+		     "shm does not reach other hosts");
+}
+
+Test(getinfo, fi_info_lists_parameters)
+{
+	struct fi_param *params;
+	int count, found = 0;
+
+	cr_assert_eq(fi_getparams(&params, &count), 0);
+	for (int i = 0; i < count; i++)
+		found += !strncmp(params[i].name, "FI_NTX_", 7);
+	fi_freeparams(params);
+	cr_assert_geq(found, 8, "FI_NTX_* parameters are defined");
+}

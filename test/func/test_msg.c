@@ -1,0 +1,366 @@
+/* Two-process messaging tests through the public libfabric API. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ntx_test.h"
+
+#define CAPS (FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE)
+#define WAIT_MS 10000
+
+static const size_t sizes[] = { 0, 1, 4096, 8192, 8193, 65536, 1 << 20,
+				16 << 20 };
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+static bool g_tagged;
+
+/* Receives every size, checks the bytes, then echoes a 1-byte ack. */
+static int child_recv_sizes(int sock)
+{
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	fi_addr_t peer, src;
+	char *buf = malloc(16 << 20);
+
+	CHK(buf && t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	for (size_t i = 0; i < NSIZES; i++) {
+		memset(buf, 0, sizes[i]);
+		if (g_tagged)
+			CHK(fi_trecv(t.ep, buf, sizes[i], NULL, peer, 100 + i, 0,
+				     (void *)i) == 0);
+		else
+			CHK(fi_recv(t.ep, buf, sizes[i], NULL, peer,
+				    (void *)i) == 0);
+		CHK(t_wait(&t, &e, &src, NULL, WAIT_MS) == 1);
+		CHK(e.op_context == (void *)i && e.len == sizes[i]);
+		CHK(e.flags & FI_RECV);
+		CHK(src == peer);
+		CHK(!g_tagged || e.tag == 100 + i);
+		CHK(t_check(buf, sizes[i], (unsigned)i) == 0);
+	}
+	CHK(fi_send(t.ep, "k", 1, NULL, peer, NULL) == 0);
+	CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+	t_close(&t);
+	free(buf);
+	return 0;
+}
+
+static void send_sizes(bool tagged)
+{
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	fi_addr_t peer;
+	char *buf = malloc(16 << 20), ack;
+	int sock;
+	pid_t pid;
+
+	g_tagged = tagged;
+	pid = t_fork(&sock, child_recv_sizes);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	for (size_t i = 0; i < NSIZES; i++) {
+		t_fill(buf, sizes[i], (unsigned)i);
+		if (tagged)
+			cr_assert_eq(fi_tsend(t.ep, buf, sizes[i], NULL, peer,
+					      100 + i, (void *)i), 0);
+		else
+			cr_assert_eq(fi_send(t.ep, buf, sizes[i], NULL, peer,
+					     (void *)i), 0);
+		cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1,
+			     "send of %zu bytes", sizes[i]);
+		cr_assert_eq(e.op_context, (void *)i);
+		cr_assert(e.flags & FI_SEND);
+	}
+	cr_assert_eq(fi_recv(t.ep, &ack, 1, NULL, peer, NULL), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_join(pid), 0, "child failed");
+	t_close(&t);
+	free(buf);
+}
+
+Test(msg, send_recv_all_sizes, .timeout = 60)
+{
+	send_sizes(false);
+}
+
+Test(msg, tagged_all_sizes, .timeout = 60)
+{
+	send_sizes(true);
+}
+
+Test(msg, tagged_all_sizes_without_single_copy, .timeout = 60)
+{
+	setenv("FI_NTX_SHM_CMA", "0", 1); /* before the provider loads */
+	send_sizes(true);
+}
+
+Test(msg, tcp_path_all_sizes, .timeout = 60)
+{
+	/* the tcp domain, with local peers forced through the network */
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	setenv("NTX_TEST_DOMAIN", "tcp", 1);
+	send_sizes(true);
+}
+
+/* The receiver posts after the messages arrived (unexpected), in an
+ * order different from the sends; tags pick the right payloads. */
+static int child_tags(int sock)
+{
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	fi_addr_t peer;
+	uint64_t v;
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	/* the sender has sent everything: the messages are unexpected */
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0);
+	for (int tag = 3; tag >= 1; tag--) {
+		CHK(fi_trecv(t.ep, &v, 8, NULL, FI_ADDR_UNSPEC, tag, 0, NULL) == 0);
+		CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+		CHK(v == (uint64_t)tag * 10 && e.tag == (uint64_t)tag);
+	}
+	/* same tag twice: arrival order; ignore bits: any of 0x40..0x4f */
+	for (int i = 0; i < 2; i++) {
+		CHK(fi_trecv(t.ep, &v, 8, NULL, peer, 0x40, 0xf, NULL) == 0);
+		CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+		CHK(v == 100 + (uint64_t)i && e.tag == 0x47);
+	}
+	/* remote CQ data */
+	CHK(fi_trecv(t.ep, &v, 8, NULL, peer, 9, 0, NULL) == 0);
+	CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+	CHK((e.flags & FI_REMOTE_CQ_DATA) && e.data == 0xabcdef);
+	CHK(t_sync(sock) == 0);
+	t_close(&t);
+	return 0;
+}
+
+Test(msg, tag_matching_and_unexpected, .timeout = 60)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v[6] = { 10, 20, 30, 100, 101, 7 };
+	int sock;
+	pid_t pid = t_fork(&sock, child_tags);
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	for (int tag = 1; tag <= 3; tag++)
+		cr_assert_eq(fi_tinject(t.ep, &v[tag - 1], 8, peer, tag), 0);
+	cr_assert_eq(fi_tinject(t.ep, &v[3], 8, peer, 0x47), 0);
+	cr_assert_eq(fi_tinject(t.ep, &v[4], 8, peer, 0x47), 0);
+	cr_assert_eq(fi_tinjectdata(t.ep, &v[5], 8, 0xabcdef, peer, 9), 0);
+	cr_assert_eq(t_sync_progress(&t, sock, WAIT_MS), 0,
+		     "inject writes no completion");
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+}
+
+/* Truncation (eager and rendezvous), cancel, multi-receive, peek/claim. */
+static int child_semantics(int sock)
+{
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	fi_addr_t peer;
+	char small[10], *mbuf = malloc(65536), big[64];
+	struct fi_context ctx;
+	size_t min = 16384;
+	uint64_t v;
+	int ret;
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	/* 1: truncation of a 100-byte message and of a 1 MiB one */
+	CHK(fi_trecv(t.ep, small, sizeof(small), NULL, peer, 1, 0, NULL) == 0);
+	CHK(t_wait(&t, &e, NULL, &err, WAIT_MS) == -FI_EAVAIL);
+	CHK(err.err == FI_ETRUNC && err.olen == 90 && err.len == 10);
+	CHK(t_check(small, 10, 1) == 0);
+	CHK(fi_trecv(t.ep, big, sizeof(big), NULL, peer, 2, 0, NULL) == 0);
+	CHK(t_wait(&t, &e, NULL, &err, WAIT_MS) == -FI_EAVAIL);
+	CHK(err.err == FI_ETRUNC && err.olen == (1 << 20) - 64);
+	CHK(t_check(big, 64, 2) == 0);
+	/* 2: cancel */
+	CHK(fi_trecv(t.ep, small, 8, NULL, peer, 77, 0, (void *)0xc0) == 0);
+	CHK(fi_cancel(&t.ep->fid, (void *)0xc0) == 0);
+	CHK(t_wait(&t, &e, NULL, &err, WAIT_MS) == -FI_EAVAIL);
+	CHK(err.err == FI_ECANCELED && err.op_context == (void *)0xc0);
+	/* 3: multi-receive: 8 messages of 4 KiB land one after another */
+	CHK(fi_setopt(&t.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min,
+		      sizeof(min)) == 0);
+	struct iovec iov = { mbuf, 65536 };
+	struct fi_msg msg = { .msg_iov = &iov, .iov_count = 1,
+			      .addr = FI_ADDR_UNSPEC, .context = (void *)0x3 };
+	CHK(fi_recvmsg(t.ep, &msg, FI_MULTI_RECV) == 0);
+	CHK(t_sync(sock) == 0);
+	size_t off = 0;
+	bool released = false;
+	for (int i = 0; i < 13 && !released; i++) {
+		CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+		if (e.len) {
+			CHK((char *)e.buf == mbuf + off && e.len == 4096);
+			CHK(t_check(e.buf, 4096, 30 + i) == 0);
+			off += 4096;
+		}
+		released = e.flags & FI_MULTI_RECV;
+	}
+	CHK(released && off == 65536 - 16384 + 4096);
+	/* 4: peek (nothing), peek+claim, claim-receive, discard */
+	struct fi_msg_tagged tm = { .msg_iov = &iov, .iov_count = 1,
+				    .addr = FI_ADDR_UNSPEC, .tag = 5,
+				    .context = &ctx };
+	iov.iov_base = &v;
+	iov.iov_len = 8;
+	CHK(fi_trecvmsg(t.ep, &tm, FI_PEEK) == 0);
+	CHK(t_wait(&t, &e, NULL, &err, WAIT_MS) == -FI_EAVAIL);
+	CHK(err.err == FI_ENOMSG);
+	CHK(t_sync(sock) == 0); /* now tags 5 and 6 were sent */
+	do {
+		CHK(fi_trecvmsg(t.ep, &tm, FI_PEEK | FI_CLAIM) == 0);
+		ret = t_wait(&t, &e, NULL, &err, WAIT_MS);
+	} while (ret == -FI_EAVAIL && err.err == FI_ENOMSG);
+	CHK(ret == 1 && e.tag == 5 && e.len == 8);
+	CHK(fi_trecvmsg(t.ep, &tm, FI_CLAIM) == 0);
+	CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+	CHK(v == 55);
+	tm.tag = 6;
+	do {
+		CHK(fi_trecvmsg(t.ep, &tm, FI_PEEK | FI_DISCARD) == 0);
+		ret = t_wait(&t, &e, NULL, &err, WAIT_MS);
+	} while (ret == -FI_EAVAIL && err.err == FI_ENOMSG);
+	CHK(ret == 1);
+	CHK(fi_trecvmsg(t.ep, &tm, FI_PEEK) == 0);
+	CHK(t_wait(&t, &e, NULL, &err, WAIT_MS) == -FI_EAVAIL);
+	CHK(err.err == FI_ENOMSG); /* discarded */
+	CHK(t_sync(sock) == 0);
+	t_close(&t);
+	free(mbuf);
+	return 0;
+}
+
+Test(msg, truncation_cancel_multi_recv_peek_claim_discard, .timeout = 60)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	char *buf = malloc(1 << 20);
+	uint64_t v55 = 55, v66 = 66;
+	int sock;
+	pid_t pid = t_fork(&sock, child_semantics);
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	t_fill(buf, 100, 1);
+	cr_assert_eq(fi_tsend(t.ep, buf, 100, NULL, peer, 1, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	t_fill(buf, 1 << 20, 2);
+	cr_assert_eq(fi_tsend(t.ep, buf, 1 << 20, NULL, peer, 2, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_sync(sock), 0);
+	for (int i = 0; i < 13; i++) {
+		t_fill(buf, 4096, 30 + i);
+		cr_assert_eq(fi_send(t.ep, buf, 4096, NULL, peer, NULL), 0);
+		cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	}
+	cr_assert_eq(t_sync(sock), 0); /* the receiver peeked at nothing */
+	cr_assert_eq(fi_tsend(t.ep, &v55, 8, NULL, peer, 5, NULL), 0);
+	cr_assert_eq(fi_tsend(t.ep, &v66, 8, NULL, peer, 6, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+	free(buf);
+}
+
+static int child_sleeper(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	pause(); /* killed by the parent, never receives */
+	return 0;
+}
+
+static int count_ntx_shm(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		n += strstr(de->d_name, "ntx") != NULL;
+	closedir(d);
+	return n;
+}
+
+Test(msg, dead_peer_fails_outstanding_operations, .timeout = 60)
+{
+	struct tctx t;
+	struct fi_cq_err_entry err;
+	fi_addr_t peer;
+	char *buf = malloc(1 << 20);
+	int sock, ret;
+	pid_t pid = t_fork(&sock, child_sleeper);
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(fi_send(t.ep, buf, 1 << 20, NULL, peer, (void *)0xdead), 0);
+	cr_assert_eq(t_drain(&t, 100), 0, "nobody receives");
+	kill(pid, SIGKILL);
+	t_join(pid);
+	ret = t_wait(&t, NULL, NULL, &err, 5000);
+	cr_assert_eq(ret, -FI_EAVAIL, "an error completion within 5 s");
+	cr_assert_eq(err.op_context, (void *)0xdead);
+	cr_assert_eq(err.err, FI_ECONNRESET);
+	cr_assert_neq(fi_send(t.ep, buf, 8, NULL, peer, NULL), 0,
+		      "the dead peer cannot be reached again");
+	t_close(&t);
+	cr_assert_eq(count_ntx_shm(), 0, "nothing of ntx in /dev/shm");
+	free(buf);
+}
+
+static int child_delivery(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 0;
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	CHK(t_drain(&t, 300) == 0); /* keep progress running, post late */
+	CHK(fi_recv(t.ep, &v, 8, NULL, peer, NULL) == 0);
+	CHK(t_wait(&t, NULL, NULL, NULL, WAIT_MS) == 1 && v == 99);
+	CHK(t_sync(sock) == 0);
+	t_close(&t);
+	return 0;
+}
+
+Test(msg, delivery_complete_waits_for_the_receive, .timeout = 60)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 99;
+	int sock;
+	pid_t pid = t_fork(&sock, child_delivery);
+	struct iovec iov = { &v, 8 };
+	struct fi_msg msg = { .msg_iov = &iov, .iov_count = 1, .context = &v };
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	msg.addr = peer;
+	cr_assert_eq(fi_sendmsg(t.ep, &msg, FI_DELIVERY_COMPLETE), 0);
+	cr_assert_eq(t_drain(&t, 100), 0, "not delivered before the receive");
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+}
