@@ -143,17 +143,22 @@ Test(msg, tag_matching_and_unexpected, .timeout = 60)
 {
 	struct tctx t;
 	fi_addr_t peer;
-	uint64_t v[6] = { 10, 20, 30, 100, 101, 7 };
+	uint64_t v[7] = { 10, 20, 30, 100, 101, 7, 8 };
 	int sock;
 	pid_t pid = t_fork(&sock, child_tags);
 
 	cr_assert_eq(t_open(&t, CAPS), 0);
 	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
 	for (int tag = 1; tag <= 3; tag++)
-		cr_assert_eq(fi_tinject(t.ep, &v[tag - 1], 8, peer, tag), 0);
-	cr_assert_eq(fi_tinject(t.ep, &v[3], 8, peer, 0x47), 0);
-	cr_assert_eq(fi_tinject(t.ep, &v[4], 8, peer, 0x47), 0);
+		cr_assert_eq(fi_tsend(t.ep, &v[tag - 1], 8, NULL, peer, tag,
+				      NULL), 0);
+	cr_assert_eq(fi_tsend(t.ep, &v[3], 8, NULL, peer, 0x47, NULL), 0);
+	cr_assert_eq(fi_tsend(t.ep, &v[4], 8, NULL, peer, 0x47, NULL), 0);
 	cr_assert_eq(fi_tinjectdata(t.ep, &v[5], 8, 0xabcdef, peer, 9), 0);
+	/* sends leave in order: once this one is out, so is the inject */
+	cr_assert_eq(fi_tsend(t.ep, &v[6], 8, NULL, peer, 10, NULL), 0);
+	for (int i = 0; i < 6; i++)
+		cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
 	cr_assert_eq(t_sync_progress(&t, sock, WAIT_MS), 0,
 		     "inject writes no completion");
 	cr_assert_eq(t_sync(sock), 0);
