@@ -212,6 +212,10 @@ fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a);
 struct ntx_eq;
 int ntx_eq_report(struct fid_eq *eq, uint32_t event, const void *buf,
 		  size_t len, int err, void *context);
+/* fi_trywait for one object: -FI_EAGAIN when it has something to read. */
+int ntx_cq_trywait(struct fid *fid);
+int ntx_eq_trywait(struct fid *fid);
+int ntx_cntr_trywait(struct fid *fid);
 
 /* ---- CQ ------------------------------------------------------------------- */
 struct ntx_cq_ent {
@@ -237,6 +241,7 @@ struct ntx_cq {
 	size_t cap, head, count;
 	struct ntx_list errs;
 	struct ntx_cq_err *last_err; /* freed on the next read */
+	atomic_bool signaled; /* fi_cq_signal: wake one sread */
 	bool source_err;
 };
 /* Called with the domain lock held. */

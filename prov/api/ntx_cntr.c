@@ -100,6 +100,16 @@ static int ntx_cntr_wait(struct fid_cntr *fc, uint64_t threshold, int timeout)
 	}
 }
 
+int ntx_cntr_trywait(struct fid *fid)
+{
+	struct ntx_cntr *c = ntx_container_of(fid, struct ntx_cntr, cntr.fid);
+
+	ntx_cntr_progress(c);
+	ntx_signal_arm(&c->sig);
+	ntx_signal_drain(&c->sig);
+	return 0;
+}
+
 static int ntx_cntr_close(struct fid *fid)
 {
 	struct ntx_cntr *c = ntx_container_of(fid, struct ntx_cntr, cntr.fid);

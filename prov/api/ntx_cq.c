@@ -200,6 +200,8 @@ static ssize_t ntx_cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
 		ret = ntx_cq_readfrom(fcq, buf, count, src);
 		if (ret != -FI_EAGAIN)
 			return ret;
+		if (atomic_exchange(&cq->signaled, false))
+			return -FI_EAGAIN;
 		if (timeout >= 0 && ntx_now_ns() >= end)
 			return -FI_EAGAIN;
 		sched_yield();
@@ -216,8 +218,25 @@ static int ntx_cq_signal(struct fid_cq *fcq)
 {
 	struct ntx_cq *cq = ntx_container_of(fcq, struct ntx_cq, cq);
 
+	atomic_store(&cq->signaled, true);
 	ntx_signal_raise(&cq->sig);
 	return 0;
+}
+
+int ntx_cq_trywait(struct fid *fid)
+{
+	struct ntx_cq *cq = ntx_container_of(fid, struct ntx_cq, cq.fid);
+	int ret = 0;
+
+	ntx_domain_lock(cq->domain);
+	ntx_domain_progress(cq->domain);
+	ntx_signal_arm(&cq->sig);
+	if (cq->count || !ntx_list_empty(&cq->errs))
+		ret = -FI_EAGAIN;
+	else
+		ntx_signal_drain(&cq->sig);
+	ntx_domain_unlock(cq->domain);
+	return ret;
 }
 
 static const char *ntx_cq_strerror(struct fid_cq *fcq, int prov_errno,

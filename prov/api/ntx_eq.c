@@ -171,6 +171,20 @@ static ssize_t ntx_eq_sread(struct fid_eq *feq, uint32_t *event, void *buf,
 	}
 }
 
+int ntx_eq_trywait(struct fid *fid)
+{
+	struct ntx_eq *eq = ntx_container_of(fid, struct ntx_eq, eq.fid);
+	int ret = 0;
+
+	pthread_mutex_lock(&eq->lock);
+	if (!ntx_list_empty(&eq->events))
+		ret = -FI_EAGAIN;
+	else
+		ntx_signal_drain(&eq->sig);
+	pthread_mutex_unlock(&eq->lock);
+	return ret;
+}
+
 static const char *ntx_eq_strerror(struct fid_eq *feq, int prov_errno,
 				   const void *err_data, char *buf, size_t len)
 {

@@ -22,7 +22,26 @@ static int ntx_fabric_close(struct fid *fid)
 static int ntx_fabric_trywait(struct fid_fabric *fabric, struct fid **fids,
 			      int count)
 {
-	return -FI_ENOSYS;
+	int ret;
+
+	for (int i = 0; i < count; i++) {
+		switch (fids[i]->fclass) {
+		case FI_CLASS_CQ:
+			ret = ntx_cq_trywait(fids[i]);
+			break;
+		case FI_CLASS_EQ:
+			ret = ntx_eq_trywait(fids[i]);
+			break;
+		case FI_CLASS_CNTR:
+			ret = ntx_cntr_trywait(fids[i]);
+			break;
+		default:
+			return -FI_EINVAL;
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 static struct fi_ops ntx_fabric_fi_ops = {

@@ -449,6 +449,14 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 	if (!ret && hints && hints->dest_addr && !fi->dest_addr)
 		ret = ntx_set_addr(&fi->dest_addr, &fi->dest_addrlen,
 				   hints->dest_addr);
+	if (!ret && !fi->src_addr) {
+		/* the name an endpoint opened from this entry will have,
+		 * with its process-specific parts still unset */
+		ntx_resolve(NULL, NULL, d, &addr);
+		addr.ip4 = 0;
+		addr.port = 0;
+		ret = ntx_set_addr(&fi->src_addr, &fi->src_addrlen, &addr);
+	}
 	if (ret) {
 		fi_freeinfo(fi);
 		return ret;
