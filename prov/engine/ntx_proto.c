@@ -559,8 +559,11 @@ static void ntx_mrecv_unref(struct ntx_req *r)
 {
 	if (--r->mr_children || !r->mr_released)
 		return;
-	ntx_comp_rx(r, 0, FI_MULTI_RECV, 0, 0, FI_ADDR_NOTAVAIL,
-		    (uint8_t *)r->iov[0].iov_base + r->mr_used, 0, NULL);
+	/* a release with no data of its own carries only FI_MULTI_RECV */
+	if (r->ep->rx_cq)
+		ntx_cq_push(r->ep->rx_cq, r->context, FI_MULTI_RECV, 0,
+			    (uint8_t *)r->iov[0].iov_base + r->mr_used, 0, 0,
+			    FI_ADDR_NOTAVAIL);
 	ntx_req_put(r);
 }
 
