@@ -582,36 +582,39 @@ static int ntx_ntb_send(struct ntx_be_conn *c, const void *hdr,
 	return 0;
 }
 
+/* Maps a failed process_vm_readv/writev to an engine error: EFAULT is a
+ * bad address; anything else (EPERM under ptrace restrictions, ENOSYS)
+ * means single copy is not allowed and the engine falls back. */
+static ssize_t ntx_ntb_cma_result(const struct ntx_be_conn *c, ssize_t n,
+				  const char *what)
+{
+	int err = errno;
+
+	if (n >= 0)
+		return n;
+	NTX_INFO(FI_LOG_EP_DATA, "%s with pid %u: %s\n", what, c->peer.pid,
+		 strerror(err));
+	return err == EFAULT ? -FI_EFAULT : -FI_EOPNOTSUPP;
+}
+
 static ssize_t ntx_ntb_bulk_read(struct ntx_be_conn *c,
 				 const struct iovec *local, size_t nlocal,
 				 const struct iovec *remote, size_t nremote)
 {
-	ssize_t n = process_vm_readv((pid_t)c->peer.pid, local, nlocal, remote,
-				     nremote, 0);
-
-	if (n < 0) {
-		int err = errno;
-		NTX_INFO(FI_LOG_EP_DATA, "process_vm_readv from pid %u: %s\n",
-			 c->peer.pid, strerror(err));
-		return err == EFAULT ? -FI_EFAULT : -FI_EOPNOTSUPP;
-	}
-	return n;
+	return ntx_ntb_cma_result(c, process_vm_readv((pid_t)c->peer.pid,
+						      local, nlocal, remote,
+						      nremote, 0),
+				  "process_vm_readv");
 }
 
 static ssize_t ntx_ntb_bulk_write(struct ntx_be_conn *c,
 				  const struct iovec *local, size_t nlocal,
 				  const struct iovec *remote, size_t nremote)
 {
-	ssize_t n = process_vm_writev((pid_t)c->peer.pid, local, nlocal,
-				      remote, nremote, 0);
-
-	if (n < 0) {
-		int err = errno;
-		NTX_INFO(FI_LOG_EP_DATA, "process_vm_writev to pid %u: %s\n",
-			 c->peer.pid, strerror(err));
-		return err == EFAULT ? -FI_EFAULT : -FI_EOPNOTSUPP;
-	}
-	return n;
+	return ntx_ntb_cma_result(c, process_vm_writev((pid_t)c->peer.pid,
+						       local, nlocal, remote,
+						       nremote, 0),
+				  "process_vm_writev");
 }
 
 static void ntx_ntb_check_peers(struct ntx_be_ep *be)
