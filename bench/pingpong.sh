@@ -1,0 +1,99 @@
+#!/bin/bash
+# Ping-pong benchmark: fi_pingpong -e rdm (msg and tagged) for ntx and for
+# libfabric's own shm and tcp;ofi_rxm providers, in one run, server and
+# client pinned to separate cores. Prints latency and bandwidth per size
+# with the ratios ntx/shm and ntx/(tcp;ofi_rxm), writes bench/out/results.csv
+# and, with gnuplot, bench/out/pingpong.png.
+# Environment: SIZES, PROVIDERS, MODES, REPEAT (best of N runs, default 3),
+# SERVER_CPU/CLIENT_CPU (default 0/1). An uninstalled build is used when
+# .libs/libntx-fi.so exists next to this script's repository.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=$top/bench/out
+mkdir -p "$out"
+[ -e "$top/.libs/libntx-fi.so" ] && export FI_PROVIDER_PATH=$top/.libs
+SIZES=${SIZES:-"8 64 1024 8192 65536 1048576 4194304"}
+PROVIDERS=${PROVIDERS:-"ntx shm tcp;ofi_rxm"}
+MODES=${MODES:-"msg tagged"}
+REPEAT=${REPEAT:-3}
+SCPU=${SERVER_CPU:-0}
+CCPU=${CLIENT_CPU:-1}
+port=$((30000 + RANDOM % 20000))
+csv=$out/results.csv
+echo "provider,mode,size,usec,mbps" > "$csv"
+
+iters() { # fewer iterations for big messages
+  if [ "$1" -ge 1048576 ]; then echo 200; elif [ "$1" -ge 65536 ]; then echo 2000
+  else echo 20000; fi
+}
+
+run_one() { # provider mode size -> "usec mbps" (best of REPEAT)
+  local prov=$1 mode=$2 size=$3 best_us= best_bw= i line
+  for ((i = 0; i < REPEAT; i++)); do
+    port=$((port + 1))
+    timeout 120 taskset -c "$SCPU" fi_pingpong -p "$prov" -e rdm -m "$mode" \
+      -S "$size" -I "$(iters "$size")" -B "$port" > /dev/null 2>&1 &
+    local srv=$!
+    sleep 0.3
+    line=$(timeout 120 taskset -c "$CCPU" fi_pingpong -p "$prov" -e rdm \
+      -m "$mode" -S "$size" -I "$(iters "$size")" -P "$port" 127.0.0.1 \
+      2>/dev/null | awk 'NR > 1 && NF >= 8 { print $(NF-1), $(NF-2) }' | tail -1)
+    wait "$srv"
+    [ -n "$line" ] || continue
+    set -- $line
+    if [ -z "$best_us" ] || awk "BEGIN { exit !($1 < $best_us) }"; then
+      best_us=$1 best_bw=$2
+    fi
+  done
+  echo "${best_us:-nan} ${best_bw:-nan}"
+}
+
+for mode in $MODES; do
+  for size in $SIZES; do
+    for prov in $PROVIDERS; do
+      read -r us bw < <(run_one "$prov" "$mode" "$size")
+      echo "$prov,$mode,$size,$us,$bw" >> "$csv"
+    done
+  done
+done
+
+# table with ratios
+awk -F, 'NR > 1 { us[$1","$2","$3] = $4; bw[$1","$2","$3] = $5;
+                 if (!seen[$2","$3]++) order[++n] = $2","$3 }
+  function r(a, b) { return (a == "nan" || b == "nan" || b == 0) ? "  n/a" : sprintf("%5.2f", a / b) }
+  END {
+    printf "%-7s %9s | %9s %9s %9s | %9s %9s %9s | %7s %7s %7s %7s\n", "mode", "size",
+      "ntx us", "shm us", "rxm us", "ntx MB/s", "shm MB/s", "rxm MB/s",
+      "lat/shm", "bw/shm", "lat/rxm", "bw/rxm"
+    for (i = 1; i <= n; i++) {
+      split(order[i], k, ",")
+      a = "ntx," order[i]; s = "shm," order[i]; t = "tcp;ofi_rxm," order[i]
+      printf "%-7s %9s | %9s %9s %9s | %9s %9s %9s | %7s %7s %7s %7s\n", k[1], k[2],
+        us[a], us[s], us[t], bw[a], bw[s], bw[t],
+        r(us[a], us[s]), r(bw[a], bw[s]), r(us[a], us[t]), r(bw[a], bw[t])
+    }
+  }' "$csv" | tee "$out/results.txt"
+
+if command -v gnuplot > /dev/null; then
+  for p in $PROVIDERS; do
+    for m in $MODES; do
+      awk -F, -v p="$p" -v m="$m" '$1 == p && $2 == m { print $3, $4, $5 }' \
+        "$csv" > "$out/${p//;/_}-$m.dat"
+    done
+  done
+  {
+    echo "set terminal png size 1200,500; set output '$out/pingpong.png'"
+    echo "set multiplot layout 1,2; set logscale xy; set grid; set key left top"
+    echo "set xlabel 'message size (bytes)'; set ylabel 'latency (usec)'; set title 'fi_pingpong -e rdm latency'"
+    printf "plot "; sep=
+    for p in $PROVIDERS; do for m in $MODES; do
+      printf "%s'%s' using 1:2 with linespoints title '%s %s'" "$sep" "$out/${p//;/_}-$m.dat" "$p" "$m"; sep=", "
+    done; done; echo
+    echo "set ylabel 'bandwidth (MB/s)'; set title 'fi_pingpong -e rdm bandwidth'"
+    printf "plot "; sep=
+    for p in $PROVIDERS; do for m in $MODES; do
+      printf "%s'%s' using 1:3 with linespoints title '%s %s'" "$sep" "$out/${p//;/_}-$m.dat" "$p" "$m"; sep=", "
+    done; done; echo
+    echo "unset multiplot"
+  } | gnuplot && echo "plot: $out/pingpong.png"
+fi
