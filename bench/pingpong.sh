@@ -82,7 +82,7 @@ if command -v gnuplot > /dev/null; then
     done
   done
   {
-    echo "set terminal png size 1200,500; set output '$out/pingpong.png'"
+    echo "set terminal png size 1200,500 noenhanced; set output '$out/pingpong.png'"
     echo "set multiplot layout 1,2; set logscale xy; set grid; set key left top"
     echo "set xlabel 'message size (bytes)'; set ylabel 'latency (usec)'; set title 'fi_pingpong -e rdm latency'"
     printf "plot "; sep=

@@ -23,7 +23,9 @@ enum ntx_op {
 #define NTX_PF_TAGGED 0x01  /* tagged message */
 #define NTX_PF_DATA 0x02    /* cq_data is valid */
 #define NTX_PF_ACK 0x04     /* sender wants NTX_OP_ACK (delivery complete) */
-#define NTX_PF_ALL 0x07
+#define NTX_PF_INLINE 0x08  /* EAGER: payload (<= 16 bytes) in rreq/offset */
+#define NTX_PF_ALL 0x0f
+#define NTX_INLINE_MAX 16
 
 struct ntx_wire_hdr {
 	uint8_t op;

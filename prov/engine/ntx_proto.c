@@ -57,11 +57,20 @@ static int ntx_tx_eager(struct ntx_req *r)
 
 	if (ack)
 		h.flags |= NTX_PF_ACK;
-	if (r->flags & FI_INJECT)
+	if (r->len <= NTX_INLINE_MAX) {
+		/* a small payload rides in the header's cache line */
+		h.flags |= NTX_PF_INLINE;
+		if (r->flags & FI_INJECT)
+			memcpy(&h.rreq, r->bounce, r->len);
+		else
+			ntx_iov_copy_from(&h.rreq, r->iov, r->iov_count, r->len);
+		ret = r->vc->ops->send(r->vc->conn, &h, NULL, 0, 0);
+	} else if (r->flags & FI_INJECT) {
 		ret = r->vc->ops->send(r->vc->conn, &h, &biov, 1, r->len);
-	else
+	} else {
 		ret = r->vc->ops->send(r->vc->conn, &h, r->iov, r->iov_count,
 				       r->len);
+	}
 	if (ret == -FI_EAGAIN)
 		return ret;
 	if (ret) {
@@ -234,7 +243,12 @@ ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
 	if (ret)
 		return ret;
 	if (vc->state == NTX_VC_CONNECTED && ntx_list_empty(&vc->backlog)) {
-		ret = vc->ops->send(vc->conn, &h, &iov, 1, len);
+		if (len <= NTX_INLINE_MAX) {
+			h.flags |= NTX_PF_INLINE;
+			memcpy(&h.rreq, buf, len);
+			iov.iov_len = 0;
+		}
+		ret = vc->ops->send(vc->conn, &h, &iov, 1, iov.iov_len);
 		if (ret != -FI_EAGAIN) {
 			if (!ret && ep->send_cntr)
 				ntx_cntr_inc(ep->send_cntr);
@@ -654,7 +668,13 @@ static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	struct ntx_unexp *u;
 	struct ntx_req *r;
 
-	if (h->op == NTX_OP_EAGER) {
+	if (h->flags & NTX_PF_INLINE) {
+		/* h is our private copy of the header: its bytes are safe */
+		if (h->op != NTX_OP_EAGER || len || h->msg_len > NTX_INLINE_MAX)
+			goto bad;
+		payload = &h->rreq;
+		len = h->msg_len;
+	} else if (h->op == NTX_OP_EAGER) {
 		if (h->msg_len != len)
 			goto bad;
 	} else {

@@ -61,8 +61,11 @@ struct ntx_be_ep {
 	struct ntx_be_conn **slots; /* local slot -> connection */
 	struct ntx_list conns;
 	uint64_t bell_seen, conn_bell_seen;
+	uint32_t nconns;
 	bool rescan; /* connect work left over: poll even without a bell */
 };
+
+#define NTX_NTB_DIRECT_POLL 4 /* peers polled without the doorbell */
 
 static atomic_uint ntx_ntb_next_ep_id;
 
@@ -262,6 +265,7 @@ static struct ntx_be_conn *ntx_ntb_conn_new(struct ntx_be_ep *be,
 	if (ntx_ntb_slot_alloc(be, c))
 		goto unmap;
 	ntx_list_insert_tail(&be->conns, &c->entry);
+	be->nconns++;
 	return c;
 unmap:
 	munmap(c->pwin.base, c->pwin.size);
@@ -350,6 +354,7 @@ static void ntx_ntb_disconnect(struct ntx_be_conn *c)
 	struct ntx_be_ep *be = c->be;
 
 	ntx_list_remove(&c->entry);
+	be->nconns--;
 	be->slots[c->my_slot] = NULL;
 	munmap(c->pwin.base, c->pwin.size);
 	free(c);
@@ -515,12 +520,18 @@ static int ntx_ntb_poll(struct ntx_be_ep *be)
 	uint64_t bell;
 	int cnt = 0;
 
-	/* acquire: pairs with the release in ntx_ntb_ring_bell */
-	bell = atomic_load_explicit(&ntx_win_hdr(&be->win)->bell,
-				    memory_order_acquire);
-	if (bell == be->bell_seen && !be->rescan)
-		return 0;
-	be->bell_seen = bell;
+	/* With few peers, read each ring's producer index directly: the
+	 * doorbell line then stays in the senders' caches and a message
+	 * costs the receiver only its ring lines. With many peers the
+	 * doorbell saves scanning every ring. */
+	if (be->nconns > NTX_NTB_DIRECT_POLL) {
+		/* acquire: pairs with the release in ntx_ntb_ring_bell */
+		bell = atomic_load_explicit(&ntx_win_hdr(&be->win)->bell,
+					    memory_order_acquire);
+		if (bell == be->bell_seen && !be->rescan)
+			return 0;
+		be->bell_seen = bell;
+	}
 	bell = atomic_load_explicit(&ntx_win_hdr(&be->win)->conn_bell,
 				    memory_order_acquire);
 	if (bell != be->conn_bell_seen || be->rescan) {
