@@ -85,6 +85,8 @@ struct ntx_addr {
 _Static_assert(sizeof(struct ntx_addr) == 48, "ntx_addr is a wire format");
 
 #define NTX_ADDR_F_UNBOUND 1 /* name from fi_getinfo, no window yet */
+#define NTX_ADDR_F_SERVICE 2 /* resolved from a service: look it up again
+			      * when its endpoint fails (a restart) */
 #define NTX_HOST_UNKNOWN 2   /* a remote node known only by IP and port */
 
 uint64_t ntx_host_id(void);

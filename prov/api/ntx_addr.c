@@ -55,7 +55,8 @@ uint64_t ntx_random64(void)
 bool ntx_addr_valid(const struct ntx_addr *a)
 {
 	return a->magic == NTX_ADDR_MAGIC && a->version == NTX_ADDR_VERSION &&
-	       a->host != 0 && (a->flags & ~NTX_ADDR_F_UNBOUND) == 0;
+	       a->host != 0 &&
+	       (a->flags & ~(NTX_ADDR_F_UNBOUND | NTX_ADDR_F_SERVICE)) == 0;
 }
 
 bool ntx_addr_same_ep(const struct ntx_addr *a, const struct ntx_addr *b)

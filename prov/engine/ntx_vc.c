@@ -76,16 +76,23 @@ int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 			 (unsigned long long)addr);
 		return -FI_EINVAL;
 	}
+	/* the endpoint behind a service failed: whoever holds the service
+	 * now (a restarted peer, a new epoch) gets a new VC */
+	if (peer->flags & NTX_ADDR_F_SERVICE)
+		peer->flags |= NTX_ADDR_F_UNBOUND;
 	be = ntx_ep_be_for(ep, peer);
 	if (!be) {
 		NTX_WARN(FI_LOG_EP_DATA, "no back end reaches fi_addr %llu\n",
 			 (unsigned long long)addr);
 		return -FI_EHOSTUNREACH;
 	}
-	if ((peer->flags & NTX_ADDR_F_UNBOUND) && be->ops->resolve(peer)) {
-		NTX_WARN(FI_LOG_EP_DATA, "no endpoint has service %u\n",
-			 peer->service);
-		return -FI_EADDRNOTAVAIL;
+	if (peer->flags & NTX_ADDR_F_UNBOUND) {
+		if (be->ops->resolve(peer)) {
+			NTX_WARN(FI_LOG_EP_DATA, "no endpoint has service %u\n",
+				 peer->service);
+			return -FI_EADDRNOTAVAIL;
+		}
+		peer->flags |= NTX_ADDR_F_SERVICE;
 	}
 	vc = ntx_vc_find(ep, peer);
 	if (!vc) {

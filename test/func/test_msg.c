@@ -369,3 +369,69 @@ Test(msg, delivery_complete_waits_for_the_receive, .timeout = 60)
 	cr_assert_eq(t_join(pid), 0);
 	t_close(&t);
 }
+
+/* A restarted peer (same service, new process, new epoch) is reached
+ * again through the same AV entry; the dead incarnation's operations fail. */
+static char g_svc[16];
+
+static int child_service(int sock)
+{
+	struct fi_info *h = t_hints(CAPS), *fi;
+	struct tctx t = { 0 };
+	struct fi_cq_tagged_entry e;
+	uint64_t v = 0;
+	char c = 'r';
+
+	CHK(fi_getinfo(T_VERSION, "localhost", g_svc, FI_SOURCE, h, &fi) == 0);
+	fi_freeinfo(h);
+	h = fi_dupinfo(fi);
+	fi_freeinfo(fi);
+	CHK(t_open_hints(&t, h) == 0);
+	CHK(fi_recv(t.ep, &v, 8, NULL, FI_ADDR_UNSPEC, NULL) == 0);
+	CHK(write(sock, &c, 1) == 1); /* ready */
+	CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+	CHK(write(sock, &v, 8) == 8);
+	pause(); /* the parent kills us */
+	return 0;
+}
+
+Test(msg, restarted_peer_behind_a_service, .timeout = 60)
+{
+	struct tctx t;
+	struct fi_cq_err_entry err;
+	fi_addr_t peer;
+	uint64_t v, got;
+	char c;
+	int sock, ret;
+	pid_t pid;
+
+	snprintf(g_svc, sizeof(g_svc), "%d", 20000 + getpid() % 20000);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	for (int life = 1; life <= 2; life++) {
+		pid = t_fork(&sock, child_service);
+		cr_assert_eq(read(sock, &c, 1), 1, "child %d ready", life);
+		if (life == 1)
+			cr_assert_eq(fi_av_insertsvc(t.av, "localhost", g_svc,
+						     &peer, 0, NULL), 1);
+		v = 1000 + life;
+		cr_assert_eq(fi_send(t.ep, &v, 8, NULL, peer, NULL), 0);
+		cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+		cr_assert_eq(read(sock, &got, 8), 8);
+		cr_assert_eq(got, v, "incarnation %d got the message", life);
+		kill(pid, SIGKILL);
+		t_join(pid);
+		close(sock);
+		if (life == 1) {
+			/* to the dead incarnation: an error within 5 s */
+			char *big = malloc(1 << 20);
+
+			cr_assert_eq(fi_send(t.ep, big, 1 << 20, NULL, peer,
+					     (void *)0xd1), 0);
+			ret = t_wait(&t, NULL, NULL, &err, 5000);
+			cr_assert_eq(ret, -FI_EAVAIL);
+			cr_assert_eq(err.op_context, (void *)0xd1);
+			free(big);
+		}
+	}
+	t_close(&t);
+}
