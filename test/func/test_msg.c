@@ -435,3 +435,47 @@ Test(msg, restarted_peer_behind_a_service, .timeout = 60)
 	}
 	t_close(&t);
 }
+
+/* FI_SOURCE_ERR: a sender missing from the receiver's AV is reported as an
+ * FI_EADDRNOTAVAIL error entry that carries the sender's name. */
+static int child_source_err(int sock)
+{
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err = { 0 };
+	char name[T_NAMELEN], theirs[T_NAMELEN];
+	size_t len = sizeof(name);
+	uint64_t v = 0;
+	fi_addr_t src;
+
+	CHK(t_open(&t, CAPS | FI_SOURCE_ERR) == 0);
+	CHK(fi_getname(&t.ep->fid, name, &len) == 0);
+	CHK(write(sock, name, len) == (ssize_t)len);
+	CHK(read(sock, theirs, len) == (ssize_t)len); /* not inserted */
+	CHK(fi_recv(t.ep, &v, 8, NULL, FI_ADDR_UNSPEC, NULL) == 0);
+	CHK(t_wait(&t, &e, &src, &err, WAIT_MS) == -FI_EAVAIL);
+	CHK(err.err == FI_EADDRNOTAVAIL);
+	CHK(err.err_data_size == T_NAMELEN);
+	CHK(memcmp(err.err_data, theirs, T_NAMELEN) == 0);
+	CHK(v == 5);
+	CHK(t_sync(sock) == 0);
+	t_close(&t);
+	return 0;
+}
+
+Test(msg, source_err_names_an_unknown_sender, .timeout = 60)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 5;
+	int sock;
+	pid_t pid = t_fork(&sock, child_source_err);
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(fi_send(t.ep, &v, 8, NULL, peer, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+}
