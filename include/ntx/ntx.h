@@ -117,7 +117,8 @@ static inline void ntx_ref_put(atomic_int *r) { atomic_fetch_sub(r, 1); }
 /* ---- signal: an eventfd that becomes readable when an object has news --- */
 struct ntx_signal {
 	int fd;
-	atomic_bool armed; /* a waiter or an fd user exists: raise writes */
+	atomic_bool armed;    /* an fd user exists: every raise writes */
+	atomic_int sleepers; /* threads blocked on fd right now */
 };
 int ntx_signal_open(struct ntx_signal *s);
 void ntx_signal_close(struct ntx_signal *s);
@@ -125,7 +126,8 @@ void ntx_signal_raise_slow(struct ntx_signal *s);
 /* No syscall on the data path unless somebody can be waiting. */
 static inline void ntx_signal_raise(struct ntx_signal *s)
 {
-	if (atomic_load_explicit(&s->armed, memory_order_relaxed))
+	if (atomic_load_explicit(&s->armed, memory_order_relaxed) ||
+	    atomic_load_explicit(&s->sleepers, memory_order_seq_cst))
 		ntx_signal_raise_slow(s);
 }
 static inline void ntx_signal_arm(struct ntx_signal *s)
@@ -157,9 +159,30 @@ struct ntx_domain {
 	uint32_t mr_cap;
 	uint32_t mr_gen_seed;
 	bool progress_busy; /* recursion guard */
+	bool armed;         /* fi_trywait armed the back ends */
+	int wait_sets[16];  /* epoll fds given out by FI_GETWAIT */
+	int nwait_sets;
 };
 
 void ntx_domain_progress(struct ntx_domain *dom);
+void ntx_domain_poll(struct ntx_domain *dom); /* progress, staying armed */
+/* Blocks the caller until a back end of the domain or the signal has news,
+ * or timeout_ms passes; ready() is checked after arming, under the lock,
+ * so that no arrival is missed. */
+void ntx_domain_sleep(struct ntx_domain *dom, struct ntx_signal *sig,
+		      bool (*ready)(void *arg), void *arg, int timeout_ms);
+/* Adds the wait fds of every back end of the domain to an epoll set. */
+int ntx_domain_wait_fds(struct ntx_domain *dom, int *fds, int max);
+void ntx_domain_arm(struct ntx_domain *dom, bool arm);
+/* FI_GETWAIT: an epoll fd with the object's signal and every back end's
+ * wait fd (endpoints opened later join it); closed by the caller. */
+int ntx_domain_wait_set(struct ntx_domain *dom, struct ntx_signal *sig,
+			int *epfd);
+void ntx_domain_wait_set_close(struct ntx_domain *dom, int epfd);
+void ntx_domain_wait_set_add(struct ntx_domain *dom, int fd);
+/* fi_trywait: progress, arm, re-check with ready(); 0 or -FI_EAGAIN */
+int ntx_domain_trywait(struct ntx_domain *dom, struct ntx_signal *sig,
+		       bool (*ready)(void *arg), void *arg);
 static inline void ntx_domain_lock(struct ntx_domain *d)
 {
 	pthread_mutex_lock(&d->lock);
@@ -244,6 +267,7 @@ struct ntx_cq {
 	struct ntx_list errs;
 	struct ntx_cq_err *last_err; /* freed on the next read */
 	atomic_bool signaled; /* fi_cq_signal: wake one sread */
+	int epfd;             /* FI_GETWAIT set, -1 until asked for */
 	bool source_err;
 };
 /* Called with the domain lock held. */
@@ -261,6 +285,7 @@ struct ntx_cntr {
 	atomic_uint_fast64_t value, err;
 	enum fi_wait_obj wait_obj;
 	struct ntx_signal sig;
+	int epfd; /* FI_GETWAIT set, -1 until asked for */
 };
 void ntx_cntr_inc(struct ntx_cntr *c);
 void ntx_cntr_inc_err(struct ntx_cntr *c);

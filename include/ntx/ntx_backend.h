@@ -67,13 +67,19 @@ struct ntx_be_ops {
 	void (*check_peers)(struct ntx_be_ep *be);
 	/* fills in a name that carries only a service number */
 	int (*resolve)(struct ntx_addr *addr);
+	/* sleeping: arm makes arrivals wake wait_fd (arm, re-check, then
+	 * block); disarm after waking */
+	void (*arm)(struct ntx_be_ep *be);
+	void (*disarm)(struct ntx_be_ep *be);
+	int (*wait_fd)(struct ntx_be_ep *be);
 };
 
 /* Every required op is present. */
 static inline bool ntx_be_ops_is_valid(const struct ntx_be_ops *ops)
 {
 	return ops->open && ops->close && ops->getname && ops->connect &&
-	       ops->disconnect && ops->send && ops->poll && ops->check_peers && ops->resolve &&
+	       ops->disconnect && ops->send && ops->poll && ops->check_peers && ops->resolve && ops->arm && ops->disarm &&
+	       ops->wait_fd &&
 	       ops->hdr_size && ops->max_payload;
 }
 

@@ -79,6 +79,19 @@ static int ntx_cntr_seterr(struct fid_cntr *fc, uint64_t v)
 	return 0;
 }
 
+struct ntx_cntr_cond {
+	struct ntx_cntr *c;
+	uint64_t threshold, err0;
+};
+
+static bool ntx_cntr_ready(void *arg)
+{
+	struct ntx_cntr_cond *k = arg;
+
+	return atomic_load(&k->c->value) >= k->threshold ||
+	       atomic_load(&k->c->err) != k->err0;
+}
+
 static int ntx_cntr_wait(struct fid_cntr *fc, uint64_t threshold, int timeout)
 {
 	struct ntx_cntr *c = ntx_container_of(fc, struct ntx_cntr, cntr);
@@ -88,26 +101,38 @@ static int ntx_cntr_wait(struct fid_cntr *fc, uint64_t threshold, int timeout)
 
 	if (c->wait_obj == FI_WAIT_NONE)
 		return -FI_EINVAL;
+	struct ntx_cntr_cond cond = { c, threshold, err0 };
+
 	for (;;) {
+		uint64_t now;
+
 		ntx_cntr_progress(c);
 		if (atomic_load(&c->value) >= threshold)
 			return 0;
 		if (atomic_load(&c->err) != err0)
 			return -FI_EAVAIL;
-		if (timeout >= 0 && ntx_now_ns() >= end)
+		now = ntx_now_ns();
+		if (timeout >= 0 && now >= end)
 			return -FI_ETIMEDOUT;
-		sched_yield();
+		if (c->wait_obj == FI_WAIT_YIELD)
+			sched_yield();
+		else
+			ntx_domain_sleep(c->domain, &c->sig, ntx_cntr_ready,
+					 &cond, timeout < 0 ? -1 :
+					 (int)((end - now + 999999) / 1000000));
 	}
+}
+
+static bool ntx_cntr_never(void *arg)
+{
+	return false; /* fi_trywait has no threshold to compare with */
 }
 
 int ntx_cntr_trywait(struct fid *fid)
 {
 	struct ntx_cntr *c = ntx_container_of(fid, struct ntx_cntr, cntr.fid);
 
-	ntx_cntr_progress(c);
-	ntx_signal_arm(&c->sig);
-	ntx_signal_drain(&c->sig);
-	return 0;
+	return ntx_domain_trywait(c->domain, &c->sig, ntx_cntr_never, c);
 }
 
 static int ntx_cntr_close(struct fid *fid)
@@ -118,6 +143,7 @@ static int ntx_cntr_close(struct fid *fid)
 		NTX_WARN(FI_LOG_CNTR, "counter is still bound\n");
 		return -FI_EBUSY;
 	}
+	ntx_domain_wait_set_close(c->domain, c->epfd);
 	ntx_signal_close(&c->sig);
 	ntx_ref_put(&c->domain->ref);
 	free(c);
@@ -127,14 +153,16 @@ static int ntx_cntr_close(struct fid *fid)
 static int ntx_cntr_control(struct fid *fid, int command, void *arg)
 {
 	struct ntx_cntr *c = ntx_container_of(fid, struct ntx_cntr, cntr.fid);
+	int ret;
 
 	switch (command) {
 	case FI_GETWAIT:
 		if (c->wait_obj != FI_WAIT_FD || !arg)
 			return -FI_ENODATA;
-		ntx_signal_arm(&c->sig);
-		*(int *)arg = c->sig.fd;
-		return 0;
+		ret = ntx_domain_wait_set(c->domain, &c->sig, &c->epfd);
+		if (!ret)
+			*(int *)arg = c->epfd;
+		return ret;
 	case FI_GETWAITOBJ:
 		if (!arg)
 			return -FI_EINVAL;
@@ -196,6 +224,7 @@ int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 	c->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD
 						       : attr->wait_obj;
 	c->domain = dom;
+	c->epfd = -1;
 	c->cntr.fid.fclass = FI_CLASS_CNTR;
 	c->cntr.fid.context = context;
 	c->cntr.fid.ops = &ntx_cntr_fi_ops;

@@ -5,6 +5,8 @@
  */
 #include "config.h"
 #include <sched.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 #include <stdlib.h>
 
 #include "ntx/ntx_engine.h"
@@ -186,13 +188,24 @@ static ssize_t ntx_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
 	return 1;
 }
 
+static bool ntx_cq_ready(void *arg)
+{
+	struct ntx_cq *cq = arg;
+
+	return cq->count || !ntx_list_empty(&cq->errs) ||
+	       atomic_load(&cq->signaled);
+}
+
+/* Blocks without spinning (FI_WAIT_YIELD yields instead): the back ends
+ * are armed so that a peer's next doorbell also writes our wait fd. */
 static ssize_t ntx_cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
 				fi_addr_t *src, const void *cond, int timeout)
 {
 	struct ntx_cq *cq = ntx_container_of(fcq, struct ntx_cq, cq);
-	uint64_t end = ntx_now_ns() + (uint64_t)(timeout < 0 ? 0 : timeout) *
-						 1000000ull;
+	uint64_t now, end = ntx_now_ns() +
+			    (uint64_t)(timeout < 0 ? 0 : timeout) * 1000000ull;
 	ssize_t ret;
+	int left;
 
 	if (cq->wait_obj == FI_WAIT_NONE)
 		return -FI_EINVAL;
@@ -202,9 +215,15 @@ static ssize_t ntx_cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
 			return ret;
 		if (atomic_exchange(&cq->signaled, false))
 			return -FI_EAGAIN;
-		if (timeout >= 0 && ntx_now_ns() >= end)
+		now = ntx_now_ns();
+		if (timeout >= 0 && now >= end)
 			return -FI_EAGAIN;
-		sched_yield();
+		left = timeout < 0 ? -1 : (int)((end - now + 999999) / 1000000);
+		if (cq->wait_obj == FI_WAIT_YIELD)
+			sched_yield();
+		else
+			ntx_domain_sleep(cq->domain, &cq->sig, ntx_cq_ready, cq,
+					 left);
 	}
 }
 
@@ -226,17 +245,8 @@ static int ntx_cq_signal(struct fid_cq *fcq)
 int ntx_cq_trywait(struct fid *fid)
 {
 	struct ntx_cq *cq = ntx_container_of(fid, struct ntx_cq, cq.fid);
-	int ret = 0;
 
-	ntx_domain_lock(cq->domain);
-	ntx_domain_progress(cq->domain);
-	ntx_signal_arm(&cq->sig);
-	if (cq->count || !ntx_list_empty(&cq->errs))
-		ret = -FI_EAGAIN;
-	else
-		ntx_signal_drain(&cq->sig);
-	ntx_domain_unlock(cq->domain);
-	return ret;
+	return ntx_domain_trywait(cq->domain, &cq->sig, ntx_cq_ready, cq);
 }
 
 static const char *ntx_cq_strerror(struct fid_cq *fcq, int prov_errno,
@@ -264,6 +274,7 @@ static int ntx_cq_close(struct fid *fid)
 	ntx_list_foreach_safe(&cq->errs, it, tmp)
 		free(ntx_container_of(it, struct ntx_cq_err, entry));
 	free(cq->last_err);
+	ntx_domain_wait_set_close(cq->domain, cq->epfd);
 	ntx_signal_close(&cq->sig);
 	ntx_ref_put(&cq->domain->ref);
 	free(cq->ring);
@@ -274,14 +285,16 @@ static int ntx_cq_close(struct fid *fid)
 static int ntx_cq_control(struct fid *fid, int command, void *arg)
 {
 	struct ntx_cq *cq = ntx_container_of(fid, struct ntx_cq, cq.fid);
+	int ret;
 
 	switch (command) {
 	case FI_GETWAIT:
 		if (cq->wait_obj != FI_WAIT_FD || !arg)
 			return -FI_ENODATA;
-		ntx_signal_arm(&cq->sig);
-		*(int *)arg = cq->sig.fd;
-		return 0;
+		ret = ntx_domain_wait_set(cq->domain, &cq->sig, &cq->epfd);
+		if (!ret)
+			*(int *)arg = cq->epfd;
+		return ret;
 	case FI_GETWAITOBJ:
 		if (!arg)
 			return -FI_EINVAL;
@@ -359,6 +372,7 @@ int ntx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		return ret;
 	}
 	ntx_list_init(&cq->errs);
+	cq->epfd = -1;
 	cq->domain = dom;
 	cq->cq.fid.fclass = FI_CLASS_CQ;
 	cq->cq.fid.context = context;

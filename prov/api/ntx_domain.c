@@ -3,11 +3,14 @@
  * endpoints that progress polls.
  */
 #include "config.h"
+#include <poll.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 #include <stdlib.h>
 
 #include "ntx/ntx_engine.h"
 
-void ntx_domain_progress(struct ntx_domain *dom)
+void ntx_domain_poll(struct ntx_domain *dom)
 {
 	struct ntx_list *it;
 
@@ -17,6 +20,143 @@ void ntx_domain_progress(struct ntx_domain *dom)
 	ntx_list_foreach(&dom->eps, it)
 		ntx_ep_progress(ntx_container_of(it, struct ntx_ep, dom_entry));
 	dom->progress_busy = false;
+}
+
+void ntx_domain_progress(struct ntx_domain *dom)
+{
+	if (dom->armed) { /* awake again after fi_trywait */
+		dom->armed = false;
+		ntx_domain_arm(dom, false);
+	}
+	ntx_domain_poll(dom);
+}
+
+void ntx_domain_arm(struct ntx_domain *dom, bool arm)
+{
+	struct ntx_list *it;
+
+	ntx_list_foreach(&dom->eps, it) {
+		struct ntx_ep *ep = ntx_container_of(it, struct ntx_ep,
+						     dom_entry);
+		for (int i = 0; i < NTX_BE_MAX; i++) {
+			if (!ep->be[i].ops)
+				continue;
+			if (arm)
+				ep->be[i].ops->arm(ep->be[i].be);
+			else
+				ep->be[i].ops->disarm(ep->be[i].be);
+		}
+	}
+}
+
+int ntx_domain_wait_fds(struct ntx_domain *dom, int *fds, int max)
+{
+	struct ntx_list *it;
+	int n = 0;
+
+	ntx_list_foreach(&dom->eps, it) {
+		struct ntx_ep *ep = ntx_container_of(it, struct ntx_ep,
+						     dom_entry);
+		for (int i = 0; i < NTX_BE_MAX && n < max; i++)
+			if (ep->be[i].ops)
+				fds[n++] = ep->be[i].ops->wait_fd(ep->be[i].be);
+	}
+	return n;
+}
+
+void ntx_domain_sleep(struct ntx_domain *dom, struct ntx_signal *sig,
+		      bool (*ready)(void *arg), void *arg, int timeout_ms)
+{
+	struct pollfd pfd[64];
+	int fds[63], n, i;
+
+	atomic_fetch_add(&sig->sleepers, 1);
+	ntx_domain_lock(dom);
+	ntx_domain_arm(dom, true);
+	/* re-check after arming: anything that arrived before a sender saw
+	 * the arm is found here, anything after writes a wait fd */
+	ntx_domain_poll(dom);
+	n = ready(arg) ? -1 : ntx_domain_wait_fds(dom, fds, 63);
+	ntx_domain_unlock(dom);
+	if (n >= 0) {
+		pfd[0].fd = sig->fd;
+		pfd[0].events = POLLIN;
+		for (i = 0; i < n; i++) {
+			pfd[i + 1].fd = fds[i];
+			pfd[i + 1].events = POLLIN;
+		}
+		poll(pfd, (nfds_t)n + 1, timeout_ms);
+	}
+	ntx_domain_lock(dom);
+	ntx_domain_arm(dom, false);
+	ntx_domain_unlock(dom);
+	atomic_fetch_sub(&sig->sleepers, 1);
+}
+
+int ntx_domain_wait_set(struct ntx_domain *dom, struct ntx_signal *sig,
+			int *epfd)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int fds[64], n, ret = 0;
+
+	ntx_domain_lock(dom);
+	if (*epfd >= 0)
+		goto unlock;
+	if (dom->nwait_sets == 16 ||
+	    (*epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+		*epfd = -1;
+		ret = -FI_ENOMEM;
+		goto unlock;
+	}
+	ntx_signal_arm(sig);
+	epoll_ctl(*epfd, EPOLL_CTL_ADD, sig->fd, &ev);
+	n = ntx_domain_wait_fds(dom, fds, 64);
+	for (int i = 0; i < n; i++)
+		epoll_ctl(*epfd, EPOLL_CTL_ADD, fds[i], &ev);
+	dom->wait_sets[dom->nwait_sets++] = *epfd;
+unlock:
+	ntx_domain_unlock(dom);
+	return ret;
+}
+
+void ntx_domain_wait_set_add(struct ntx_domain *dom, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	for (int i = 0; i < dom->nwait_sets; i++)
+		epoll_ctl(dom->wait_sets[i], EPOLL_CTL_ADD, fd, &ev);
+}
+
+void ntx_domain_wait_set_close(struct ntx_domain *dom, int epfd)
+{
+	if (epfd < 0)
+		return;
+	ntx_domain_lock(dom);
+	for (int i = 0; i < dom->nwait_sets; i++)
+		if (dom->wait_sets[i] == epfd)
+			dom->wait_sets[i] = dom->wait_sets[--dom->nwait_sets];
+	ntx_domain_unlock(dom);
+	close(epfd);
+}
+
+int ntx_domain_trywait(struct ntx_domain *dom, struct ntx_signal *sig,
+		       bool (*ready)(void *arg), void *arg)
+{
+	int ret = 0;
+
+	ntx_domain_lock(dom);
+	ntx_signal_arm(sig);
+	ntx_domain_progress(dom);
+	/* arm, then re-check: the next progress call disarms */
+	ntx_domain_arm(dom, true);
+	dom->armed = true;
+	ntx_domain_poll(dom);
+	if (ready(arg))
+		ret = -FI_EAGAIN;
+	else
+		ntx_signal_drain(sig);
+	ntx_domain_unlock(dom);
+	return ret;
 }
 
 static int ntx_domain_close(struct fid *fid)

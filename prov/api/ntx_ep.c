@@ -409,6 +409,10 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->ep.atomic = &ntx_ep_atomic_ops;
 	ntx_ref_get(&dom->ref);
 	ntx_domain_lock(dom);
+	for (int i = 0; i < NTX_BE_MAX; i++)
+		if (ep->be[i].ops)
+			ntx_domain_wait_set_add(dom,
+				ep->be[i].ops->wait_fd(ep->be[i].be));
 	ntx_list_insert_tail(&dom->eps, &ep->dom_entry);
 	ntx_domain_unlock(dom);
 	*out = &ep->ep;

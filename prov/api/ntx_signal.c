@@ -40,8 +40,9 @@ void ntx_signal_drain(struct ntx_signal *s)
 {
 	uint64_t v;
 
-	if (!atomic_load_explicit(&s->armed, memory_order_relaxed))
-		return; /* nothing was ever written */
+	if (!atomic_load_explicit(&s->armed, memory_order_relaxed) &&
+	    !atomic_load_explicit(&s->sleepers, memory_order_relaxed))
+		return; /* nothing can have been written */
 	if (s->fd >= 0 && read(s->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		NTX_WARN(FI_LOG_CORE, "eventfd read: %s\n", strerror(errno));
 }

@@ -2,6 +2,9 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <signal.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -473,6 +476,152 @@ Test(msg, source_err_names_an_unknown_sender, .timeout = 60)
 
 	cr_assert_eq(t_open(&t, CAPS), 0);
 	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(fi_send(t.ep, &v, 8, NULL, peer, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+}
+
+/* A receiver blocked in fi_cq_sread sleeps (no CPU) and wakes when the
+ * message arrives. */
+static int child_sleep_recv(int sock)
+{
+	struct fi_info *h = t_hints(CAPS);
+	struct tctx t;
+	struct fid_cq *cq;
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED,
+				 .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_cq_tagged_entry e;
+	struct rusage r0, r1;
+	struct timespec w0, w1;
+	fi_addr_t peer;
+	uint64_t v = 0;
+	double cpu, wall;
+
+	CHK(t_open_hints(&t, h) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	/* a second CQ with a wait object takes the receive */
+	CHK(fi_cq_open(t.dom, &ca, &cq, NULL) == 0);
+	CHK(fi_close(&t.ep->fid) == 0);
+	t.ep = NULL;
+	CHK(fi_endpoint(t.dom, t.fi, &t.ep, NULL) == 0);
+	CHK(fi_ep_bind(t.ep, &t.av->fid, 0) == 0);
+	CHK(fi_ep_bind(t.ep, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+	CHK(fi_enable(t.ep) == 0);
+	char name[T_NAMELEN];
+	size_t len = sizeof(name);
+	CHK(fi_getname(&t.ep->fid, name, &len) == 0);
+	CHK(write(sock, name, len) == (ssize_t)len);
+	CHK(fi_recv(t.ep, &v, 8, NULL, FI_ADDR_UNSPEC, NULL) == 0);
+	getrusage(RUSAGE_SELF, &r0);
+	clock_gettime(CLOCK_MONOTONIC, &w0);
+	CHK(write(sock, "g", 1) == 1); /* the sender may go */
+	CHK(fi_cq_sread(cq, &e, 1, NULL, WAIT_MS) == 1);
+	clock_gettime(CLOCK_MONOTONIC, &w1);
+	getrusage(RUSAGE_SELF, &r1);
+	CHK(v == 77);
+	cpu = (r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) +
+	      (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
+	      ((r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) +
+	       (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec)) / 1e6;
+	wall = (w1.tv_sec - w0.tv_sec) + (w1.tv_nsec - w0.tv_nsec) / 1e9;
+	fprintf(stderr, "sread: %.3f s wall, %.3f s cpu\n", wall, cpu);
+	CHK(wall > 0.2);
+	CHK(cpu < wall / 4); /* asleep, not spinning */
+	fi_close(&t.ep->fid);
+	t.ep = NULL;
+	fi_close(&cq->fid);
+	t_close(&t);
+	return 0;
+}
+
+Test(msg, sread_sleeps_until_the_message_arrives, .timeout = 60)
+{
+	struct tctx t;
+	fi_addr_t peer, peer2;
+	uint64_t v = 77;
+	char name[T_NAMELEN], c;
+	int sock;
+	pid_t pid = t_fork(&sock, child_sleep_recv);
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(read(sock, name, sizeof(name)), (ssize_t)sizeof(name));
+	cr_assert_eq(t_insert(&t, name, &peer2), 0);
+	cr_assert_eq(read(sock, &c, 1), 1);
+	/* the idle time whose CPU cost the receiver measures */
+	usleep(400 * 1000);
+	cr_assert_eq(fi_send(t.ep, &v, 8, NULL, peer2, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+}
+
+/* FI_WAIT_FD: after fi_trywait, the FI_GETWAIT fd becomes readable when a
+ * peer's message arrives, with nobody else driving progress. */
+static int child_wait_fd(int sock)
+{
+	struct tctx t = { 0 };
+	struct fid_cq *cq;
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED,
+				 .wait_obj = FI_WAIT_FD };
+	struct fi_cq_tagged_entry e;
+	struct fid *fids[1];
+	char name[T_NAMELEN];
+	size_t len = sizeof(name);
+	uint64_t v = 0;
+	int fd, n = 0;
+	ssize_t ret;
+
+	CHK(fi_getinfo(T_VERSION, NULL, NULL, 0, t_hints(CAPS), &t.fi) == 0);
+	CHK(fi_fabric(t.fi->fabric_attr, &t.fab, NULL) == 0);
+	CHK(fi_domain(t.fab, t.fi, &t.dom, NULL) == 0);
+	struct fi_av_attr aa = { .type = FI_AV_TABLE };
+	CHK(fi_av_open(t.dom, &aa, &t.av, NULL) == 0);
+	CHK(fi_cq_open(t.dom, &ca, &cq, NULL) == 0);
+	CHK(fi_endpoint(t.dom, t.fi, &t.ep, NULL) == 0);
+	CHK(fi_ep_bind(t.ep, &t.av->fid, 0) == 0);
+	CHK(fi_ep_bind(t.ep, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+	CHK(fi_enable(t.ep) == 0);
+	CHK(fi_control(&cq->fid, FI_GETWAIT, &fd) == 0);
+	CHK(fi_getname(&t.ep->fid, name, &len) == 0);
+	CHK(fi_recv(t.ep, &v, 8, NULL, FI_ADDR_UNSPEC, NULL) == 0);
+	CHK(write(sock, name, len) == (ssize_t)len);
+	fids[0] = &cq->fid;
+	for (;;) {
+		ret = fi_cq_read(cq, &e, 1);
+		if (ret == 1)
+			break;
+		CHK(ret == -FI_EAGAIN);
+		CHK(++n < 100);
+		if (fi_trywait(t.fab, fids, 1) == 0) {
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+
+			CHK(poll(&p, 1, WAIT_MS) == 1); /* woken, not timed out */
+		}
+	}
+	CHK(v == 88);
+	CHK(t_sync(sock) == 0);
+	fi_close(&t.ep->fid);
+	t.ep = NULL;
+	fi_close(&cq->fid);
+	t_close(&t);
+	return 0;
+}
+
+Test(msg, wait_fd_wakes_on_a_peer_message, .timeout = 60)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 88;
+	char name[T_NAMELEN];
+	int sock;
+	pid_t pid = t_fork(&sock, child_wait_fd);
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(read(sock, name, sizeof(name)), (ssize_t)sizeof(name));
+	cr_assert_eq(t_insert(&t, name, &peer), 0);
 	cr_assert_eq(fi_send(t.ep, &v, 8, NULL, peer, NULL), 0);
 	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
 	cr_assert_eq(t_sync(sock), 0);

@@ -60,6 +60,8 @@ struct ntx_be_ep {
 	struct ntx_addr addr;
 	struct ntx_be_conn **slots; /* local slot -> connection */
 	struct ntx_list conns;
+	int wake;   /* datagram socket peers write to when we sleep */
+	bool armed;
 	uint64_t bell_seen, conn_bell_seen;
 	uint32_t nconns;
 	bool rescan; /* connect work left over: poll even without a bell */
@@ -154,6 +156,7 @@ static int ntx_ntb_win_create(struct ntx_be_ep *be)
 	hdr->entry_size = esz;
 	hdr->ep_id = be->addr.ep_id;
 	hdr->slot_off = be->win.slot_off;
+
 	/* release: the header is complete before anyone can see OPEN */
 	atomic_store_explicit(&hdr->state, NTX_WIN_OPEN, memory_order_release);
 	return 0;
@@ -274,21 +277,57 @@ free_conn:
 	return NULL;
 }
 
-static void ntx_ntb_ring_bell(const struct ntx_win *w)
+/* The wake socket of an endpoint: an abstract unix datagram name, gone
+ * with the process (an eventfd cannot be reopened through /proc). */
+static socklen_t ntx_wake_sockaddr(uint32_t pid, uint32_t ep_id,
+				   struct sockaddr_un *sun)
 {
-	/* release: the ring entries and index stores above are visible to
-	 * the owner once it sees the new doorbell value */
-	atomic_fetch_add_explicit(&ntx_win_hdr(w)->bell, 1,
-				  memory_order_release);
+	int n;
+
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1,
+		     "ntx-wake-%u-%u-%u", getuid(), pid, ep_id);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-static void ntx_ntb_ring_conn_bell(const struct ntx_win *w)
+/* Wakes a peer that armed its window before sleeping. */
+static void ntx_ntb_wake(struct ntx_be_conn *c)
+{
+	struct sockaddr_un sun;
+	socklen_t len = ntx_wake_sockaddr(c->peer.pid, c->peer.ep_id, &sun);
+	char one = 1;
+
+	if (sendto(c->be->wake, &one, 1, MSG_DONTWAIT, (struct sockaddr *)&sun,
+		   len) < 0 && errno != EAGAIN)
+		NTX_DBG(FI_LOG_EP_DATA, "wake pid %u: %s\n", c->peer.pid,
+			strerror(errno));
+}
+
+static void ntx_ntb_ring_bell(const struct ntx_win *w)
+{
+	/* seq_cst: the ring entries and index stores above are visible
+	 * once the owner sees the new value, and the waiters check that
+	 * follows cannot move before it (pairs with ntx_ntb_arm) */
+	atomic_fetch_add_explicit(&ntx_win_hdr(w)->bell, 1,
+				  memory_order_seq_cst);
+}
+
+static void ntx_ntb_ring_bell_conn(struct ntx_be_conn *c)
+{
+	ntx_ntb_ring_bell(&c->pwin);
+	if (atomic_load_explicit(&ntx_win_hdr(&c->pwin)->waiters,
+				 memory_order_seq_cst))
+		ntx_ntb_wake(c);
+}
+
+static void ntx_ntb_ring_conn_bell(struct ntx_be_conn *c)
 {
 	/* release: cell or response written before the bell; the data bell
 	 * that follows wakes a sleeping owner */
-	atomic_fetch_add_explicit(&ntx_win_hdr(w)->conn_bell, 1,
+	atomic_fetch_add_explicit(&ntx_win_hdr(&c->pwin)->conn_bell, 1,
 				  memory_order_release);
-	ntx_ntb_ring_bell(w);
+	ntx_ntb_ring_bell_conn(c);
 }
 
 /* Posts our connect request into a free cell of the peer's window. */
@@ -308,7 +347,7 @@ static int ntx_ntb_cell_post(struct ntx_be_conn *c)
 		/* release: slot reset and cell body before POSTED */
 		atomic_store_explicit(&cell->state, NTX_CELL_POSTED,
 				      memory_order_release);
-		ntx_ntb_ring_conn_bell(&c->pwin);
+		ntx_ntb_ring_conn_bell(c);
 		c->cell_pending = false;
 		return 0;
 	}
@@ -325,7 +364,7 @@ static void ntx_ntb_respond(struct ntx_be_conn *c)
 	ps->resp_epoch = c->be->addr.epoch;
 	/* release: our slot reset is visible before the peer writes into it */
 	atomic_store_explicit(&ps->resp, c->my_slot + 1, memory_order_release);
-	ntx_ntb_ring_conn_bell(&c->pwin);
+	ntx_ntb_ring_conn_bell(c);
 }
 
 static void ntx_ntb_conn_fail(struct ntx_be_conn *c, int err)
@@ -514,11 +553,42 @@ static int ntx_ntb_drain(struct ntx_be_conn *c)
 	return cnt;
 }
 
+/* About to sleep: from now on senders write our eventfd. The caller then
+ * polls once more before it blocks. */
+static void ntx_ntb_arm(struct ntx_be_ep *be)
+{
+	be->armed = true;
+	/* seq_cst: pairs with the bell increment and waiters load of a
+	 * sender, so either it sees us armed or our re-check sees its entry */
+	atomic_store_explicit(&ntx_win_hdr(&be->win)->waiters, 1,
+			      memory_order_seq_cst);
+	be->rescan = true;
+}
+
+static void ntx_ntb_disarm(struct ntx_be_ep *be)
+{
+	char buf[64];
+
+	if (!be->armed)
+		return;
+	be->armed = false;
+	atomic_store_explicit(&ntx_win_hdr(&be->win)->waiters, 0,
+			      memory_order_relaxed);
+	while (recv(be->wake, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+		;
+}
+
+static int ntx_ntb_wait_fd(struct ntx_be_ep *be)
+{
+	return be->wake;
+}
+
 static int ntx_ntb_poll(struct ntx_be_ep *be)
 {
 	struct ntx_list *it, *tmp;
 	uint64_t bell;
 	int cnt = 0;
+
 
 	/* With few peers, read each ring's producer index directly: the
 	 * doorbell line then stays in the senders' caches and a message
@@ -589,7 +659,7 @@ static int ntx_ntb_send(struct ntx_be_conn *c, const void *hdr,
 	c->tx_prod = ntx_ring_next(c->tx_prod, n);
 	/* release: entry before index */
 	atomic_store_explicit(&ps->prod, c->tx_prod, memory_order_release);
-	ntx_ntb_ring_bell(&c->pwin);
+	ntx_ntb_ring_bell_conn(c);
 	return 0;
 }
 
@@ -786,6 +856,22 @@ static int ntx_ntb_resolve(struct ntx_addr *a)
 	return 0;
 }
 
+static int ntx_ntb_wake_open(struct ntx_be_ep *be)
+{
+	struct sockaddr_un sun;
+	socklen_t len = ntx_wake_sockaddr(be->addr.pid, be->addr.ep_id, &sun);
+
+	be->wake = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (be->wake < 0)
+		return -FI_ENOMEM;
+	if (bind(be->wake, (struct sockaddr *)&sun, len)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "wake socket: %s\n", strerror(errno));
+		close(be->wake);
+		return -FI_EADDRINUSE;
+	}
+	return 0;
+}
+
 static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 			const struct ntx_be_cb *cb)
 {
@@ -804,10 +890,13 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	be->addr.service = want ? want->service : 0;
 	be->addr.epoch = ntx_random64();
 	be->svc_fd = -1;
+	ret = ntx_ntb_wake_open(be);
+	if (ret)
+		goto free_be;
 	if (be->addr.service) {
 		ret = ntx_ntb_svc_claim(be);
 		if (ret)
-			goto free_be;
+			goto close_wake;
 	}
 	ret = ntx_ntb_win_create(be);
 	if (ret)
@@ -826,6 +915,8 @@ unmap:
 close_svc:
 	if (be->svc_fd >= 0)
 		close(be->svc_fd);
+close_wake:
+	close(be->wake);
 free_be:
 	free(be);
 	return ret;
@@ -845,6 +936,7 @@ static void ntx_ntb_close(struct ntx_be_ep *be)
 	close(be->fd);
 	if (be->svc_fd >= 0)
 		close(be->svc_fd);
+	close(be->wake);
 	free(be->slots);
 	free(be);
 }
@@ -875,4 +967,7 @@ const struct ntx_be_ops ntx_ntb_shm_ops = {
 	.poll = ntx_ntb_poll,
 	.check_peers = ntx_ntb_check_peers,
 	.resolve = ntx_ntb_resolve,
+	.arm = ntx_ntb_arm,
+	.disarm = ntx_ntb_disarm,
+	.wait_fd = ntx_ntb_wait_fd,
 };

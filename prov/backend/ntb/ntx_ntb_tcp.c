@@ -12,6 +12,7 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/epoll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -55,6 +56,7 @@ struct ntx_be_conn {
 struct ntx_be_ep {
 	struct ntx_be_cb cb;
 	int lfd;
+	int epfd; /* every socket, readable when anything arrives */
 	struct ntx_addr addr; /* the endpoint's whole name, sent in hellos */
 	struct ntx_list conns;
 	uint32_t idle_polls;
@@ -156,11 +158,14 @@ static int ntx_tcp_send(struct ntx_be_conn *c, const void *hdr,
 static struct ntx_be_conn *ntx_tcp_conn_new(struct ntx_be_ep *be, int fd)
 {
 	struct ntx_be_conn *c = calloc(1, sizeof(*c));
+	struct epoll_event ev = { .events = EPOLLIN };
 	int one = 1;
 
 	if (!c)
 		return NULL;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	ev.data.ptr = c;
+	epoll_ctl(be->epfd, EPOLL_CTL_ADD, fd, &ev);
 	c->be = be;
 	c->fd = fd;
 	ntx_list_insert_tail(&be->conns, &c->entry);
@@ -355,6 +360,21 @@ static void ntx_tcp_check_peers(struct ntx_be_ep *be)
 {
 }
 
+/* Sockets need no arming: the next poll must look at them, though. */
+static void ntx_tcp_arm(struct ntx_be_ep *be)
+{
+	be->idle_polls = 0;
+}
+
+static void ntx_tcp_disarm(struct ntx_be_ep *be)
+{
+}
+
+static int ntx_tcp_wait_fd(struct ntx_be_ep *be)
+{
+	return be->epfd;
+}
+
 static ssize_t ntx_tcp_local_ip(uint32_t *ip)
 {
 	struct ifaddrs *ifa, *it;
@@ -383,8 +403,15 @@ static int ntx_tcp_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	socklen_t sl = sizeof(sin);
 	int one = 1;
 
+	struct epoll_event ev = { .events = EPOLLIN };
+
 	if (!be)
 		return -FI_ENOMEM;
+	be->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (be->epfd < 0) {
+		free(be);
+		return -FI_ENOMEM;
+	}
 	be->cb = *cb;
 	ntx_list_init(&be->conns);
 	if (want && want->ip4)
@@ -405,9 +432,11 @@ static int ntx_tcp_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 		goto free_be;
 	}
 	be->addr.port = sin.sin_port;
+	epoll_ctl(be->epfd, EPOLL_CTL_ADD, be->lfd, &ev);
 	*out = be;
 	return 0;
 free_be:
+	close(be->epfd);
 	free(be);
 	return -FI_EADDRINUSE;
 }
@@ -420,6 +449,7 @@ static void ntx_tcp_close(struct ntx_be_ep *be)
 		ntx_tcp_disconnect(ntx_container_of(it, struct ntx_be_conn,
 						    entry));
 	close(be->lfd);
+	close(be->epfd);
 	free(be);
 }
 
@@ -455,4 +485,7 @@ const struct ntx_be_ops ntx_ntb_tcp_ops = {
 	.poll = ntx_tcp_poll,
 	.check_peers = ntx_tcp_check_peers,
 	.resolve = ntx_tcp_resolve,
+	.arm = ntx_tcp_arm,
+	.disarm = ntx_tcp_disarm,
+	.wait_fd = ntx_tcp_wait_fd,
 };

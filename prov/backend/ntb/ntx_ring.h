@@ -39,6 +39,7 @@ struct ntx_win_hdr {
 	uint64_t slot_off;
 	/* line 1: owner */
 	_Alignas(NTX_CACHELINE) _Atomic uint32_t state;
+	_Atomic uint32_t waiters; /* owner about to sleep: wake it up */
 	/* line 2: doorbell, incremented by peers after each batch */
 	_Alignas(NTX_CACHELINE) _Atomic uint64_t bell;
 	/* line 3: connect doorbell, incremented after a connect request or
