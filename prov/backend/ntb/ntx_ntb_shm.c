@@ -47,6 +47,8 @@ struct ntx_be_conn {
 	uint32_t peer_slot; /* the peer's slot: our ring to it */
 	struct ntx_win pwin;
 	uint32_t tx_prod; /* only we write the ring in pwin */
+	uint32_t tx_seq;  /* entries we wrote, free running */
+	uint32_t rx_seq;  /* entries we consumed, free running */
 	uint32_t tx_cons; /* last consumer index the peer published */
 	uint32_t rx_cons; /* only we consume the ring in my_slot */
 	uint32_t rx_published; /* last rx_cons written to the peer */
@@ -240,6 +242,10 @@ static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 		s = ntx_win_slot(&be->win, i);
 		atomic_store_explicit(&s->resp, 0, memory_order_relaxed);
 		atomic_store_explicit(&s->prod, 0, memory_order_relaxed);
+		/* no sequence number of an earlier connection may match */
+		for (uint32_t e = 0; e < be->win.n; e++)
+			atomic_store_explicit(&ntx_win_entry(&be->win, s, e)->seq,
+					      0, memory_order_relaxed);
 		atomic_store_explicit(&s->cons, 0, memory_order_relaxed);
 		/* the reset is published by the release that follows (cell
 		 * post or connect response) */
@@ -512,20 +518,16 @@ static int ntx_ntb_drain(struct ntx_be_conn *c)
 	struct ntx_win_slot *ps;
 	struct ntx_win_entry *e;
 	struct ntx_wire_hdr hdr;
-	uint32_t prod, len, n = be->win.n, cnt = 0;
+	uint32_t len, n = be->win.n, cnt = 0;
 
-	/* acquire: entries written before the producer index */
-	prod = atomic_load_explicit(&s->prod, memory_order_acquire);
-	if (prod == c->rx_cons)
-		return 0;
-	if (!ntx_ring_pair_valid(prod, c->rx_cons, n)) {
-		NTX_WARN(FI_LOG_EP_DATA, "peer pid %u wrote a bad ring index\n",
-			 c->peer.pid);
-		ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
-		return 0;
-	}
-	while (c->rx_cons != prod && c->state == NTX_CONN_CONNECTED) {
+	while (cnt < n && c->state == NTX_CONN_CONNECTED) {
 		e = ntx_win_entry(&be->win, s, c->rx_cons);
+		/* acquire: the entry's body was written before its number; any
+		 * other number (stale or garbage) means not yet */
+		if (atomic_load_explicit(&e->seq, memory_order_acquire) !=
+		    c->rx_seq + 1)
+			break;
+		c->rx_seq++;
 		len = e->len;
 		memcpy(&hdr, &e->hdr, sizeof(hdr));
 		if (len > be->win.entry_size - sizeof(*e)) {
@@ -657,8 +659,8 @@ static int ntx_ntb_send(struct ntx_be_conn *c, const void *hdr,
 		len -= m;
 	}
 	c->tx_prod = ntx_ring_next(c->tx_prod, n);
-	/* release: entry before index */
-	atomic_store_explicit(&ps->prod, c->tx_prod, memory_order_release);
+	/* release: the entry's body before its sequence number */
+	atomic_store_explicit(&e->seq, ++c->tx_seq, memory_order_release);
 	ntx_ntb_ring_bell_conn(c);
 	return 0;
 }

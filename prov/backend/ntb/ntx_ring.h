@@ -3,9 +3,11 @@
  * a wire format: fixed-width fields, offsets not pointers, cache-line
  * aligned, checked with static_assert. Who writes what:
  *   - the window owner writes its header and resets slots it allocates;
- *   - a peer writes the entries and producer index of the ring in "its"
- *     slot, the consumer index of the ring the owner writes in the peer's
- *     window (slot.cons), the doorbell, and the connect cells.
+ *   - a peer writes the entries of the ring in "its" slot (each entry is
+ *     published by its sequence number, written last: the receiver polls
+ *     the next entry itself, so a message costs it only the entry's cache
+ *     lines), the consumer index of the ring the owner writes in the
+ *     peer's window (slot.cons), the doorbell, and the connect cells.
  * Nobody reads peer memory on the fast path: each side polls only its own
  * window (the NTB rule: remote reads are expensive).
  */
@@ -64,7 +66,7 @@ struct ntx_win_slot {
 	_Atomic uint32_t resp;
 	uint32_t pad0;
 	uint64_t resp_epoch;
-	/* written by the peer: producer index of the ring below */
+	/* reserved (a producer index; entries carry sequence numbers) */
 	_Alignas(NTX_CACHELINE) _Atomic uint32_t prod;
 	/* written by the peer: consumer index of our ring in its window */
 	_Alignas(NTX_CACHELINE) _Atomic uint32_t cons;
@@ -73,11 +75,13 @@ struct ntx_win_slot {
 };
 _Static_assert(sizeof(struct ntx_win_slot) == 3 * NTX_CACHELINE, "slot");
 
-/* One ring entry: payload length and the engine header in one cache line,
- * then the payload (a small message touches two lines). */
+/* One ring entry: payload length, sequence number and the engine header in
+ * one cache line, then the payload. seq is the sender's running count of
+ * entries on this connection plus one, stored last with release; 0 in a
+ * fresh slot. */
 struct ntx_win_entry {
 	uint32_t len; /* payload bytes */
-	uint32_t pad;
+	_Atomic uint32_t seq;
 	struct ntx_wire_hdr hdr;
 	uint8_t payload[];
 };
