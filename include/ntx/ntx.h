@@ -306,6 +306,7 @@ struct ntx_mr {
 /* ---- stubs (ntx_stub.c) ---------------------------------------------------- */
 /* Fills any op of any table: the ABI returns its -FI_ENOSYS in rax. */
 ssize_t ntx_nosys(void);
+const char *ntx_strerror(int prov_errno, char *buf, size_t len);
 #define NTX_NOSYS ((void *)ntx_nosys)
 int ntx_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
 int ntx_no_control(struct fid *fid, int command, void *arg);

@@ -252,14 +252,7 @@ int ntx_cq_trywait(struct fid *fid)
 static const char *ntx_cq_strerror(struct fid_cq *fcq, int prov_errno,
 				   const void *err_data, char *buf, size_t len)
 {
-	const char *s = fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
-
-	if (buf && len) {
-		strncpy(buf, s, len - 1);
-		buf[len - 1] = '\0';
-		return buf;
-	}
-	return s;
+	return ntx_strerror(prov_errno, buf, len);
 }
 
 static int ntx_cq_close(struct fid *fid)

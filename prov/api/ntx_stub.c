@@ -6,6 +6,19 @@
 
 #include "ntx/ntx.h"
 
+/* prov_errno is an FI_E* code: its text, copied into buf when given. */
+const char *ntx_strerror(int prov_errno, char *buf, size_t len)
+{
+	const char *s = fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
+
+	if (buf && len) {
+		strncpy(buf, s, len - 1);
+		buf[len - 1] = '\0';
+		return buf;
+	}
+	return s;
+}
+
 ssize_t ntx_nosys(void)
 {
 	return -FI_ENOSYS;
