@@ -26,7 +26,9 @@ static void ntx_ep_check_peers(struct ntx_ep *ep)
 
 struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a)
 {
-	bool local = a->host == ntx_host_id() && !ep->local_via_network;
+	/* FI_NTX_LOCAL_VIA_NETWORK matters only where there is a network */
+	bool local = a->host == ntx_host_id() &&
+		     !(ep->local_via_network && ep->be[NTX_BE_TCP].ops);
 
 	if (local && ep->be[NTX_BE_SHM].ops)
 		return &ep->be[NTX_BE_SHM];
