@@ -57,6 +57,8 @@ struct ntx_params {
 	size_t shm_split_min;  /* rendezvous size from which both sides copy */
 	int peer_check_ms;     /* period of the liveness check of peers */
 	int local_via_network; /* same-host peers through the network too */
+	size_t progress_idle_us; /* auto progress: helper waits this long */
+	char *progress_cpus;     /* auto progress: cpuset of the helper */
 	size_t cq_size;        /* default CQ depth */
 	size_t min_multi_recv; /* default FI_OPT_MIN_MULTI_RECV */
 };
@@ -162,10 +164,19 @@ struct ntx_domain {
 	bool armed;         /* fi_trywait armed the back ends */
 	int wait_sets[16];  /* epoll fds given out by FI_GETWAIT */
 	int nwait_sets;
+	/* FI_PROGRESS_AUTO: a helper thread progresses when the application
+	 * has not for FI_NTX_PROGRESS_IDLE_US */
+	bool auto_progress;
+	pthread_t auto_tid;
+	int auto_stop_fd;
+	int auto_avoid_cpu; /* where the opening thread ran */
+	_Atomic uint64_t app_poll_ns;
 };
 
 void ntx_domain_progress(struct ntx_domain *dom);
 void ntx_domain_poll(struct ntx_domain *dom); /* progress, staying armed */
+int ntx_auto_start(struct ntx_domain *dom);
+void ntx_auto_stop(struct ntx_domain *dom);
 /* Blocks the caller until a back end of the domain or the signal has news,
  * or timeout_ms passes; ready() is checked after arming, under the lock,
  * so that no arrival is missed. */

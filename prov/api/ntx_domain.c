@@ -24,6 +24,9 @@ void ntx_domain_poll(struct ntx_domain *dom)
 
 void ntx_domain_progress(struct ntx_domain *dom)
 {
+	if (dom->auto_progress) /* the helper stays away while we poll */
+		atomic_store_explicit(&dom->app_poll_ns, ntx_now_ns(),
+				      memory_order_relaxed);
 	if (dom->armed) { /* awake again after fi_trywait */
 		dom->armed = false;
 		ntx_domain_arm(dom, false);
@@ -168,6 +171,7 @@ static int ntx_domain_close(struct fid *fid)
 		NTX_WARN(FI_LOG_DOMAIN, "domain still has open objects\n");
 		return -FI_EBUSY;
 	}
+	ntx_auto_stop(dom);
 	pthread_mutex_destroy(&dom->lock);
 	ntx_ref_put(&dom->fabric->ref);
 	free(dom->mr_table);
@@ -236,11 +240,6 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 			 info->domain_attr->name);
 		return -FI_EINVAL;
 	}
-	if (info->domain_attr->data_progress == FI_PROGRESS_AUTO ||
-	    info->domain_attr->control_progress == FI_PROGRESS_AUTO) {
-		NTX_WARN(FI_LOG_DOMAIN, "FI_PROGRESS_AUTO is not available\n");
-		return -FI_ENOSYS;
-	}
 	dom = calloc(1, sizeof(*dom));
 	if (!dom)
 		return -FI_ENOMEM;
@@ -257,6 +256,16 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom->dom.fid.ops = &ntx_domain_fi_ops;
 	dom->dom.ops = &ntx_domain_ops;
 	dom->dom.mr = &ntx_domain_mr_ops;
+	if (info->domain_attr->data_progress == FI_PROGRESS_AUTO ||
+	    info->domain_attr->control_progress == FI_PROGRESS_AUTO) {
+		int ret = ntx_auto_start(dom);
+
+		if (ret) {
+			pthread_mutex_destroy(&dom->lock);
+			free(dom);
+			return ret;
+		}
+	}
 	ntx_ref_get(&fab->ref);
 	*out = &dom->dom;
 	return 0;

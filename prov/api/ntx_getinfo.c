@@ -187,7 +187,8 @@ static int ntx_check_ep(const struct fi_ep_attr *h)
 
 static int ntx_check_progress(enum fi_progress p, const char *what)
 {
-	if (p != FI_PROGRESS_UNSPEC && p != FI_PROGRESS_MANUAL)
+	if (p != FI_PROGRESS_UNSPEC && p != FI_PROGRESS_MANUAL &&
+	    p != FI_PROGRESS_AUTO)
 		NTX_NOMATCH("%s progress %d not supported\n", what, p);
 	return 0;
 }
@@ -359,6 +360,10 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 			fi->domain_attr->threading = d->threading;
 		if (d->av_type != FI_AV_UNSPEC)
 			fi->domain_attr->av_type = d->av_type;
+		if (d->control_progress != FI_PROGRESS_UNSPEC)
+			fi->domain_attr->control_progress = d->control_progress;
+		if (d->data_progress != FI_PROGRESS_UNSPEC)
+			fi->domain_attr->data_progress = d->data_progress;
 		if (d->resource_mgmt != FI_RM_UNSPEC)
 			fi->domain_attr->resource_mgmt = d->resource_mgmt;
 		/* ntx needs no mr_mode bit; it honours the ones that change

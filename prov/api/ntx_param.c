@@ -14,6 +14,8 @@ struct ntx_params ntx_params = {
 	.peer_check_ms = 200,
 	.cq_size = 1024,
 	.min_multi_recv = 64,
+	.progress_idle_us = 1000,
+	.progress_cpus = NULL,
 };
 
 static void ntx_param_size(const char *name, const char *help, size_t *val,
@@ -80,6 +82,16 @@ void ntx_params_init(void)
 		      "tcp domain: reach peers on this host through the network "
 		      "back end instead of the shm window (for tests)",
 		      &ntx_params.local_via_network, FI_PARAM_BOOL);
+	ntx_param_size("progress_idle_us",
+		       "FI_PROGRESS_AUTO: microseconds without an application "
+		       "call into ntx before the helper thread progresses",
+		       &ntx_params.progress_idle_us, 1, 10000000);
+	fi_param_define(&ntx_prov, "progress_cpus", FI_PARAM_STRING,
+			"FI_PROGRESS_AUTO: cpuset (hwloc list syntax, e.g. "
+			"\"2\" or \"0-3\") for the helper threads (default: a "
+			"core other than the one of the thread opening the "
+			"domain)");
+	fi_param_get_str(&ntx_prov, "progress_cpus", &ntx_params.progress_cpus);
 	ntx_param_size("cq_size", "default completion queue depth",
 		       &ntx_params.cq_size, 1, 1 << 24);
 	ntx_param_size("min_multi_recv",

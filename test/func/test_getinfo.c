@@ -118,8 +118,10 @@ Test(getinfo, endpoint_and_domain_attributes)
 	fi_freeinfo(fi);
 	h = base();
 	h->domain_attr->data_progress = FI_PROGRESS_AUTO;
-	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA,
-		     "auto progress is not advertised yet");
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_eq(fi->domain_attr->data_progress, FI_PROGRESS_AUTO);
+	cr_assert_eq(fi->domain_attr->control_progress, FI_PROGRESS_MANUAL);
+	fi_freeinfo(fi);
 	h = base();
 	h->domain_attr->cq_data_size = 16;
 	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);

@@ -628,3 +628,49 @@ Test(msg, wait_fd_wakes_on_a_peer_message, .timeout = 60)
 	cr_assert_eq(t_join(pid), 0);
 	t_close(&t);
 }
+
+/* FI_PROGRESS_AUTO: a rendezvous receive completes while the receiving
+ * process is blocked outside ntx (in read(2) on a socket). */
+static int child_auto(int sock)
+{
+	struct fi_info *h = t_hints(CAPS);
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	fi_addr_t peer;
+	char *buf = malloc(4 << 20), c;
+
+	h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	h->domain_attr->control_progress = FI_PROGRESS_AUTO;
+	CHK(t_open_hints(&t, h) == 0);
+	CHK(t.fi->domain_attr->data_progress == FI_PROGRESS_AUTO);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	CHK(fi_recv(t.ep, buf, 4 << 20, NULL, peer, NULL) == 0);
+	CHK(write(sock, "p", 1) == 1);
+	CHK(read(sock, &c, 1) == 1); /* blocked here while the send runs */
+	CHK(fi_cq_read(t.cq, &e, 1) == 1); /* already there: no waiting */
+	CHK(e.len == (4 << 20) && t_check(buf, 4 << 20, 9) == 0);
+	t_close(&t);
+	free(buf);
+	return 0;
+}
+
+Test(msg, auto_progress_completes_while_the_peer_sleeps, .timeout = 60)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	char *buf = malloc(4 << 20), c;
+	int sock;
+	pid_t pid = t_fork(&sock, child_auto);
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(read(sock, &c, 1), 1, "receive posted");
+	t_fill(buf, 4 << 20, 9);
+	cr_assert_eq(fi_send(t.ep, buf, 4 << 20, NULL, peer, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1,
+		     "the sleeping side's helper thread pulled the data");
+	cr_assert_eq(write(sock, "d", 1), 1);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+	free(buf);
+}
