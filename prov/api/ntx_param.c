@@ -14,7 +14,7 @@ struct ntx_params ntx_params = {
 	.peer_check_ms = 200,
 	.cq_size = 1024,
 	.min_multi_recv = 64,
-	.progress_idle_us = 1000,
+	.progress_idle_us = 10000,
 	.progress_cpus = NULL,
 };
 
