@@ -151,8 +151,6 @@ static int ntx_check_rx(const struct fi_rx_attr *h)
 		NTX_NOMATCH("rx msg_order not supported\n");
 	if (h->comp_order & ~(FI_ORDER_NONE))
 		NTX_NOMATCH("rx comp_order not supported\n");
-	if (h->total_buffered_recv > 0 && 0)
-		NTX_NOMATCH("total_buffered_recv\n");
 	if (h->iov_limit > ntx_rx_attr.iov_limit)
 		NTX_NOMATCH("rx iov_limit too large\n");
 	return 0;
