@@ -54,6 +54,13 @@ for mode in msg tagged; do
   envs=(FI_NTX_LOCAL_VIA_NETWORK=1); opts=(-p ntx -d tcp -e rdm -m "$mode" -S all -c)
   pp "fi_pingpong tcp path $mode"
 done
+stress() {
+  cc -O2 -Wall -o test/stress/stress_threads test/stress/stress_threads.c \
+    $(pkg-config --cflags --libs libfabric) -lpthread &&
+    FI_PROVIDER_PATH=$top/.libs timeout 300 test/stress/stress_threads 100000
+}
+step "4 threads x 100k messages, one endpoint" stress
+step "the same under ThreadSanitizer" scripts/tsan.sh 100000
 step "Open MPI ofi MTL (shm)" test/mpi/run-mpi.sh
 step "Open MPI ofi MTL (tcp path)" env NTX_MPI_NETWORK=1 test/mpi/run-mpi.sh
 echo "test-all: $pass passed, $fail failed"
