@@ -151,6 +151,7 @@ struct ntx_domain {
 	struct ntx_fabric *fabric;
 	atomic_int ref;
 	pthread_mutex_t lock; /* engine state of every object of the domain */
+	bool lockless;        /* FI_THREAD_DOMAIN without a helper thread */
 	struct ntx_list eps;  /* ntx_ep.dom_entry, polled by progress */
 	enum fi_threading threading;
 	bool net; /* the tcp domain: remote peers through the network */
@@ -194,13 +195,17 @@ void ntx_domain_wait_set_add(struct ntx_domain *dom, int fd);
 /* fi_trywait: progress, arm, re-check with ready(); 0 or -FI_EAGAIN */
 int ntx_domain_trywait(struct ntx_domain *dom, struct ntx_signal *sig,
 		       bool (*ready)(void *arg), void *arg);
+/* FI_THREAD_DOMAIN: the application serializes every call on the domain,
+ * so without a progress thread the lock guards nothing. */
 static inline void ntx_domain_lock(struct ntx_domain *d)
 {
-	pthread_mutex_lock(&d->lock);
+	if (!d->lockless)
+		pthread_mutex_lock(&d->lock);
 }
 static inline void ntx_domain_unlock(struct ntx_domain *d)
 {
-	pthread_mutex_unlock(&d->lock);
+	if (!d->lockless)
+		pthread_mutex_unlock(&d->lock);
 }
 
 int ntx_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,

@@ -266,6 +266,8 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 			return ret;
 		}
 	}
+	dom->lockless = dom->threading == FI_THREAD_DOMAIN &&
+			!dom->auto_progress;
 	ntx_ref_get(&fab->ref);
 	*out = &dom->dom;
 	return 0;

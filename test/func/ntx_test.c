@@ -28,6 +28,8 @@ struct fi_info *t_hints(uint64_t caps)
 					      ? getenv("NTX_TEST_DOMAIN") : "shm");
 	h->caps = caps;
 	h->ep_attr->type = FI_EP_RDM;
+	if (getenv("NTX_TEST_THREAD_DOMAIN"))
+		h->domain_attr->threading = FI_THREAD_DOMAIN;
 	return h;
 }
 

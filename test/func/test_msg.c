@@ -101,6 +101,13 @@ Test(msg, tagged_all_sizes_without_single_copy, .timeout = 60)
 	send_sizes(true);
 }
 
+Test(msg, thread_domain_all_sizes, .timeout = 60)
+{
+	/* FI_THREAD_DOMAIN drops the domain lock */
+	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1);
+	send_sizes(true);
+}
+
 Test(msg, tcp_path_all_sizes, .timeout = 60)
 {
 	/* the tcp domain, with local peers forced through the network */
