@@ -314,8 +314,20 @@ struct ntx_mr {
 	uint64_t offset;
 	struct iovec *iov;
 	size_t iov_count;
+	size_t len;            /* bytes of the region, all iovecs */
 	uint32_t index;
+	struct ntx_ep *ep;     /* FI_MR_ENDPOINT: the bound endpoint */
+	bool enabled;          /* FI_MR_ENDPOINT: fi_mr_enable was called */
+	struct ntx_cntr *cntr; /* FI_RMA_EVENT: bumped by remote access */
+	uint64_t cntr_flags;   /* FI_REMOTE_READ and/or FI_REMOTE_WRITE */
 };
+/* The MR that a peer's key names, checked before any byte moves (DESIGN
+ * §6): live, generation, endpoint binding, range and access. Gives the
+ * region's iovecs for [addr, addr + len). -FI_EKEYREJECTED, -FI_EFAULT
+ * or -FI_EACCES. Domain lock held. */
+int ntx_mr_check(struct ntx_domain *dom, const struct ntx_ep *ep,
+		 uint64_t key, uint64_t addr, uint64_t len, uint64_t access,
+		 struct iovec *iov, size_t *niov, struct ntx_mr **mr);
 
 #define NTX_MAX_IOV 8
 

@@ -28,6 +28,7 @@ struct ntx_vc {
 	int err;
 	struct ntx_list backlog; /* reqs waiting for the ring, in order */
 	struct ntx_list pending; /* reqs waiting for the peer (FIN/ACK/DATA) */
+	uint32_t issued; /* reqs started and not complete: FI_FENCE waits */
 };
 
 enum ntx_req_kind { NTX_REQ_SEND, NTX_REQ_RECV, NTX_REQ_CTRL };
@@ -40,6 +41,7 @@ enum ntx_req_state {
 	NTX_RS_WAIT_ACK,  /* send: delivery-complete ack */
 	NTX_RS_RNDV_DATA, /* recv: DATA segments coming in */
 	NTX_RS_RNDV_SPLIT, /* recv: waiting for the sender's part (DONE) */
+	NTX_RS_RMA,       /* one-sided: issuing packets or waiting answers */
 };
 
 struct ntx_req {
@@ -72,6 +74,24 @@ struct ntx_req {
 	/* copy of inject data or a queued control header */
 	struct ntx_wire_hdr hdr;
 	uint8_t *bounce;
+	bool issued;    /* counted in vc->issued */
+	/* one-sided: iov = local data (atomics: operands), riov = remote
+	 * parts (len in bytes); issued part by part, each packet answered */
+	uint8_t rma_op; /* NTX_OP_WRITE, NTX_OP_READ, NTX_OP_ATOMIC; 0 = msg */
+	uint8_t pkt_flags;
+	uint64_t cq_flags;
+	struct fi_rma_iov riov[NTX_MAX_IOV];
+	size_t riov_count;
+	size_t part, part_off; /* issue position */
+	uint32_t unacked;      /* packets without an answer yet */
+	uint8_t redo, redo_pass; /* parts to resend without single copy */
+	int rma_err;           /* first error an answer reported (positive) */
+	uint16_t dt_op;        /* atomics: datatype << 8 | op */
+	size_t dt_size;
+	struct iovec ciov[NTX_MAX_IOV]; /* compare values */
+	size_t ciov_count;
+	struct iovec resiov[NTX_MAX_IOV]; /* fetched values */
+	size_t resiov_count;
 };
 
 /* An arrived message nobody had posted a receive for. */
@@ -122,6 +142,7 @@ struct ntx_ep {
 	struct ntx_cq *tx_cq, *rx_cq;
 	bool tx_selective, rx_selective;
 	struct ntx_cntr *send_cntr, *recv_cntr;
+	struct ntx_cntr *read_cntr, *write_cntr, *rread_cntr, *rwrite_cntr;
 	struct fid_eq *eq;
 	struct ntx_ep_be be[NTX_BE_MAX]; /* ops NULL when not opened */
 	bool local_via_network;
@@ -142,6 +163,25 @@ struct ntx_ep {
 	bool reap; /* failed VCs to disconnect */
 };
 
+/* Counter slots of an endpoint, in fi_ep_bind flag order: send, recv,
+ * read, write, remote read, remote write. */
+#define NTX_EP_CNTRS 6
+static inline struct ntx_cntr **ntx_ep_cntr_slot(struct ntx_ep *ep, int i)
+{
+	struct ntx_cntr **slots[NTX_EP_CNTRS] = {
+		&ep->send_cntr, &ep->recv_cntr, &ep->read_cntr, &ep->write_cntr, &ep->rread_cntr,
+		&ep->rwrite_cntr,
+	};
+	return slots[i];
+}
+static inline bool ntx_ep_has_cntr(struct ntx_ep *ep)
+{
+	for (int i = 0; i < NTX_EP_CNTRS; i++)
+		if (*ntx_ep_cntr_slot(ep, i))
+			return true;
+	return false;
+}
+
 /* ---- requests (ntx_req.c) ---- */
 struct ntx_req *ntx_req_get(struct ntx_ep *ep, enum ntx_req_kind kind);
 void ntx_req_put(struct ntx_req *req);
@@ -151,6 +191,15 @@ size_t ntx_iov_copy_to(const struct iovec *iov, size_t count, size_t off,
 		       const void *src, size_t len);
 size_t ntx_iov_copy_from(void *dst, const struct iovec *iov, size_t count,
 			 size_t len);
+/* The bytes [off, off + len) of an iovec array, as an iovec array. */
+size_t ntx_iov_slice(const struct iovec *iov, size_t iov_count, size_t off,
+		     size_t len, struct iovec *out, size_t *count);
+/* A copy buffer for inject data and queued packets (NTX_BOUNCE_SIZE) */
+int ntx_req_bounce(struct ntx_req *req);
+#define NTX_INJECT_MAX 4096
+#define NTX_BOUNCE_SIZE                                                    \
+	(ntx_params.eager_max > NTX_INJECT_MAX ? ntx_params.eager_max       \
+					       : NTX_INJECT_MAX)
 
 /* ---- completions (ntx_comp.c) ---- */
 void ntx_comp_tx(struct ntx_req *req);
@@ -160,6 +209,8 @@ void ntx_comp_rx(struct ntx_req *req, size_t len, uint64_t flags,
 		 size_t olen, const struct ntx_addr *src_name);
 void ntx_comp_rx_err(struct ntx_req *req, int err, size_t len, size_t olen,
 		     uint64_t tag, uint64_t data);
+/* one-sided: the initiator's completion (err positive or 0) */
+void ntx_comp_rma(struct ntx_req *req, int err);
 
 /* ---- virtual connections (ntx_vc.c) ---- */
 int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **vc);
@@ -169,6 +220,9 @@ void ntx_vc_destroy(struct ntx_vc *vc);
 void ntx_vc_queue(struct ntx_vc *vc, struct ntx_req *req);
 void ntx_vc_pump(struct ntx_vc *vc);
 int ntx_vc_ctrl(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr);
+/* The same with a payload, copied if the packet has to wait. */
+int ntx_vc_ctrl_data(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
+		     const struct iovec *iov, size_t iovcnt, size_t len);
 extern const struct ntx_be_cb ntx_vc_callbacks;
 
 /* ---- tag matching (ntx_tme.c) ---- */
@@ -196,6 +250,26 @@ int ntx_proto_tx(struct ntx_req *req);
 void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
 			 const void *payload, size_t len);
 void ntx_proto_vc_failed(struct ntx_vc *vc);
+/* Largest payload of one packet on this VC's back end. */
+size_t ntx_vc_mtu(const struct ntx_vc *vc);
+/* Single-copy move of [off, off + len) between our iovecs and a peer's. */
+int ntx_bulk_move(struct ntx_vc *vc, bool write, const struct iovec *local,
+		  size_t nlocal, const struct iovec *remote, size_t nremote,
+		  size_t off, size_t len);
+void ntx_wire_to_iov(const struct ntx_wire_iov *w, uint16_t n,
+		     struct iovec *iov);
+/* A send request is done or failed (err negative) */
+void ntx_proto_send_done(struct ntx_req *r);
+void ntx_proto_send_fail(struct ntx_req *r, int err);
+
+/* ---- one-sided (ntx_rma_proto.c) ---- */
+#define NTX_ATOMIC_MAX_BYTES 2048 /* operands of one remote iovec */
+ssize_t ntx_rma_post(struct ntx_ep *ep, struct ntx_req *req);
+/* A request with room in the transmit queue, or NULL; domain lock held */
+struct ntx_req *ntx_rma_req_get(struct ntx_ep *ep);
+int ntx_rma_tx(struct ntx_req *req);
+void ntx_rma_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
+		       const void *payload, size_t len);
 
 /* The back end that reaches a peer: the shm window on this host, else the
  * network one. */
@@ -205,6 +279,8 @@ struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a);
 void ntx_ep_progress(struct ntx_ep *ep);
 
 extern struct fi_ops_msg ntx_msg_ops;
+extern struct fi_ops_rma ntx_rma_ops;
+extern struct fi_ops_atomic ntx_atomic_ops;
 extern struct fi_ops_tagged ntx_tagged_ops;
 
 #endif /* NTX_ENGINE_H */

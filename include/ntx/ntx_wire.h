@@ -17,6 +17,15 @@ enum ntx_op {
 	NTX_OP_ACK,       /* delivery complete of an eager message */
 	NTX_OP_SPLIT,     /* receiver asks the sender to write a part */
 	NTX_OP_DONE,      /* sender wrote its part of a split message */
+	/* one-sided (DESIGN §3 RMA/atomics): the target validates the key,
+	 * the whole range and the access of every request packet before a
+	 * byte moves, and answers each one */
+	NTX_OP_WRITE,     /* payload = a segment of the data */
+	NTX_OP_WRITE_CMA, /* payload = initiator's iovecs: target pulls */
+	NTX_OP_READ,      /* target answers with RMA_RESP + data */
+	NTX_OP_READ_CMA,  /* payload = initiator's iovecs: target pushes */
+	NTX_OP_ATOMIC,    /* payload = operands [+ compare values] */
+	NTX_OP_RMA_RESP,  /* status; READ: data; ATOMIC fetch: old values */
 	NTX_OP_MAX
 };
 
@@ -24,7 +33,11 @@ enum ntx_op {
 #define NTX_PF_DATA 0x02    /* cq_data is valid */
 #define NTX_PF_ACK 0x04     /* sender wants NTX_OP_ACK (delivery complete) */
 #define NTX_PF_INLINE 0x08  /* EAGER: payload (<= 16 bytes) in rreq/offset */
-#define NTX_PF_ALL 0x0f
+#define NTX_PF_LAST 0x10    /* RMA/atomic: last packet of the operation */
+#define NTX_PF_FETCH 0x20   /* ATOMIC: return the old values */
+#define NTX_PF_COMPARE 0x40 /* ATOMIC: compare values follow operands */
+#define NTX_PF_ALL 0x7f
+#define NTX_PF_ALL_MSG 0x0f
 #define NTX_INLINE_MAX 16
 
 struct ntx_wire_hdr {
@@ -39,6 +52,19 @@ struct ntx_wire_hdr {
 	uint64_t rreq;     /* receiver's request id */
 	uint64_t offset;   /* DATA: where the segment goes */
 };
+/* One-sided packets use the same fields:
+ *   tag     = the target's MR key
+ *   offset  = remote address of this remote iovec (part) of the request
+ *   msg_len = bytes of the part (ATOMIC: elements)
+ *   rreq    = offset of this segment within the part
+ *   cq_data = WRITE*: remote CQ data; READ: bytes of the segment
+ *   status  = index of the part
+ *   niov    = *_CMA: initiator iovecs in the payload; ATOMIC: dt << 8 | op
+ * RMA_RESP echoes sreq and rreq, carries the part index in niov and 0 or
+ * an FI_E* code in status.
+ * The target checks [offset, offset + msg_len) whole, for every segment,
+ * so that a request that is out of range moves no byte at all. */
+#define NTX_RMA_RETRY 0x7fff /* RMA_RESP status: no single copy, resend */
 /* 56 bytes: with the back end's 8-byte entry prefix, one cache line */
 _Static_assert(sizeof(struct ntx_wire_hdr) == 56, "wire header size");
 

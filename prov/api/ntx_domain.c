@@ -210,7 +210,7 @@ static struct fi_ops_domain ntx_domain_ops = {
 	.poll_open = NTX_NOSYS,
 	.stx_ctx = NTX_NOSYS,
 	.srx_ctx = NTX_NOSYS,
-	.query_atomic = NTX_NOSYS,
+	.query_atomic = ntx_query_atomic,
 	.query_collective = NTX_NOSYS,
 	.endpoint2 = NTX_NOSYS,
 };

@@ -15,6 +15,10 @@ static int ntx_ep_close(struct fid *fid)
 
 	ntx_domain_lock(dom);
 	ntx_list_remove(&ep->dom_entry);
+	/* FI_MR_ENDPOINT: keys bound to this endpoint are valid nowhere */
+	for (uint32_t i = 0; i < dom->mr_cap; i++)
+		if (dom->mr_table[i] && dom->mr_table[i]->ep == ep)
+			dom->mr_table[i]->ep = NULL;
 	ntx_list_foreach_safe(&ep->vcs, it, tmp)
 		ntx_vc_destroy(ntx_container_of(it, struct ntx_vc, entry));
 	for (int t = 0; t < 3; t++) {
@@ -44,10 +48,9 @@ static int ntx_ep_close(struct fid *fid)
 		ntx_ref_put(&ep->tx_cq->ref);
 	if (ep->rx_cq && ep->rx_cq != ep->tx_cq)
 		ntx_ref_put(&ep->rx_cq->ref);
-	if (ep->send_cntr)
-		ntx_ref_put(&ep->send_cntr->ref);
-	if (ep->recv_cntr && ep->recv_cntr != ep->send_cntr)
-		ntx_ref_put(&ep->recv_cntr->ref);
+	for (int i = 0; i < NTX_EP_CNTRS; i++)
+		if (*ntx_ep_cntr_slot(ep, i))
+			ntx_ref_put(&(*ntx_ep_cntr_slot(ep, i))->ref);
 	ntx_ref_put(&dom->ref);
 	free(ep);
 	return 0;
@@ -73,20 +76,31 @@ static int ntx_ep_bind_cq(struct ntx_ep *ep, struct ntx_cq *cq, uint64_t flags)
 	return 0;
 }
 
+/* The counters an endpoint can bind, by fi_ep_bind flag. */
+static const uint64_t ntx_ep_cntr_flags[NTX_EP_CNTRS] = {
+	FI_SEND, FI_RECV, FI_READ, FI_WRITE, FI_REMOTE_READ, FI_REMOTE_WRITE,
+};
+
 static int ntx_ep_bind_cntr(struct ntx_ep *ep, struct ntx_cntr *c,
 			    uint64_t flags)
 {
-	if (flags & ~(FI_SEND | FI_RECV))
+	uint64_t all = 0;
+
+	if (flags & FI_TRANSMIT) /* FI_TRANSMIT means sends here */
+		flags = (flags & ~FI_TRANSMIT) | FI_SEND;
+	for (int i = 0; i < NTX_EP_CNTRS; i++)
+		all |= ntx_ep_cntr_flags[i];
+	if (!flags || (flags & ~all) || c->domain != ep->domain)
 		return -FI_EINVAL;
-	if (((flags & FI_SEND) && ep->send_cntr) ||
-	    ((flags & FI_RECV) && ep->recv_cntr))
-		return -FI_EINVAL;
-	if (flags & FI_SEND)
-		ep->send_cntr = c;
-	if (flags & FI_RECV)
-		ep->recv_cntr = c;
-	if (flags)
-		ntx_ref_get(&c->ref);
+	for (int i = 0; i < NTX_EP_CNTRS; i++)
+		if ((flags & ntx_ep_cntr_flags[i]) && *ntx_ep_cntr_slot(ep, i))
+			return -FI_EINVAL;
+	for (int i = 0; i < NTX_EP_CNTRS; i++) {
+		if (!(flags & ntx_ep_cntr_flags[i]))
+			continue;
+		*ntx_ep_cntr_slot(ep, i) = c;
+		ntx_ref_get(&c->ref); /* one reference per slot */
+	}
 	return 0;
 }
 
@@ -137,8 +151,7 @@ static int ntx_ep_control(struct fid *fid, int command, void *arg)
 			NTX_WARN(FI_LOG_EP_CTRL, "fi_enable without an AV\n");
 			return -FI_ENOAV;
 		}
-		if (!ep->tx_cq && !ep->rx_cq && !ep->send_cntr &&
-		    !ep->recv_cntr) {
+		if (!ep->tx_cq && !ep->rx_cq && !ntx_ep_has_cntr(ep)) {
 			NTX_WARN(FI_LOG_EP_CTRL, "fi_enable without a CQ\n");
 			return -FI_ENOCQ;
 		}
@@ -316,36 +329,6 @@ static struct fi_ops_cm ntx_ep_cm_ops = {
 	.join = NTX_NOSYS,
 };
 
-static struct fi_ops_rma ntx_ep_rma_ops = {
-	.size = sizeof(struct fi_ops_rma),
-	.read = NTX_NOSYS,
-	.readv = NTX_NOSYS,
-	.readmsg = NTX_NOSYS,
-	.write = NTX_NOSYS,
-	.writev = NTX_NOSYS,
-	.writemsg = NTX_NOSYS,
-	.inject = NTX_NOSYS,
-	.writedata = NTX_NOSYS,
-	.injectdata = NTX_NOSYS,
-};
-
-static struct fi_ops_atomic ntx_ep_atomic_ops = {
-	.size = sizeof(struct fi_ops_atomic),
-	.write = NTX_NOSYS,
-	.writev = NTX_NOSYS,
-	.writemsg = NTX_NOSYS,
-	.inject = NTX_NOSYS,
-	.readwrite = NTX_NOSYS,
-	.readwritev = NTX_NOSYS,
-	.readwritemsg = NTX_NOSYS,
-	.compwrite = NTX_NOSYS,
-	.compwritev = NTX_NOSYS,
-	.compwritemsg = NTX_NOSYS,
-	.writevalid = NTX_NOSYS,
-	.readwritevalid = NTX_NOSYS,
-	.compwritevalid = NTX_NOSYS,
-};
-
 int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **out, void *context)
 {
@@ -405,8 +388,8 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->ep.cm = &ntx_ep_cm_ops;
 	ep->ep.msg = &ntx_msg_ops;
 	ep->ep.tagged = &ntx_tagged_ops;
-	ep->ep.rma = &ntx_ep_rma_ops;
-	ep->ep.atomic = &ntx_ep_atomic_ops;
+	ep->ep.rma = &ntx_rma_ops;
+	ep->ep.atomic = &ntx_atomic_ops;
 	ntx_ref_get(&dom->ref);
 	ntx_domain_lock(dom);
 	for (int i = 0; i < NTX_BE_MAX; i++)

@@ -13,7 +13,14 @@
 
 #define NTX_EP_CAPS                                                        \
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |        \
-	 FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR)
+	 FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_RMA | FI_ATOMIC |     \
+	 FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |             \
+	 FI_RMA_EVENT | FI_FENCE)
+/* receive-side and transmit-side only capabilities */
+#define NTX_RX_ONLY_CAPS                                                   \
+	(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE |           \
+	 FI_SOURCE_ERR | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
+#define NTX_TX_ONLY_CAPS (FI_SEND | FI_READ | FI_WRITE | FI_FENCE)
 #define NTX_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
 #define NTX_CAPS (NTX_EP_CAPS | NTX_DOMAIN_CAPS)
 
@@ -32,24 +39,31 @@ static const struct ntx_dom_desc ntx_doms[] = {
 	(FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE |                  \
 	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE)
 #define NTX_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)
-#define NTX_MSG_ORDER (FI_ORDER_SAS)
+/* The target runs one-sided packets in arrival order and places eager
+ * and rendezvous data in match order; rendezvous data is pulled after
+ * later packets may have run, so RAS and WAS are not offered. */
+#define NTX_MSG_ORDER                                                      \
+	(FI_ORDER_SAS | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR |        \
+	 FI_ORDER_WAW | FI_ORDER_SAR | FI_ORDER_SAW | FI_ORDER_RMA_RAR |     \
+	 FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAR | FI_ORDER_RMA_WAW |            \
+	 FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR |   \
+	 FI_ORDER_ATOMIC_WAW)
 #define NTX_INJECT_SIZE 4096
 #define NTX_MAX_MSG_SIZE (1ull << 32)
 
 const struct fi_tx_attr ntx_tx_attr = {
-	.caps = NTX_EP_CAPS & ~(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV |
-				FI_SOURCE | FI_SOURCE_ERR),
+	.caps = NTX_EP_CAPS & ~NTX_RX_ONLY_CAPS,
 	.op_flags = 0,
 	.msg_order = NTX_MSG_ORDER,
 	.comp_order = FI_ORDER_NONE,
 	.inject_size = NTX_INJECT_SIZE,
 	.size = 1024,
 	.iov_limit = NTX_MAX_IOV,
-	.rma_iov_limit = 0,
+	.rma_iov_limit = NTX_MAX_IOV,
 };
 
 const struct fi_rx_attr ntx_rx_attr = {
-	.caps = NTX_EP_CAPS & ~FI_SEND,
+	.caps = NTX_EP_CAPS & ~NTX_TX_ONLY_CAPS,
 	.op_flags = 0,
 	.msg_order = NTX_MSG_ORDER,
 	.comp_order = FI_ORDER_NONE,
@@ -64,9 +78,10 @@ static const struct fi_ep_attr ntx_ep_attr = {
 	.protocol_version = 1,
 	.max_msg_size = NTX_MAX_MSG_SIZE,
 	.msg_prefix_size = 0,
-	.max_order_raw_size = 0,
-	.max_order_war_size = 0,
-	.max_order_waw_size = 0,
+	/* data is placed in order for any size (see NTX_MSG_ORDER) */
+	.max_order_raw_size = NTX_MAX_MSG_SIZE,
+	.max_order_war_size = NTX_MAX_MSG_SIZE,
+	.max_order_waw_size = NTX_MAX_MSG_SIZE,
 	.mem_tag_format = ~0ULL, /* all 64 tag bits match */
 	.tx_ctx_cnt = 1,
 	.rx_ctx_cnt = 1,
@@ -120,9 +135,8 @@ static int ntx_check_tx(const struct fi_tx_attr *h, uint64_t caps)
 {
 	if (!h)
 		return 0;
-	if (ntx_check_caps(h->caps & ~FI_RECV, ntx_tx_attr.caps | FI_RECV |
-			   FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE,
-			   "tx caps"))
+	/* applications often copy all caps into tx_attr: accept ours */
+	if (ntx_check_caps(h->caps, NTX_EP_CAPS, "tx caps"))
 		return -FI_ENODATA;
 	if (h->op_flags & ~NTX_TX_OP_FLAGS)
 		NTX_NOMATCH("tx op_flags not supported\n");
@@ -143,7 +157,7 @@ static int ntx_check_rx(const struct fi_rx_attr *h)
 {
 	if (!h)
 		return 0;
-	if (ntx_check_caps(h->caps, ntx_rx_attr.caps | FI_SEND, "rx caps"))
+	if (ntx_check_caps(h->caps, NTX_EP_CAPS, "rx caps"))
 		return -FI_ENODATA;
 	if (h->op_flags & ~NTX_RX_OP_FLAGS)
 		NTX_NOMATCH("rx op_flags not supported\n");
@@ -368,7 +382,8 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 		 * key and address use when the application offers them */
 		if (FI_VERSION_GE(version, FI_VERSION(1, 5)))
 			fi->domain_attr->mr_mode = d->mr_mode &
-				(FI_MR_PROV_KEY | FI_MR_VIRT_ADDR);
+				(FI_MR_PROV_KEY | FI_MR_VIRT_ADDR |
+				 FI_MR_ENDPOINT);
 		else
 			fi->domain_attr->mr_mode = FI_MR_SCALABLE;
 	} else if (!FI_VERSION_GE(version, FI_VERSION(1, 5))) {

@@ -7,11 +7,11 @@
 #include "config.h"
 #include <stdlib.h>
 
-#include "ntx/ntx.h"
+#include "ntx/ntx_engine.h"
 
 #define NTX_MR_ACCESS                                                      \
 	(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |        \
-	 FI_REMOTE_WRITE)
+	 FI_REMOTE_WRITE | FI_COLLECTIVE)
 
 static int ntx_mr_slot(struct ntx_domain *dom, struct ntx_mr *mr)
 {
@@ -43,6 +43,62 @@ static bool ntx_mr_key_used(struct ntx_domain *dom, uint64_t key)
 	return false;
 }
 
+/* Finds the live MR of a key: O(1) for provider keys, a scan of the
+ * table for keys the application chose. */
+static struct ntx_mr *ntx_mr_find(struct ntx_domain *dom, uint64_t key)
+{
+	struct ntx_mr *mr;
+
+	if (dom->mr_mode & FI_MR_PROV_KEY) {
+		uint32_t idx = (uint32_t)key;
+
+		mr = idx < dom->mr_cap ? dom->mr_table[idx] : NULL;
+		/* the generation half makes a stale key miss a reused slot */
+		return mr && mr->mr.key == key ? mr : NULL;
+	}
+	for (uint32_t i = 0; i < dom->mr_cap; i++) {
+		mr = dom->mr_table[i];
+		if (mr && mr->mr.key == key)
+			return mr;
+	}
+	return NULL;
+}
+
+int ntx_mr_check(struct ntx_domain *dom, const struct ntx_ep *ep,
+		 uint64_t key, uint64_t addr, uint64_t len, uint64_t access,
+		 struct iovec *iov, size_t *niov, struct ntx_mr **out)
+{
+	struct ntx_mr *mr = ntx_mr_find(dom, key);
+	uint64_t base, off;
+
+	if (!mr || ((dom->mr_mode & FI_MR_ENDPOINT) &&
+		    (mr->ep != ep || !mr->enabled))) {
+		NTX_WARN(FI_LOG_MR, "remote access with unknown key 0x%llx\n",
+			 (unsigned long long)key);
+		return -FI_EKEYREJECTED;
+	}
+	base = dom->mr_mode & FI_MR_VIRT_ADDR
+		       ? (uint64_t)(uintptr_t)(mr->iov_count ? mr->iov[0].iov_base
+							     : NULL)
+		       : mr->offset;
+	off = addr - base;
+	/* unsigned: an address below the base wraps far out of range */
+	if (addr < base || off > mr->len || len > mr->len - off) {
+		NTX_WARN(FI_LOG_MR, "remote access out of range: key 0x%llx "
+			 "addr 0x%llx len %llu\n", (unsigned long long)key,
+			 (unsigned long long)addr, (unsigned long long)len);
+		return -FI_EFAULT;
+	}
+	if ((mr->access & access) != access) {
+		NTX_WARN(FI_LOG_MR, "remote access not allowed by key 0x%llx\n",
+			 (unsigned long long)key);
+		return -FI_EACCES;
+	}
+	ntx_iov_slice(mr->iov, mr->iov_count, off, len, iov, niov);
+	*out = mr;
+	return 0;
+}
+
 static int ntx_mr_close(struct fid *fid)
 {
 	struct ntx_mr *mr = ntx_container_of(fid, struct ntx_mr, mr.fid);
@@ -51,23 +107,69 @@ static int ntx_mr_close(struct fid *fid)
 	ntx_domain_lock(dom);
 	dom->mr_table[mr->index] = NULL;
 	ntx_domain_unlock(dom);
+	if (mr->cntr)
+		ntx_ref_put(&mr->cntr->ref);
 	ntx_ref_put(&dom->ref);
 	free(mr->iov);
 	free(mr);
 	return 0;
 }
 
+/* FI_MR_ENDPOINT: the endpoint the key is valid on; FI_RMA_EVENT: the
+ * counter remote accesses bump. */
 static int ntx_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
-	if (!bfid || (bfid->fclass != FI_CLASS_EP &&
-		      bfid->fclass != FI_CLASS_CNTR))
+	struct ntx_mr *mr = ntx_container_of(fid, struct ntx_mr, mr.fid);
+	struct ntx_domain *dom = mr->domain;
+	struct ntx_cntr *c;
+	struct ntx_ep *ep;
+	int ret = 0;
+
+	if (!bfid)
 		return -FI_EINVAL;
-	return -FI_ENOSYS;
+	ntx_domain_lock(dom);
+	if (bfid->fclass == FI_CLASS_EP) {
+		ep = ntx_container_of(bfid, struct ntx_ep, ep.fid);
+		if (mr->ep || mr->enabled || ep->domain != dom || flags) {
+			ret = -FI_EINVAL;
+		} else {
+			mr->ep = ep; /* cleared when the endpoint closes */
+		}
+	} else if (bfid->fclass == FI_CLASS_CNTR) {
+		c = ntx_container_of(bfid, struct ntx_cntr, cntr.fid);
+		if (mr->cntr || c->domain != dom ||
+		    !(flags & (FI_REMOTE_READ | FI_REMOTE_WRITE)) ||
+		    (flags & ~(FI_REMOTE_READ | FI_REMOTE_WRITE))) {
+			ret = -FI_EINVAL;
+		} else {
+			mr->cntr = c;
+			mr->cntr_flags = flags;
+			ntx_ref_get(&c->ref);
+		}
+	} else {
+		ret = -FI_EINVAL;
+	}
+	ntx_domain_unlock(dom);
+	if (ret)
+		NTX_WARN(FI_LOG_MR, "fi_mr_bind: bad object or flags\n");
+	return ret;
 }
 
 static int ntx_mr_control(struct fid *fid, int command, void *arg)
 {
-	return command == FI_ENABLE ? 0 : -FI_ENOSYS;
+	struct ntx_mr *mr = ntx_container_of(fid, struct ntx_mr, mr.fid);
+
+	if (command != FI_ENABLE)
+		return -FI_ENOSYS;
+	if ((mr->domain->mr_mode & FI_MR_ENDPOINT) && !mr->ep) {
+		NTX_WARN(FI_LOG_MR, "fi_mr_enable before fi_mr_bind to an "
+			 "endpoint\n");
+		return -FI_EOPBADSTATE;
+	}
+	ntx_domain_lock(mr->domain);
+	mr->enabled = true;
+	ntx_domain_unlock(mr->domain);
+	return 0;
 }
 
 static struct fi_ops ntx_mr_fi_ops = {
@@ -91,7 +193,7 @@ int ntx_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 		return -FI_EINVAL;
 	dom = ntx_container_of(fid, struct ntx_domain, dom.fid);
 	if (attr->iov_count > NTX_MAX_IOV || (attr->iov_count && !attr->mr_iov) ||
-	    (attr->access & ~NTX_MR_ACCESS) || flags ||
+	    (attr->access & ~NTX_MR_ACCESS) || (flags & ~FI_RMA_EVENT) ||
 	    attr->iface != FI_HMEM_SYSTEM) {
 		NTX_WARN(FI_LOG_MR, "fi_mr_reg: unsupported arguments\n");
 		return -FI_EINVAL;
@@ -107,6 +209,7 @@ int ntx_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 	}
 	memcpy(mr->iov, attr->mr_iov, attr->iov_count * sizeof(*mr->iov));
 	mr->iov_count = attr->iov_count;
+	mr->len = ntx_iov_len(mr->iov, mr->iov_count);
 	mr->access = attr->access;
 	mr->offset = attr->offset;
 	mr->domain = dom;

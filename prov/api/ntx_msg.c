@@ -6,7 +6,7 @@
 
 #include "ntx/ntx_engine.h"
 
-#define NTX_INJECT_MAX 4096
+
 #define NTX_SEND_FLAGS                                                      \
 	(FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA | FI_INJECT_COMPLETE | \
 	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE | FI_FENCE)

@@ -86,3 +86,28 @@ void ntx_comp_rx_err(struct ntx_req *req, int err, size_t len, size_t olen,
 	if (ep->recv_cntr)
 		ntx_cntr_inc_err(ep->recv_cntr);
 }
+
+/* One-sided: FI_RMA or FI_ATOMIC with FI_READ/FI_WRITE; the read or write
+ * counter. fi_inject_* ops (silent) report only errors. */
+void ntx_comp_rma(struct ntx_req *req, int err)
+{
+	struct ntx_ep *ep = req->ep;
+	struct ntx_cntr *c = req->cq_flags & FI_READ ? ep->read_cntr
+						     : ep->write_cntr;
+
+	if (err) {
+		if (ep->tx_cq)
+			ntx_cq_push_err(ep->tx_cq, req->context, req->cq_flags,
+					0, NULL, 0, 0, 0, err,
+					FI_ADDR_NOTAVAIL, NULL);
+		if (c)
+			ntx_cntr_inc_err(c);
+		return;
+	}
+	if (ep->tx_cq && !req->silent &&
+	    ntx_comp_wanted(ep->tx_selective, req))
+		ntx_cq_push(ep->tx_cq, req->context, req->cq_flags, 0, NULL, 0,
+			    0, FI_ADDR_NOTAVAIL);
+	if (c)
+		ntx_cntr_inc(c);
+}

@@ -11,8 +11,7 @@
 
 static void ntx_mrecv_unref(struct ntx_req *r);
 
-/* Largest payload of one packet on this VC's back end. */
-static size_t ntx_vc_mtu(const struct ntx_vc *vc)
+size_t ntx_vc_mtu(const struct ntx_vc *vc)
 {
 	return ntx_params.eager_max < vc->ops->max_payload
 		       ? ntx_params.eager_max : vc->ops->max_payload;
@@ -26,18 +25,28 @@ static uint8_t ntx_pkt_flags(const struct ntx_req *req)
 
 /* ---- send side ------------------------------------------------------------ */
 
-static void ntx_send_done(struct ntx_req *r)
+void ntx_proto_send_done(struct ntx_req *r)
 {
 	r->ep->tx_outstanding--;
-	ntx_comp_tx(r);
+	if (r->issued)
+		r->vc->issued--;
+	if (r->rma_op)
+		ntx_comp_rma(r, 0);
+	else
+		ntx_comp_tx(r);
 	ntx_req_put(r);
 }
 
 /* err is a negative FI_E* code */
-static void ntx_send_fail(struct ntx_req *r, int err)
+void ntx_proto_send_fail(struct ntx_req *r, int err)
 {
 	r->ep->tx_outstanding--;
-	ntx_comp_tx_err(r, -err);
+	if (r->issued)
+		r->vc->issued--;
+	if (r->rma_op)
+		ntx_comp_rma(r, -err);
+	else
+		ntx_comp_tx_err(r, -err);
 	ntx_req_put(r);
 }
 
@@ -74,14 +83,14 @@ static int ntx_tx_eager(struct ntx_req *r)
 	if (ret == -FI_EAGAIN)
 		return ret;
 	if (ret) {
-		ntx_send_fail(r, ret);
+		ntx_proto_send_fail(r, ret);
 		return 0;
 	}
 	if (ack) {
 		r->state = NTX_RS_WAIT_ACK;
 		ntx_list_insert_tail(&r->vc->pending, &r->entry);
 	} else {
-		ntx_send_done(r);
+		ntx_proto_send_done(r);
 	}
 	return 0;
 }
@@ -111,39 +120,12 @@ static int ntx_tx_rts(struct ntx_req *r)
 	if (ret == -FI_EAGAIN)
 		return ret;
 	if (ret) {
-		ntx_send_fail(r, ret);
+		ntx_proto_send_fail(r, ret);
 		return 0;
 	}
 	r->state = NTX_RS_RTS_SENT;
 	ntx_list_insert_tail(&r->vc->pending, &r->entry);
 	return 0;
-}
-
-/* The bytes [off, off + len) of an iovec array, as an iovec array. */
-static size_t ntx_iov_slice(const struct iovec *iov, size_t iov_count,
-			    size_t off, size_t len, struct iovec *out,
-			    size_t *count)
-{
-	size_t n = 0, got = 0;
-
-	for (size_t i = 0; i < iov_count && got < len; i++) {
-		size_t m;
-
-		if (off >= iov[i].iov_len) {
-			off -= iov[i].iov_len;
-			continue;
-		}
-		m = iov[i].iov_len - off;
-		if (m > len - got)
-			m = len - got;
-		out[n].iov_base = (uint8_t *)iov[i].iov_base + off;
-		out[n].iov_len = m;
-		n++;
-		got += m;
-		off = 0;
-	}
-	*count = n;
-	return got;
 }
 
 static int ntx_tx_stream(struct ntx_req *r)
@@ -168,7 +150,7 @@ static int ntx_tx_stream(struct ntx_req *r)
 		if (ret == -FI_EAGAIN)
 			return ret;
 		if (ret) {
-			ntx_send_fail(r, ret);
+			ntx_proto_send_fail(r, ret);
 			return 0;
 		}
 		r->done += len;
@@ -182,15 +164,26 @@ static int ntx_tx_stream(struct ntx_req *r)
 
 int ntx_proto_tx(struct ntx_req *r)
 {
+	struct iovec biov = { r->bounce, r->len };
 	int ret;
 
 	if (r->kind == NTX_REQ_CTRL) {
-		ret = r->vc->ops->send(r->vc->conn, &r->hdr, NULL, 0, 0);
+		ret = r->vc->ops->send(r->vc->conn, &r->hdr, &biov,
+				       r->len ? 1 : 0, r->len);
 		if (ret == -FI_EAGAIN)
 			return ret;
 		ntx_req_put(r);
 		return 0;
 	}
+	if (!r->issued) {
+		/* FI_FENCE: wait until everything before it completed */
+		if ((r->flags & FI_FENCE) && r->vc->issued)
+			return -FI_EAGAIN;
+		r->issued = true;
+		r->vc->issued++;
+	}
+	if (r->rma_op)
+		return ntx_rma_tx(r);
 	if (r->state == NTX_RS_STREAM)
 		return ntx_tx_stream(r);
 	if (r->len <= ntx_vc_mtu(r->vc))
@@ -204,7 +197,7 @@ ssize_t ntx_proto_send(struct ntx_ep *ep, struct ntx_req *r)
 
 	if (r->flags & FI_INJECT) {
 		/* the caller may reuse its buffer as soon as we return */
-		if (!r->bounce && !(r->bounce = malloc(ntx_params.eager_max)))
+		if (ntx_req_bounce(r))
 			return -FI_EAGAIN;
 		ntx_iov_copy_from(r->bounce, r->iov, r->iov_count, r->len);
 	}
@@ -260,12 +253,9 @@ ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
 	r = ntx_req_get(ep, NTX_REQ_SEND);
 	if (!r)
 		return -FI_EAGAIN;
-	if (!r->bounce) {
-		r->bounce = malloc(ntx_params.eager_max);
-		if (!r->bounce) {
-			ntx_req_put(r);
-			return -FI_EAGAIN;
-		}
+	if (ntx_req_bounce(r)) {
+		ntx_req_put(r);
+		return -FI_EAGAIN;
 	}
 	memcpy(r->bounce, buf, len);
 	r->len = len;
@@ -366,8 +356,8 @@ static void ntx_rx_done(struct ntx_req *r, struct ntx_vc *vc)
 	ntx_req_put(r);
 }
 
-static void ntx_wire_to_iov(const struct ntx_wire_iov *w, uint16_t n,
-			    struct iovec *iov)
+void ntx_wire_to_iov(const struct ntx_wire_iov *w, uint16_t n,
+		     struct iovec *iov)
 {
 	for (uint16_t i = 0; i < n; i++) {
 		iov[i].iov_base = (void *)(uintptr_t)w[i].addr;
@@ -377,10 +367,9 @@ static void ntx_wire_to_iov(const struct ntx_wire_iov *w, uint16_t n,
 
 /* Moves bytes [off, off + len) between our iovecs and the peer's with the
  * back end's single-copy bulk operations, resuming partial transfers. */
-static int ntx_bulk_move(struct ntx_vc *vc, bool write,
-			 const struct iovec *local, size_t nlocal,
-			 const struct iovec *remote, size_t nremote,
-			 size_t off, size_t len)
+int ntx_bulk_move(struct ntx_vc *vc, bool write, const struct iovec *local,
+		  size_t nlocal, const struct iovec *remote, size_t nremote,
+		  size_t off, size_t len)
 {
 	const struct ntx_be_ops *ops = vc->ops;
 	struct iovec lsl[NTX_MAX_IOV], rsl[NTX_MAX_IOV];
@@ -828,6 +817,14 @@ void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_vc_fail(vc, -FI_EREMOTEIO);
 		return;
 	}
+	if (h->op >= NTX_OP_WRITE) {
+		ntx_rma_on_packet(vc, h, payload, len);
+		return;
+	}
+	if (h->flags & ~NTX_PF_ALL_MSG) {
+		ntx_vc_fail(vc, -FI_EREMOTEIO);
+		return;
+	}
 	switch (h->op) {
 	case NTX_OP_EAGER:
 	case NTX_OP_RTS:
@@ -864,16 +861,16 @@ void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			return;
 		ntx_list_remove(&r->entry);
 		if (h->status)
-			ntx_send_fail(r, -(h->status > 0 ? h->status : FI_EIO));
+			ntx_proto_send_fail(r, -(h->status > 0 ? h->status : FI_EIO));
 		else
-			ntx_send_done(r);
+			ntx_proto_send_done(r);
 		break;
 	case NTX_OP_ACK:
 		r = ntx_reply_req(vc, h->sreq, NTX_RS_WAIT_ACK);
 		if (!r)
 			return;
 		ntx_list_remove(&r->entry);
-		ntx_send_done(r);
+		ntx_proto_send_done(r);
 		break;
 	}
 }
@@ -893,7 +890,7 @@ void ntx_proto_vc_failed(struct ntx_vc *vc)
 			if (r->kind == NTX_REQ_CTRL) {
 				ntx_req_put(r);
 			} else if (r->kind == NTX_REQ_SEND) {
-				ntx_send_fail(r, -err);
+				ntx_proto_send_fail(r, -err);
 			} else {
 				ntx_comp_rx_err(r, err, 0, 0, r->hdr.tag,
 						r->hdr.cq_data);

@@ -118,3 +118,37 @@ size_t ntx_iov_copy_from(void *dst, const struct iovec *iov, size_t count,
 	}
 	return done;
 }
+
+/* The bytes [off, off + len) of an iovec array, as an iovec array. */
+size_t ntx_iov_slice(const struct iovec *iov, size_t iov_count, size_t off,
+		     size_t len, struct iovec *out, size_t *count)
+{
+	size_t n = 0, got = 0;
+
+	for (size_t i = 0; i < iov_count && got < len; i++) {
+		size_t m;
+
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		m = iov[i].iov_len - off;
+		if (m > len - got)
+			m = len - got;
+		out[n].iov_base = (uint8_t *)iov[i].iov_base + off;
+		out[n].iov_len = m;
+		n++;
+		got += m;
+		off = 0;
+	}
+	*count = n;
+	return got;
+}
+
+int ntx_req_bounce(struct ntx_req *r)
+{
+	/* kept with the pooled request: allocated once per slot */
+	if (!r->bounce && !(r->bounce = malloc(NTX_BOUNCE_SIZE)))
+		return -FI_ENOMEM;
+	return 0;
+}

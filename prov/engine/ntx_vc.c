@@ -152,8 +152,10 @@ void ntx_vc_pump(struct ntx_vc *vc)
 	}
 }
 
-/* A control packet (CTS, FIN, ACK) now, or queued if the ring is full. */
-int ntx_vc_ctrl(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr)
+/* A control packet (CTS, FIN, ACK, one-sided answers) now, or a copy
+ * queued behind the backlog if the ring is full. */
+int ntx_vc_ctrl_data(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
+		     const struct iovec *iov, size_t iovcnt, size_t len)
 {
 	struct ntx_req *r;
 	int ret;
@@ -161,17 +163,28 @@ int ntx_vc_ctrl(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr)
 	if (vc->state == NTX_VC_ERROR)
 		return vc->err;
 	if (vc->state == NTX_VC_CONNECTED && ntx_list_empty(&vc->backlog)) {
-		ret = vc->ops->send(vc->conn, hdr, NULL, 0, 0);
+		ret = vc->ops->send(vc->conn, hdr, iov, iovcnt, len);
 		if (ret != -FI_EAGAIN)
 			return ret;
 	}
 	r = ntx_req_get(vc->ep, NTX_REQ_CTRL);
 	if (!r)
 		return -FI_ENOMEM;
+	if (len && (len > NTX_BOUNCE_SIZE || ntx_req_bounce(r))) {
+		ntx_req_put(r);
+		return -FI_ENOMEM;
+	}
+	ntx_iov_copy_from(r->bounce, iov, iovcnt, len);
+	r->len = len;
 	r->vc = vc;
 	r->hdr = *hdr;
 	ntx_vc_queue(vc, r);
 	return 0;
+}
+
+int ntx_vc_ctrl(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr)
+{
+	return ntx_vc_ctrl_data(vc, hdr, NULL, 0, 0);
 }
 
 void ntx_vc_fail(struct ntx_vc *vc, int err)
