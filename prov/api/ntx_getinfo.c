@@ -182,9 +182,10 @@ static int ntx_check_ep(const struct fi_ep_attr *h)
 		NTX_NOMATCH("max_msg_size too large\n");
 	if (h->msg_prefix_size)
 		NTX_NOMATCH("msg_prefix_size not supported\n");
-	if (h->max_order_raw_size || h->max_order_war_size ||
-	    h->max_order_waw_size)
-		NTX_NOMATCH("RMA ordering sizes not supported\n");
+	if (h->max_order_raw_size > ntx_ep_attr.max_order_raw_size ||
+	    h->max_order_war_size > ntx_ep_attr.max_order_war_size ||
+	    h->max_order_waw_size > ntx_ep_attr.max_order_waw_size)
+		NTX_NOMATCH("RMA ordering sizes too large\n");
 	if (h->tx_ctx_cnt > 1 && h->tx_ctx_cnt != FI_SHARED_CONTEXT)
 		NTX_NOMATCH("scalable endpoints not supported\n");
 	if (h->tx_ctx_cnt == FI_SHARED_CONTEXT ||

@@ -60,12 +60,19 @@ Test(getinfo, capabilities)
 	cr_assert_eq(fi->caps & (FI_RMA | FI_ATOMIC), 0, "not asked for");
 	fi_freeinfo(fi);
 	h = base();
-	h->caps = FI_RMA;
-	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA,
-		     "RMA is not advertised yet");
+	h->caps = FI_RMA | FI_RMA_EVENT;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_eq(fi->caps & (FI_RMA | FI_RMA_EVENT), FI_RMA | FI_RMA_EVENT);
+	fi_freeinfo(fi);
 	h = base();
-	h->caps = FI_ATOMIC;
-	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h->caps = FI_ATOMIC | FI_FENCE;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_eq(fi->caps & (FI_ATOMIC | FI_FENCE), FI_ATOMIC | FI_FENCE);
+	fi_freeinfo(fi);
+	h = base();
+	h->caps = FI_TRIGGER;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA,
+		     "triggered operations are not offered");
 	h = base();
 	h->caps = FI_TAGGED | FI_REMOTE_COMM;
 	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
