@@ -250,6 +250,10 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom->net = info->domain_attr->name &&
 		   !strcmp(info->domain_attr->name, NTX_DOMAIN_TCP);
 	dom->mr_mode = (uint64_t)info->domain_attr->mr_mode;
+	if (dom->mr_mode == FI_MR_BASIC) /* the old enum: a whole mode */
+		dom->mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	else if (dom->mr_mode == FI_MR_SCALABLE)
+		dom->mr_mode = 0;
 	dom->mr_gen_seed = (uint32_t)ntx_random64();
 	dom->dom.fid.fclass = FI_CLASS_DOMAIN;
 	dom->dom.fid.context = context;

@@ -381,7 +381,12 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 			fi->domain_attr->resource_mgmt = d->resource_mgmt;
 		/* ntx needs no mr_mode bit; it honours the ones that change
 		 * key and address use when the application offers them */
-		if (FI_VERSION_GE(version, FI_VERSION(1, 5)))
+		/* the old enum values name whole modes and come back as
+		 * they are: FI_MR_BASIC (provider keys, virtual addresses)
+		 * and FI_MR_SCALABLE (user keys, offsets) */
+		if (d->mr_mode == FI_MR_BASIC || d->mr_mode == FI_MR_SCALABLE)
+			fi->domain_attr->mr_mode = d->mr_mode;
+		else if (FI_VERSION_GE(version, FI_VERSION(1, 5)))
 			fi->domain_attr->mr_mode = d->mr_mode &
 				(FI_MR_PROV_KEY | FI_MR_VIRT_ADDR |
 				 FI_MR_ENDPOINT);
