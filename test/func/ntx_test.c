@@ -33,10 +33,16 @@ struct fi_info *t_hints(uint64_t caps)
 	return h;
 }
 
-int t_open_hints(struct tctx *t, struct fi_info *hints)
+static const uint64_t t_cntr_flags[T_NCNTR] = {
+	FI_READ, FI_WRITE, FI_REMOTE_READ, FI_REMOTE_WRITE, FI_SEND, FI_RECV
+};
+
+int t_open_cntrs(struct tctx *t, struct fi_info *hints, unsigned cntrs)
 {
 	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED,
 				 .wait_obj = FI_WAIT_NONE };
+	struct fi_cntr_attr na = { .events = FI_CNTR_EVENTS_COMP,
+				   .wait_obj = FI_WAIT_UNSPEC };
 	struct fi_av_attr aa = { .type = FI_AV_TABLE };
 	int ret;
 
@@ -51,10 +57,21 @@ int t_open_hints(struct tctx *t, struct fi_info *hints)
 	    (ret = fi_av_open(t->dom, &aa, &t->av, NULL)) ||
 	    (ret = fi_endpoint(t->dom, t->fi, &t->ep, NULL)) ||
 	    (ret = fi_ep_bind(t->ep, &t->av->fid, 0)) ||
-	    (ret = fi_ep_bind(t->ep, &t->cq->fid, FI_TRANSMIT | FI_RECV)) ||
-	    (ret = fi_enable(t->ep)))
+	    (ret = fi_ep_bind(t->ep, &t->cq->fid, FI_TRANSMIT | FI_RECV)))
 		return ret;
-	return 0;
+	for (int i = 0; i < T_NCNTR; i++) {
+		if (!(cntrs & T_CBIT(i)))
+			continue;
+		if ((ret = fi_cntr_open(t->dom, &na, &t->c[i], NULL)) ||
+		    (ret = fi_ep_bind(t->ep, &t->c[i]->fid, t_cntr_flags[i])))
+			return ret;
+	}
+	return fi_enable(t->ep);
+}
+
+int t_open_hints(struct tctx *t, struct fi_info *hints)
+{
+	return t_open_cntrs(t, hints, 0);
 }
 
 int t_open(struct tctx *t, uint64_t caps)
@@ -66,6 +83,9 @@ void t_close(struct tctx *t)
 {
 	if (t->ep)
 		fi_close(&t->ep->fid);
+	for (int i = 0; i < T_NCNTR; i++)
+		if (t->c[i])
+			fi_close(&t->c[i]->fid);
 	if (t->av)
 		fi_close(&t->av->fid);
 	if (t->cq)
@@ -178,6 +198,34 @@ int t_sync_progress(struct tctx *t, int sock, int timeout_ms)
 	return -FI_ETIMEDOUT;
 }
 
+int t_sock_read(int sock, void *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = read(sock, (char *)buf + got, len - got);
+
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+int t_sock_write(int sock, const void *buf, size_t len)
+{
+	size_t put = 0;
+
+	while (put < len) {
+		ssize_t n = write(sock, (const char *)buf + put, len - put);
+
+		if (n <= 0)
+			return -1;
+		put += (size_t)n;
+	}
+	return 0;
+}
+
 int t_sync(int sock)
 {
 	char c = 's';
@@ -201,4 +249,417 @@ size_t t_check(const void *buf, size_t len, unsigned seed)
 	for (size_t i = 0; i < len; i++)
 		bad += b[i] != (unsigned char)(seed * 131 + i * 7 + (i >> 9));
 	return bad;
+}
+
+/* ---- one-sided tests: the target ------------------------------------------ */
+
+#define T_GUARD 4096
+#define T_GUARD_BYTE 0xee
+
+struct t_tgt_cfg t_tgt = {
+	.mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR,
+	.caps = T_RMA_CAPS,
+	.len = 1u << 20,
+	.nmr = 1,
+	.niov = 1,
+	.access = { FI_REMOTE_READ | FI_REMOTE_WRITE,
+		    FI_REMOTE_READ | FI_REMOTE_WRITE,
+		    FI_REMOTE_READ | FI_REMOTE_WRITE,
+		    FI_REMOTE_READ | FI_REMOTE_WRITE },
+	.key = 0x100,
+	.ini_cntrs = T_CBIT(T_C_READ) | T_CBIT(T_C_WRITE),
+	.tgt_cntrs = T_CBIT(T_C_RREAD) | T_CBIT(T_C_RWRITE),
+};
+
+/* A region of target memory: niov pieces with guard bytes around each. */
+struct t_region {
+	uint8_t *mem;
+	size_t total;
+	int niov;
+	struct iovec iov[8];
+	struct fid_mr *mr;
+};
+
+static unsigned char t_pat(uint64_t seed, uint64_t i)
+{
+	return (unsigned char)(seed * 131 + i * 7 + (i >> 9));
+}
+
+struct fi_info *t_hints_mr(uint64_t caps, uint64_t mr_mode)
+{
+	struct fi_info *h = t_hints(caps);
+
+	h->domain_attr->mr_mode = (int)mr_mode;
+	return h;
+}
+
+static int t_region_alloc(struct t_region *r, size_t len, int niov)
+{
+	size_t plen = len / (size_t)niov;
+	size_t stride = ((plen + len % (size_t)niov + 4095) & ~(size_t)4095) +
+			T_GUARD;
+	uint8_t *p;
+
+	r->niov = niov;
+	r->total = T_GUARD + stride * (size_t)niov;
+	r->mem = aligned_alloc(4096, r->total);
+	if (!r->mem)
+		return -1;
+	memset(r->mem, T_GUARD_BYTE, r->total);
+	p = r->mem + T_GUARD;
+	for (int k = 0; k < niov; k++, p += stride) {
+		r->iov[k].iov_base = p;
+		r->iov[k].iov_len = k == niov - 1 ? len - plen * (size_t)k : plen;
+	}
+	return 0;
+}
+
+/* Pointer to byte off of the concatenation and how many follow it in the
+ * same piece; 0 beyond the end. */
+static size_t t_region_span(struct t_region *r, uint64_t off, uint8_t **p)
+{
+	for (int k = 0; k < r->niov; k++) {
+		if (off < r->iov[k].iov_len) {
+			*p = (uint8_t *)r->iov[k].iov_base + off;
+			return r->iov[k].iov_len - off;
+		}
+		off -= r->iov[k].iov_len;
+	}
+	return 0;
+}
+
+/* Applies pattern (fill) or compares with it (returns differing bytes);
+ * copy in/out when buf is given. */
+static uint64_t t_region_walk(struct t_region *r, uint64_t off, uint64_t len,
+			      int what, uint64_t seed, uint64_t base,
+			      uint8_t *buf)
+{
+	uint64_t bad = 0, done = 0;
+
+	while (done < len) {
+		uint8_t *p;
+		size_t n = t_region_span(r, off + done, &p);
+
+		if (!n)
+			return bad + (len - done); /* beyond the region */
+		if (n > len - done)
+			n = (size_t)(len - done);
+		for (size_t i = 0; i < n; i++) {
+			uint64_t idx = done + i;
+
+			if (what == T_FILL)
+				p[i] = t_pat(seed, base + idx);
+			else if (what == T_CHECK)
+				bad += p[i] != t_pat(seed, base + idx);
+			else if (what == T_GET)
+				buf[idx] = p[i];
+			else
+				p[i] = buf[idx];
+		}
+		done += n;
+	}
+	return bad;
+}
+
+static uint64_t t_region_guard_bad(struct t_region *r)
+{
+	uint64_t bad = 0;
+	uint8_t *p = r->mem;
+
+	for (int k = 0; k <= r->niov; k++) {
+		uint8_t *end = k < r->niov ? r->iov[k].iov_base
+					   : r->mem + r->total;
+
+		for (; p < end; p++)
+			bad += *p != T_GUARD_BYTE;
+		if (k < r->niov)
+			p = (uint8_t *)r->iov[k].iov_base + r->iov[k].iov_len;
+	}
+	return bad;
+}
+
+static int t_region_reg(struct tctx *t, struct t_region *r, int i,
+			uint64_t key, struct fid_cntr *mc, uint64_t *addr)
+{
+	bool ev = mc && i == 0, defer = t_tgt.unbound && i == 0;
+	uint64_t mode = t->fi->domain_attr->mr_mode;
+	int ret;
+
+	if (r->niov == 1)
+		ret = fi_mr_reg(t->dom, r->iov[0].iov_base, r->iov[0].iov_len,
+				t_tgt.access[i], t_tgt.offset, key,
+				ev ? FI_RMA_EVENT : 0, &r->mr, NULL);
+	else
+		ret = fi_mr_regv(t->dom, r->iov, (size_t)r->niov,
+				 t_tgt.access[i], t_tgt.offset, key,
+				 ev ? FI_RMA_EVENT : 0, &r->mr, NULL);
+	if (ret)
+		return ret;
+	if ((mode & FI_MR_ENDPOINT) && !defer &&
+	    (ret = fi_mr_bind(r->mr, &t->ep->fid, 0)))
+		return ret;
+	if (ev && (ret = fi_mr_bind(r->mr, &mc->fid, FI_REMOTE_WRITE)))
+		return ret;
+	if (((mode & FI_MR_ENDPOINT) || ev) && !defer &&
+	    (ret = fi_mr_enable(r->mr)))
+		return ret;
+	*addr = mode & FI_MR_VIRT_ADDR ? (uint64_t)(uintptr_t)r->iov[0].iov_base
+				       : t_tgt.offset;
+	return 0;
+}
+
+static void t_tgt_record(struct tctx *t, struct t_tgt_stat *st)
+{
+	struct fi_cq_tagged_entry e;
+	ssize_t n = fi_cq_read(t->cq, &e, 1);
+
+	if (n == 1) {
+		if (st->ncq < T_TGT_NCQ)
+			st->cq[st->ncq] = (struct t_tgt_cq){
+				e.flags, e.len, e.data,
+				(uint64_t)(uintptr_t)e.op_context };
+		st->ncq++;
+	} else if (n == -FI_EAVAIL) {
+		struct fi_cq_err_entry err = { 0 };
+
+		fi_cq_readerr(t->cq, &err, 0);
+		st->ncqerr++;
+	}
+}
+
+static uint64_t t_cntr_val(struct fid_cntr *c)
+{
+	return c ? fi_cntr_read(c) : 0;
+}
+
+static void t_tgt_fill_stat(struct tctx *t, struct fid_cntr *mc,
+			    struct t_region *reg, struct t_tgt_stat *st)
+{
+	st->rread = t_cntr_val(t->c[T_C_RREAD]);
+	st->rwrite = t_cntr_val(t->c[T_C_RWRITE]);
+	st->recv = t_cntr_val(t->c[T_C_RECV]);
+	st->mr_cntr = t_cntr_val(mc);
+	st->guard_bad = 0;
+	for (int i = 0; i < t_tgt.nmr; i++)
+		st->guard_bad += t_region_guard_bad(&reg[i]);
+}
+
+/* Answers one command: -1 on T_QUIT, 0, or the failing line. */
+static int t_tgt_cmd(struct tctx *t, int sock, struct t_region *reg,
+		     struct fid_cntr *mc, struct t_tgt_stat *st)
+{
+	static uint64_t rbuf[1];
+	struct t_cmd c;
+	struct t_region *r;
+	uint64_t v[2];
+	int ret;
+
+	CHK(t_sock_read(sock, &c, sizeof(c)) == 0);
+	if (c.op == T_QUIT)
+		return -1;
+	CHK(c.mr < (uint32_t)t_tgt.nmr);
+	r = &reg[c.mr];
+	switch (c.op) {
+	case T_STAT: {
+		uint64_t end = t_ms() + T_WAIT_MS;
+
+		do {
+			t_tgt_record(t, st);
+			t_tgt_fill_stat(t, mc, reg, st);
+		} while ((st->rread < c.want_rread ||
+			  st->rwrite < c.want_rwrite || st->ncq < c.want_cq) &&
+			 t_ms() < end);
+		CHK(t_sock_write(sock, st, sizeof(*st)) == 0);
+		memset(st, 0, sizeof(*st));
+		return 0;
+	}
+	case T_CHECK:
+		v[0] = t_region_walk(r, c.off, c.len, T_CHECK, c.seed, c.base,
+				     NULL);
+		CHK(t_sock_write(sock, v, 8) == 0);
+		return 0;
+	case T_FILL:
+		t_region_walk(r, c.off, c.len, T_FILL, c.seed, c.base, NULL);
+		break;
+	case T_GET:
+	case T_PUT: {
+		uint8_t *b = malloc(c.len ? c.len : 1);
+
+		CHK(b);
+		if (c.op == T_PUT)
+			CHK(t_sock_read(sock, b, c.len) == 0);
+		CHK(t_region_walk(r, c.off, c.len, c.op, 0, 0, b) == 0);
+		if (c.op == T_GET)
+			CHK(t_sock_write(sock, b, c.len) == 0);
+		free(b);
+		if (c.op == T_GET)
+			return 0;
+		break;
+	}
+	case T_CLOSE:
+		CHK(r->mr && fi_close(&r->mr->fid) == 0);
+		r->mr = NULL;
+		break;
+	case T_REG:
+		CHK(!r->mr);
+		CHK(t_region_reg(t, r, (int)c.mr, t_tgt.key + c.seed, mc,
+				 &v[1]) == 0);
+		v[0] = fi_mr_key(r->mr);
+		CHK(t_sock_write(sock, v, 16) == 0);
+		return 0;
+	case T_BIND:
+	case T_ENABLE:
+		ret = c.op == T_BIND ? fi_mr_bind(r->mr, &t->ep->fid, 0)
+				     : fi_mr_enable(r->mr);
+		CHK(t_sock_write(sock, &ret, sizeof(ret)) == 0);
+		return 0;
+	case T_RECV:
+		for (uint64_t i = 0; i < c.len; i++)
+			CHK(fi_recv(t->ep, rbuf, 8, NULL, FI_ADDR_UNSPEC,
+				    NULL) == 0);
+		break;
+	default:
+		CHK(0);
+	}
+	CHK(write(sock, "a", 1) == 1);
+	return 0;
+}
+
+/* The forked target: sets up, then drives progress (fi_cq_read) until a
+ * command arrives on the socket. */
+static int t_tgt_main(int sock)
+{
+	static struct t_region reg[T_TGT_MAXMR];
+	struct fi_cntr_attr na = { .events = FI_CNTR_EVENTS_COMP,
+				   .wait_obj = FI_WAIT_UNSPEC };
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	struct t_tgt_info ti;
+	struct t_tgt_stat st;
+	struct fid_cntr *mc = NULL;
+	struct tctx t;
+	size_t len = T_NAMELEN;
+	int ret;
+
+	memset(&ti, 0, sizeof(ti));
+	memset(&st, 0, sizeof(st));
+	CHK(t_tgt.nmr >= 1 && t_tgt.nmr <= T_TGT_MAXMR);
+	CHK(t_open_cntrs(&t, t_hints_mr(t_tgt.caps, t_tgt.mr_mode),
+			 t_tgt.tgt_cntrs) == 0);
+	if (t_tgt.mr_cntr)
+		CHK(fi_cntr_open(t.dom, &na, &mc, NULL) == 0);
+	for (int i = 0; i < t_tgt.nmr; i++) {
+		CHK(t_region_alloc(&reg[i], t_tgt.len, t_tgt.niov) == 0);
+		t_region_walk(&reg[i], 0, t_tgt.len, T_FILL, 100 + (unsigned)i,
+			      0, NULL);
+		CHK(t_region_reg(&t, &reg[i], i, t_tgt.key + (uint64_t)i, mc,
+				 &ti.addr[i]) == 0);
+		ti.key[i] = fi_mr_key(reg[i].mr);
+	}
+	CHK(fi_getname(&t.ep->fid, ti.name, &len) == 0);
+	CHK(t_sock_write(sock, &ti, sizeof(ti)) == 0);
+	for (;;) {
+		t_tgt_record(&t, &st);
+		if (poll(&p, 1, 0) != 1)
+			continue;
+		ret = t_tgt_cmd(&t, sock, reg, mc, &st);
+		if (ret < 0)
+			break;
+		if (ret)
+			return ret;
+	}
+	for (int i = 0; i < t_tgt.nmr; i++) {
+		if (reg[i].mr)
+			CHK(fi_close(&reg[i].mr->fid) == 0);
+		free(reg[i].mem);
+	}
+	fi_close(&t.ep->fid);
+	t.ep = NULL;
+	if (mc)
+		fi_close(&mc->fid);
+	t_close(&t);
+	return 0;
+}
+
+/* ---- one-sided tests: the initiator --------------------------------------- */
+
+int t_ini_start(struct t_ini *in)
+{
+	int ret;
+
+	memset(in, 0, sizeof(*in));
+	in->pid = t_fork(&in->sock, t_tgt_main);
+	if (in->pid <= 0)
+		return -1;
+	ret = t_open_cntrs(&in->t, t_hints_mr(t_tgt.caps, t_tgt.mr_mode),
+			   t_tgt.ini_cntrs);
+	if (ret)
+		return ret;
+	if (t_sock_read(in->sock, &in->ti, sizeof(in->ti)))
+		return -2;
+	return t_insert(&in->t, in->ti.name, &in->peer);
+}
+
+int t_ini_stop(struct t_ini *in)
+{
+	struct t_cmd c = { .op = T_QUIT };
+	int ret;
+
+	if (t_sock_write(in->sock, &c, sizeof(c)))
+		return -1;
+	ret = t_join(in->pid);
+	close(in->sock);
+	t_close(&in->t);
+	return ret;
+}
+
+int t_ini_cmd(struct t_ini *in, const struct t_cmd *c, void *reply,
+	      size_t rlen)
+{
+	char ack;
+
+	if (t_sock_write(in->sock, c, sizeof(*c)))
+		return -1;
+	if (!reply)
+		return read(in->sock, &ack, 1) == 1 && ack == 'a' ? 0 : -1;
+	return t_sock_read(in->sock, reply, rlen);
+}
+
+uint64_t t_ini_check(struct t_ini *in, uint32_t mr, uint64_t off,
+		     uint64_t len, unsigned seed, uint64_t base)
+{
+	struct t_cmd c = { .op = T_CHECK, .mr = mr, .off = off, .len = len,
+			   .seed = seed, .base = base };
+	uint64_t bad;
+
+	return t_ini_cmd(in, &c, &bad, 8) ? UINT64_MAX : bad;
+}
+
+int t_ini_stat(struct t_ini *in, uint64_t want_rread, uint64_t want_rwrite,
+	       uint64_t want_cq, struct t_tgt_stat *st)
+{
+	struct t_cmd c = { .op = T_STAT, .want_rread = want_rread,
+			   .want_rwrite = want_rwrite, .want_cq = want_cq };
+
+	return t_ini_cmd(in, &c, st, sizeof(*st));
+}
+
+int t_ini_done(struct t_ini *in, void *ctx, uint64_t *flags)
+{
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	int ret;
+
+	memset(&err, 0, sizeof(err));
+	ret = t_wait(&in->t, &e, NULL, &err, T_WAIT_MS);
+	if (ret == -FI_EAVAIL) {
+		if (flags)
+			*flags = err.flags;
+		return err.op_context == ctx && err.err > 0 ? err.err
+							    : -FI_EOTHER;
+	}
+	if (ret != 1)
+		return ret;
+	if (flags)
+		*flags = e.flags;
+	return e.op_context == ctx ? 0 : -FI_EOTHER;
 }
