@@ -454,7 +454,8 @@ static int t_tgt_cmd(struct tctx *t, int sock, struct t_region *reg,
 	uint64_t v[2];
 	int ret;
 
-	CHK(t_sock_read(sock, &c, sizeof(c)) == 0);
+	if (t_sock_read(sock, &c, sizeof(c)))
+		return -1; /* the initiator is gone (it failed): just leave */
 	if (c.op == T_QUIT)
 		return -1;
 	CHK(c.mr < (uint32_t)t_tgt.nmr);
