@@ -95,6 +95,12 @@ static uint64_t wait_err(struct fid_cntr *c, uint64_t want)
 	return fi_cntr_readerr(c);
 }
 
+static uint64_t wait_cntr(struct fid_cntr *c, uint64_t want)
+{
+	fi_cntr_wait(c, want, T_WAIT_MS);
+	return fi_cntr_read(c);
+}
+
 /* ---- getinfo ------------------------------------------------------------- */
 
 Test(rma_spec, getinfo_caps_order_and_limits, .timeout = 30)
@@ -617,7 +623,7 @@ Test(rma_spec, counters_of_every_kind, .timeout = 60)
 {
 	struct t_ini in;
 	struct t_tgt_stat st;
-	uint64_t w[8], r[4], one = 1, res[2], dummy = 0;
+	uint64_t w[8], r[4], one = 1, res[2], dummy = 0, word64;
 	struct iovec iov = { &w[1], 8 };
 	struct fi_ioc ioc = { &one, 1 };
 	struct t_cmd rc = { .op = T_RECV, .len = 2 };
@@ -707,9 +713,15 @@ Test(rma_spec, counters_of_every_kind, .timeout = 60)
 	{
 		uint64_t v;
 		struct t_cmd g = { .op = T_GET, .off = 64, .len = 8 };
+		uint8_t b[8];
 
+		/* the initial pattern of region 0 at byte 64, plus 3 */
+		for (int i = 0; i < 8; i++)
+			b[i] = (uint8_t)(100 * 131 + (64 + i) * 7 +
+					 ((64 + i) >> 9));
+		memcpy(&word64, b, 8);
 		cr_assert_eq(t_ini_cmd(&in, &g, &v, 8), 0);
-		cr_assert_neq(v, 0);
+		cr_assert_eq(v, word64 + 3, "3 base SUMs of 1");
 	}
 	/* failures count as errors, not as completions */
 	cr_assert_eq(T_RETRY(&in.t, fi_write(in.t.ep, &w[7], 8, NULL, in.peer,
@@ -730,6 +742,20 @@ Test(rma_spec, counters_of_every_kind, .timeout = 60)
 	cr_assert_eq(st.rwrite, 8, "a rejected write is not executed");
 	cr_assert_eq(st.rread, 4);
 	cr_assert_eq(st.mr_cntr, 6);
+	/* a fetching atomic that modifies memory is a remote write (whether
+	 * it also counts as a remote read, the spec leaves open) */
+	cr_assert_eq(T_RETRY(&in.t, fi_fetch_atomic(in.t.ep, &one, 1, NULL,
+						    &res[0], NULL, in.peer,
+						    in.ti.addr[0] + 64,
+						    in.ti.key[0], FI_UINT64,
+						    FI_SUM, &res[0])), 0);
+	cr_assert_eq(t_ini_done(&in, &res[0], NULL), 0);
+	cr_assert_eq(res[0], word64 + 3, "fetched: the initial word + 3");
+	cr_assert_eq(wait_cntr(cntr(&in, T_C_READ), 5), 5,
+		     "a fetching atomic counts on the initiator's read counter");
+	tgt_stat(&in, 0, 9, 0, &st);
+	cr_assert_eq(st.rwrite, 9, "fetch-add: a remote write");
+	cr_assert_eq(st.mr_cntr, 7, "fetch-add: a remote write into the MR");
 	stop(&in);
 }
 
