@@ -150,7 +150,13 @@ struct ntx_domain {
 	struct fid_domain dom;
 	struct ntx_fabric *fabric;
 	atomic_int ref;
-	pthread_mutex_t lock; /* engine state of every object of the domain */
+	/* Locks, in the order they nest: lock (endpoint list, wait sets,
+	 * domain-wide progress) > a CQ's plock (its endpoint list and
+	 * progress) > an endpoint's lock (its engine state) > the leaves:
+	 * mr_lock, an AV's lock, a CQ's lock. Threads polling different
+	 * CQs share none of them on the fast path (thread-hot CQs). */
+	pthread_mutex_t lock;
+	pthread_mutex_t mr_lock; /* MR table; held across check and copy */
 	bool lockless;        /* FI_THREAD_DOMAIN without a helper thread */
 	struct ntx_list eps;  /* ntx_ep.dom_entry, polled by progress */
 	enum fi_threading threading;
@@ -162,7 +168,7 @@ struct ntx_domain {
 	uint32_t mr_cap;
 	uint32_t mr_gen_seed;
 	bool progress_busy; /* recursion guard */
-	bool armed;         /* fi_trywait armed the back ends */
+	atomic_bool armed;  /* fi_trywait armed the back ends */
 	int wait_sets[16];  /* epoll fds given out by FI_GETWAIT */
 	int nwait_sets;
 	/* FI_PROGRESS_AUTO: a helper thread progresses when the application
@@ -174,7 +180,11 @@ struct ntx_domain {
 	_Atomic uint64_t app_poll_ns;
 };
 
+/* Domain lock held: progress of every endpoint. */
 void ntx_domain_progress(struct ntx_domain *dom);
+/* Without the domain lock, before a CQ's own progress: keeps the helper
+ * thread away and undoes fi_trywait's arming. */
+void ntx_domain_note_poll(struct ntx_domain *dom);
 void ntx_domain_poll(struct ntx_domain *dom); /* progress, staying armed */
 int ntx_auto_start(struct ntx_domain *dom);
 void ntx_auto_stop(struct ntx_domain *dom);
@@ -206,6 +216,19 @@ static inline void ntx_domain_unlock(struct ntx_domain *d)
 {
 	if (!d->lockless)
 		pthread_mutex_unlock(&d->lock);
+}
+/* Any other lock of the domain's objects, skipped like the domain's. */
+static inline void ntx_mutex_lock(const struct ntx_domain *d,
+				  pthread_mutex_t *m)
+{
+	if (!d->lockless)
+		pthread_mutex_lock(m);
+}
+static inline void ntx_mutex_unlock(const struct ntx_domain *d,
+				    pthread_mutex_t *m)
+{
+	if (!d->lockless)
+		pthread_mutex_unlock(m);
 }
 
 int ntx_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
@@ -241,6 +264,7 @@ struct ntx_av {
 	atomic_int ref;
 	enum fi_av_type type;
 	struct fid_eq *eq;
+	pthread_mutex_t lock; /* entries: endpoints look up under it */
 	struct ntx_addr *addrs; /* indexed by fi_addr (slot) */
 	uint8_t *used;
 	size_t count, cap;
@@ -285,8 +309,16 @@ struct ntx_cq {
 	atomic_bool signaled; /* fi_cq_signal: wake one sread */
 	int epfd;             /* FI_GETWAIT set, -1 until asked for */
 	bool source_err;
+	pthread_mutex_t lock;  /* ring and errors (a leaf lock) */
+	pthread_mutex_t plock; /* eps, and progress driven by this CQ */
+	struct ntx_ep **eps;   /* endpoints bound to the CQ */
+	size_t neps;
 };
-/* Called with the domain lock held. */
+/* Progress of the endpoints bound to the CQ only. */
+void ntx_cq_progress(struct ntx_cq *cq);
+int ntx_cq_add_ep(struct ntx_cq *cq, struct ntx_ep *ep);
+void ntx_cq_del_ep(struct ntx_cq *cq, struct ntx_ep *ep);
+/* Called from progress: takes the CQ's own lock. */
 int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 		void *buf, uint64_t data, uint64_t tag, fi_addr_t src);
 int ntx_cq_push_err(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
@@ -324,7 +356,7 @@ struct ntx_mr {
 /* The MR that a peer's key names, checked before any byte moves (DESIGN
  * §6): live, generation, endpoint binding, range and access. Gives the
  * region's iovecs for [addr, addr + len). -FI_EKEYREJECTED, -FI_EFAULT
- * or -FI_EACCES. Domain lock held. */
+ * or -FI_EACCES. Hold mr_lock until the bytes moved. */
 int ntx_mr_check(struct ntx_domain *dom, const struct ntx_ep *ep,
 		 uint64_t key, uint64_t addr, uint64_t len, uint64_t access,
 		 struct iovec *iov, size_t *niov, struct ntx_mr **mr);

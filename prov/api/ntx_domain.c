@@ -10,6 +10,7 @@
 
 #include "ntx/ntx_engine.h"
 
+/* Domain lock held. */
 void ntx_domain_poll(struct ntx_domain *dom)
 {
 	struct ntx_list *it;
@@ -18,19 +19,32 @@ void ntx_domain_poll(struct ntx_domain *dom)
 		return;
 	dom->progress_busy = true;
 	ntx_list_foreach(&dom->eps, it)
-		ntx_ep_progress(ntx_container_of(it, struct ntx_ep, dom_entry));
+		ntx_ep_poll(ntx_container_of(it, struct ntx_ep, dom_entry));
 	dom->progress_busy = false;
 }
 
-void ntx_domain_progress(struct ntx_domain *dom)
+void ntx_domain_note_poll(struct ntx_domain *dom)
 {
 	if (dom->auto_progress) /* the helper stays away while we poll */
 		atomic_store_explicit(&dom->app_poll_ns, ntx_now_ns(),
 				      memory_order_relaxed);
-	if (dom->armed) { /* awake again after fi_trywait */
-		dom->armed = false;
-		ntx_domain_arm(dom, false);
+	/* awake again after fi_trywait: the rare path takes the lock */
+	if (atomic_load_explicit(&dom->armed, memory_order_relaxed)) {
+		ntx_domain_lock(dom);
+		if (atomic_exchange(&dom->armed, false))
+			ntx_domain_arm(dom, false);
+		ntx_domain_unlock(dom);
 	}
+}
+
+/* Domain lock held. */
+void ntx_domain_progress(struct ntx_domain *dom)
+{
+	if (dom->auto_progress)
+		atomic_store_explicit(&dom->app_poll_ns, ntx_now_ns(),
+				      memory_order_relaxed);
+	if (atomic_exchange(&dom->armed, false))
+		ntx_domain_arm(dom, false);
 	ntx_domain_poll(dom);
 }
 
@@ -41,6 +55,7 @@ void ntx_domain_arm(struct ntx_domain *dom, bool arm)
 	ntx_list_foreach(&dom->eps, it) {
 		struct ntx_ep *ep = ntx_container_of(it, struct ntx_ep,
 						     dom_entry);
+		ntx_ep_lock(ep);
 		for (int i = 0; i < NTX_BE_MAX; i++) {
 			if (!ep->be[i].ops)
 				continue;
@@ -49,6 +64,7 @@ void ntx_domain_arm(struct ntx_domain *dom, bool arm)
 			else
 				ep->be[i].ops->disarm(ep->be[i].be);
 		}
+		ntx_ep_unlock(ep);
 	}
 }
 
@@ -152,7 +168,7 @@ int ntx_domain_trywait(struct ntx_domain *dom, struct ntx_signal *sig,
 	ntx_domain_progress(dom);
 	/* arm, then re-check: the next progress call disarms */
 	ntx_domain_arm(dom, true);
-	dom->armed = true;
+	atomic_store(&dom->armed, true);
 	ntx_domain_poll(dom);
 	if (ready(arg))
 		ret = -FI_EAGAIN;
@@ -173,6 +189,7 @@ static int ntx_domain_close(struct fid *fid)
 	}
 	ntx_auto_stop(dom);
 	pthread_mutex_destroy(&dom->lock);
+	pthread_mutex_destroy(&dom->mr_lock);
 	ntx_ref_put(&dom->fabric->ref);
 	free(dom->mr_table);
 	free(dom);
@@ -244,6 +261,7 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	if (!dom)
 		return -FI_ENOMEM;
 	pthread_mutex_init(&dom->lock, NULL);
+	pthread_mutex_init(&dom->mr_lock, NULL);
 	ntx_list_init(&dom->eps);
 	dom->fabric = fab;
 	dom->threading = info->domain_attr->threading;
@@ -266,6 +284,7 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 
 		if (ret) {
 			pthread_mutex_destroy(&dom->lock);
+			pthread_mutex_destroy(&dom->mr_lock);
 			free(dom);
 			return ret;
 		}

@@ -37,9 +37,20 @@ struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a)
 	return NULL;
 }
 
+void ntx_ep_poll(struct ntx_ep *ep)
+{
+	ntx_ep_lock(ep);
+	ntx_ep_progress(ep);
+	ntx_ep_unlock(ep);
+}
+
 void ntx_ep_progress(struct ntx_ep *ep)
 {
 	struct ntx_list *it, *tmp;
+
+	if (ep->progress_busy) /* a completion callback calling back in */
+		return;
+	ep->progress_busy = true;
 
 	for (int i = 0; i < NTX_BE_MAX; i++)
 		if (ep->be[i].ops)
@@ -51,13 +62,15 @@ void ntx_ep_progress(struct ntx_ep *ep)
 			ntx_vc_pump(vc);
 	}
 	ntx_ep_check_peers(ep);
-	if (!ep->reap)
-		return;
-	ep->reap = false;
-	ntx_list_foreach_safe(&ep->vcs, it, tmp) {
-		struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc, entry);
+	if (ep->reap) {
+		ep->reap = false;
+		ntx_list_foreach_safe(&ep->vcs, it, tmp) {
+			struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc,
+							     entry);
 
-		if (vc->state == NTX_VC_ERROR)
-			ntx_vc_destroy(vc);
+			if (vc->state == NTX_VC_ERROR)
+				ntx_vc_destroy(vc);
+		}
 	}
+	ep->progress_busy = false;
 }
