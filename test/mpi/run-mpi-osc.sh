@@ -24,6 +24,11 @@
 #   data and atomics through the btl (ntx) for ranks other than self.
 # - osc rdma < 4.1.5 crashes in MPI_Compare_and_swap on locally mapped
 #   targets; mpi_osc skips those (and says so in its "ok" lines).
+# - btl ofi asks for neither FI_LOCAL_COMM nor FI_REMOTE_COMM, so it gets
+#   both ntx domains (shm, tcp), which Open MPI's common ofi code takes for
+#   two NICs and spreads the local ranks over (the ofi MTL asks for
+#   FI_REMOTE_COMM and always gets tcp). With NTX_MPI_NETWORK=1 that mixes
+#   endpoints of both domains.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$top}
