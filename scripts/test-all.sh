@@ -63,5 +63,7 @@ step "4 threads x 100k messages, one endpoint" stress
 step "the same under ThreadSanitizer" scripts/tsan.sh 100000
 step "Open MPI ofi MTL (shm)" test/mpi/run-mpi.sh
 step "Open MPI ofi MTL (tcp path)" env NTX_MPI_NETWORK=1 test/mpi/run-mpi.sh
+step "Open MPI one-sided: btl ofi + osc rdma (shm)" test/mpi/run-mpi-osc.sh
+step "Open MPI one-sided: btl ofi + osc rdma (tcp path)" env NTX_MPI_NETWORK=1 test/mpi/run-mpi-osc.sh
 echo "test-all: $pass passed, $fail failed"
 [ $fail = 0 ]

@@ -26,13 +26,15 @@ static void ntx_ep_check_peers(struct ntx_ep *ep)
 
 struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a)
 {
-	/* FI_NTX_LOCAL_VIA_NETWORK matters only where there is a network */
-	bool local = a->host == ntx_host_id() &&
-		     !(ep->local_via_network && ep->be[NTX_BE_TCP].ops);
+	bool local = a->host == ntx_host_id();
+	bool net = ep->be[NTX_BE_TCP].ops && a->ip4 && a->port;
 
-	if (local && ep->be[NTX_BE_SHM].ops)
+	/* FI_NTX_LOCAL_VIA_NETWORK sends same-host peers through the
+	 * network where both sides have one; a peer of the shm domain has
+	 * none and is still reached through the window */
+	if (local && ep->be[NTX_BE_SHM].ops && !(ep->local_via_network && net))
 		return &ep->be[NTX_BE_SHM];
-	if (ep->be[NTX_BE_TCP].ops && a->ip4 && a->port)
+	if (net)
 		return &ep->be[NTX_BE_TCP];
 	return NULL;
 }
