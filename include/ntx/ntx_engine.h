@@ -135,6 +135,7 @@ struct ntx_ep {
 	struct ntx_domain *domain;
 	pthread_mutex_t lock; /* engine state below (see ntx_domain) */
 	bool progress_busy;   /* recursion guard */
+	bool armed;           /* fi_trywait armed it: next progress disarms */
 	atomic_int ref;
 	struct ntx_list dom_entry;
 	uint64_t caps;
@@ -186,12 +187,15 @@ static inline bool ntx_ep_has_cntr(struct ntx_ep *ep)
 
 static inline void ntx_ep_lock(struct ntx_ep *ep)
 {
-	ntx_mutex_lock(ep->domain, &ep->lock);
+	ntx_cmutex_lock(ep->domain, &ep->lock);
 }
 static inline void ntx_ep_unlock(struct ntx_ep *ep)
 {
-	ntx_mutex_unlock(ep->domain, &ep->lock);
+	ntx_cmutex_unlock(ep->domain, &ep->lock);
 }
+/* Makes arrivals write the back ends' wait fds (or stops it); takes the
+ * endpoint lock. */
+void ntx_ep_arm(struct ntx_ep *ep, bool arm);
 
 /* ---- requests (ntx_req.c) ---- */
 struct ntx_req *ntx_req_get(struct ntx_ep *ep, enum ntx_req_kind kind);

@@ -38,53 +38,14 @@ static int ntx_cq_grow(struct ntx_cq *cq)
 	return 0;
 }
 
-int ntx_cq_add_ep(struct ntx_cq *cq, struct ntx_ep *ep)
-{
-	struct ntx_ep **eps;
-
-	ntx_mutex_lock(cq->domain, &cq->plock);
-	eps = realloc(cq->eps, (cq->neps + 1) * sizeof(*eps));
-	if (eps) {
-		eps[cq->neps++] = ep;
-		cq->eps = eps;
-	}
-	ntx_mutex_unlock(cq->domain, &cq->plock);
-	return eps ? 0 : -FI_ENOMEM;
-}
-
-/* After this no progress of the CQ touches the endpoint: a poller that
- * is progressing it holds plock until it is done. */
-void ntx_cq_del_ep(struct ntx_cq *cq, struct ntx_ep *ep)
-{
-	ntx_mutex_lock(cq->domain, &cq->plock);
-	for (size_t i = 0; i < cq->neps; i++) {
-		if (cq->eps[i] == ep) {
-			cq->eps[i] = cq->eps[--cq->neps];
-			break;
-		}
-	}
-	ntx_mutex_unlock(cq->domain, &cq->plock);
-}
-
-/* The thread-hot path: only the CQ's own endpoints, under their locks;
- * threads polling different CQs take different locks. */
-void ntx_cq_progress(struct ntx_cq *cq)
-{
-	ntx_domain_note_poll(cq->domain);
-	ntx_mutex_lock(cq->domain, &cq->plock);
-	for (size_t i = 0; i < cq->neps; i++)
-		ntx_ep_poll(cq->eps[i]);
-	ntx_mutex_unlock(cq->domain, &cq->plock);
-}
-
 int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 		void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
 {
 	struct ntx_cq_ent *e;
 
-	ntx_mutex_lock(cq->domain, &cq->lock);
+	ntx_cmutex_lock(cq->domain, &cq->lock);
 	if (cq->count == cq->cap && ntx_cq_grow(cq)) {
-		ntx_mutex_unlock(cq->domain, &cq->lock);
+		ntx_cmutex_unlock(cq->domain, &cq->lock);
 		NTX_WARN(FI_LOG_CQ, "no memory to grow the CQ\n");
 		return -FI_ENOMEM;
 	}
@@ -98,7 +59,7 @@ int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 	e->src = src;
 	if (cq->count++ == 0)
 		ntx_signal_raise(&cq->sig);
-	ntx_mutex_unlock(cq->domain, &cq->lock);
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
 	return 0;
 }
 
@@ -127,10 +88,10 @@ int ntx_cq_push_err(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 		e->e.err_data = &e->err_addr;
 		e->e.err_data_size = sizeof(e->err_addr);
 	}
-	ntx_mutex_lock(cq->domain, &cq->lock);
+	ntx_cmutex_lock(cq->domain, &cq->lock);
 	ntx_list_insert_tail(&cq->errs, &e->entry);
 	ntx_signal_raise(&cq->sig);
-	ntx_mutex_unlock(cq->domain, &cq->lock);
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
 	return 0;
 }
 
@@ -182,10 +143,11 @@ static ssize_t ntx_cq_readfrom(struct fid_cq *fcq, void *buf, size_t count,
 
 	if (count && !buf)
 		return -FI_EINVAL;
-	ntx_cq_progress(cq);
-	ntx_mutex_lock(cq->domain, &cq->lock);
+	/* the thread-hot path: only this CQ's endpoints */
+	ntx_scope_progress(cq->domain, &cq->scope);
+	ntx_cmutex_lock(cq->domain, &cq->lock);
 	ret = ntx_cq_read_locked(cq, buf, count, src);
-	ntx_mutex_unlock(cq->domain, &cq->lock);
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
 	return ret;
 }
 
@@ -204,9 +166,9 @@ static ssize_t ntx_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
 
 	if (!buf || flags)
 		return -FI_EINVAL;
-	ntx_mutex_lock(cq->domain, &cq->lock);
+	ntx_cmutex_lock(cq->domain, &cq->lock);
 	if (ntx_list_empty(&cq->errs)) {
-		ntx_mutex_unlock(cq->domain, &cq->lock);
+		ntx_cmutex_unlock(cq->domain, &cq->lock);
 		return -FI_EAGAIN;
 	}
 	e = ntx_container_of(ntx_list_first(&cq->errs), struct ntx_cq_err,
@@ -216,7 +178,7 @@ static ssize_t ntx_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
 	cq->last_err = e; /* err_data stays valid until the next read */
 	if (!cq->count && ntx_list_empty(&cq->errs))
 		ntx_signal_drain(&cq->sig);
-	ntx_mutex_unlock(cq->domain, &cq->lock);
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
 
 	user_data = buf->err_data;
 	user_size = buf->err_data_size;
@@ -237,9 +199,9 @@ static bool ntx_cq_ready(void *arg)
 	struct ntx_cq *cq = arg;
 	bool ready;
 
-	ntx_mutex_lock(cq->domain, &cq->lock);
+	ntx_cmutex_lock(cq->domain, &cq->lock);
 	ready = cq->count || !ntx_list_empty(&cq->errs);
-	ntx_mutex_unlock(cq->domain, &cq->lock);
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
 	return ready || atomic_load(&cq->signaled);
 }
 
@@ -269,7 +231,8 @@ static ssize_t ntx_cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
 		if (cq->wait_obj == FI_WAIT_YIELD)
 			sched_yield();
 		else
-			ntx_domain_sleep(cq->domain, &cq->sig, ntx_cq_ready, cq,
+			ntx_scope_sleep(cq->domain, &cq->scope, &cq->sig,
+					ntx_cq_ready, cq,
 					 left);
 	}
 }
@@ -293,7 +256,8 @@ int ntx_cq_trywait(struct fid *fid)
 {
 	struct ntx_cq *cq = ntx_container_of(fid, struct ntx_cq, cq.fid);
 
-	return ntx_domain_trywait(cq->domain, &cq->sig, ntx_cq_ready, cq);
+	return ntx_scope_trywait(cq->domain, &cq->scope, &cq->sig,
+				 ntx_cq_ready, cq);
 }
 
 static const char *ntx_cq_strerror(struct fid_cq *fcq, int prov_errno,
@@ -318,9 +282,8 @@ static int ntx_cq_close(struct fid *fid)
 	ntx_signal_close(&cq->sig);
 	ntx_ref_put(&cq->domain->ref);
 	free(cq->ring);
-	free(cq->eps);
+	ntx_scope_fini(&cq->scope);
 	pthread_mutex_destroy(&cq->lock);
-	pthread_mutex_destroy(&cq->plock);
 	free(cq);
 	return 0;
 }
@@ -416,7 +379,7 @@ int ntx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 	}
 	ntx_list_init(&cq->errs);
 	pthread_mutex_init(&cq->lock, NULL);
-	pthread_mutex_init(&cq->plock, NULL);
+	ntx_scope_init(&cq->scope);
 	cq->epfd = -1;
 	cq->domain = dom;
 	cq->cq.fid.fclass = FI_CLASS_CQ;

@@ -17,9 +17,13 @@ static int ntx_ep_close(struct fid *fid)
 	ntx_domain_lock(dom);
 	ntx_list_remove(&ep->dom_entry);
 	if (ep->tx_cq)
-		ntx_cq_del_ep(ep->tx_cq, ep);
+		ntx_scope_del(dom, &ep->tx_cq->scope, ep);
 	if (ep->rx_cq && ep->rx_cq != ep->tx_cq)
-		ntx_cq_del_ep(ep->rx_cq, ep);
+		ntx_scope_del(dom, &ep->rx_cq->scope, ep);
+	for (int i = 0; i < NTX_EP_CNTRS; i++)
+		if (*ntx_ep_cntr_slot(ep, i))
+			ntx_scope_del(dom, &(*ntx_ep_cntr_slot(ep, i))->scope,
+				      ep);
 	ntx_domain_unlock(dom);
 	ntx_ep_lock(ep);
 	/* FI_MR_ENDPOINT: keys bound to this endpoint are valid nowhere */
@@ -74,7 +78,7 @@ static int ntx_ep_bind_cq(struct ntx_ep *ep, struct ntx_cq *cq, uint64_t flags)
 	    ((flags & FI_RECV) && ep->rx_cq))
 		return -FI_EINVAL;
 	if ((flags & (FI_TRANSMIT | FI_RECV)) &&
-	    ep->tx_cq != cq && ep->rx_cq != cq && ntx_cq_add_ep(cq, ep))
+	    ntx_scope_add(ep->domain, &cq->scope, ep))
 		return -FI_ENOMEM;
 	if (flags & FI_TRANSMIT) {
 		ep->tx_cq = cq;
@@ -108,6 +112,8 @@ static int ntx_ep_bind_cntr(struct ntx_ep *ep, struct ntx_cntr *c,
 	for (int i = 0; i < NTX_EP_CNTRS; i++)
 		if ((flags & ntx_ep_cntr_flags[i]) && *ntx_ep_cntr_slot(ep, i))
 			return -FI_EINVAL;
+	if (ntx_scope_add(ep->domain, &c->scope, ep))
+		return -FI_ENOMEM;
 	for (int i = 0; i < NTX_EP_CNTRS; i++) {
 		if (!(flags & ntx_ep_cntr_flags[i]))
 			continue;

@@ -145,6 +145,9 @@ static int ntx_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 			mr->cntr = c;
 			mr->cntr_flags = flags;
 			ntx_ref_get(&c->ref);
+			/* any endpoint's traffic can hit the MR: waits on
+			 * the counter progress the whole domain */
+			c->scope.whole_domain = true;
 		}
 	} else {
 		ret = -FI_EINVAL;
