@@ -57,11 +57,14 @@ done
 stress() {
   cc -O2 -Wall -o test/stress/stress_threads test/stress/stress_threads.c \
     $(pkg-config --cflags --libs libfabric) -lpthread &&
-    FI_PROVIDER_PATH=$top/.libs timeout 300 test/stress/stress_threads 100000
+    FI_PROVIDER_PATH=$top/.libs timeout 300 test/stress/stress_threads 100000 &&
+    FI_PROVIDER_PATH=$top/.libs timeout 300 test/stress/stress_threads 100000 percq
 }
-step "4 threads x 100k messages, one endpoint" stress
+step "4 threads x 100k messages: one shared endpoint, then one endpoint and CQ each" stress
 step "the same under ThreadSanitizer" scripts/tsan.sh 100000
 step "Open MPI ofi MTL (shm)" test/mpi/run-mpi.sh
 step "Open MPI ofi MTL (tcp path)" env NTX_MPI_NETWORK=1 test/mpi/run-mpi.sh
+step "Open MPI one-sided: btl ofi + osc rdma (shm)" test/mpi/run-mpi-osc.sh
+step "Open MPI one-sided: btl ofi + osc rdma (tcp path)" env NTX_MPI_NETWORK=1 test/mpi/run-mpi-osc.sh
 echo "test-all: $pass passed, $fail failed"
 [ $fail = 0 ]

@@ -66,32 +66,33 @@ extern struct ntx_params ntx_params;
 void ntx_params_init(void);
 
 /* ---- endpoint names (wire format: fixed width, no pointers) ------------- */
-#define NTX_ADDR_MAGIC 0x4e545841u /* "NTXA" */
+#define NTX_ADDR_MAGIC 0x4e58u /* "NX" */
 #define NTX_ADDR_VERSION 1
 #define NTX_ADDR_STRLEN 96
 
+/* 32 bytes: applications (fabtests' fi_rdm_stress among them) keep names
+ * in 32-byte buffers. */
 struct ntx_addr {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t flags;   /* NTX_ADDR_F_* */
-	uint64_t host;    /* host identity: hash of the boot id */
+	uint16_t magic;
+	uint8_t version;
+	uint8_t flags;    /* NTX_ADDR_F_* */
+	uint32_t host;    /* host identity: hash of the boot id */
 	uint32_t pid;     /* process holding the window */
 	int32_t win_fd;   /* fd of the window memfd in that process */
-	uint32_t ep_id;   /* endpoint number within the process */
 	uint32_t service; /* service number when one was given, else 0 */
-	uint64_t epoch;   /* endpoint incarnation, random */
+	uint32_t epoch;   /* endpoint incarnation, random */
 	uint32_t ip4;     /* network back end: IPv4 address, network order */
+	uint16_t ep_id;   /* endpoint number within the process */
 	uint16_t port;    /* network back end: TCP port, network order */
-	uint16_t pad;
 };
-_Static_assert(sizeof(struct ntx_addr) == 48, "ntx_addr is a wire format");
+_Static_assert(sizeof(struct ntx_addr) == 32, "ntx_addr is a wire format");
 
 #define NTX_ADDR_F_UNBOUND 1 /* name from fi_getinfo, no window yet */
 #define NTX_ADDR_F_SERVICE 2 /* resolved from a service: look it up again
 			      * when its endpoint fails (a restart) */
 #define NTX_HOST_UNKNOWN 2   /* a remote node known only by IP and port */
 
-uint64_t ntx_host_id(void);
+uint32_t ntx_host_id(void);
 bool ntx_addr_valid(const struct ntx_addr *a);
 bool ntx_addr_same_ep(const struct ntx_addr *a, const struct ntx_addr *b);
 int ntx_addr_to_str(const struct ntx_addr *a, char *buf, size_t len);
@@ -150,8 +151,16 @@ struct ntx_domain {
 	struct fid_domain dom;
 	struct ntx_fabric *fabric;
 	atomic_int ref;
-	pthread_mutex_t lock; /* engine state of every object of the domain */
+	/* Locks, in the order they nest: lock (endpoint list, wait sets,
+	 * domain-wide progress) > a completion object's scope lock (its
+	 * endpoint list and progress) > an endpoint's lock (its engine
+	 * state) > the leaves: mr_lock, an AV's lock, a CQ's lock. Threads
+	 * polling different CQs share none of them (thread-hot CQs). */
+	pthread_mutex_t lock;
+	pthread_mutex_t mr_lock; /* MR table; held across check and copy */
 	bool lockless;        /* FI_THREAD_DOMAIN without a helper thread */
+	bool ep_lockless;     /* ... or FI_THREAD_COMPLETION: no endpoint,
+			       * scope or CQ lock */
 	struct ntx_list eps;  /* ntx_ep.dom_entry, polled by progress */
 	enum fi_threading threading;
 	bool net; /* the tcp domain: remote peers through the network */
@@ -162,7 +171,6 @@ struct ntx_domain {
 	uint32_t mr_cap;
 	uint32_t mr_gen_seed;
 	bool progress_busy; /* recursion guard */
-	bool armed;         /* fi_trywait armed the back ends */
 	int wait_sets[16];  /* epoll fds given out by FI_GETWAIT */
 	int nwait_sets;
 	/* FI_PROGRESS_AUTO: a helper thread progresses when the application
@@ -174,15 +182,14 @@ struct ntx_domain {
 	_Atomic uint64_t app_poll_ns;
 };
 
+/* Domain lock held: progress of every endpoint. */
 void ntx_domain_progress(struct ntx_domain *dom);
+/* Before a completion object's own progress: keeps the helper thread
+ * away. */
+void ntx_domain_note_poll(struct ntx_domain *dom);
 void ntx_domain_poll(struct ntx_domain *dom); /* progress, staying armed */
 int ntx_auto_start(struct ntx_domain *dom);
 void ntx_auto_stop(struct ntx_domain *dom);
-/* Blocks the caller until a back end of the domain or the signal has news,
- * or timeout_ms passes; ready() is checked after arming, under the lock,
- * so that no arrival is missed. */
-void ntx_domain_sleep(struct ntx_domain *dom, struct ntx_signal *sig,
-		      bool (*ready)(void *arg), void *arg, int timeout_ms);
 /* Adds the wait fds of every back end of the domain to an epoll set. */
 int ntx_domain_wait_fds(struct ntx_domain *dom, int *fds, int max);
 void ntx_domain_arm(struct ntx_domain *dom, bool arm);
@@ -192,9 +199,6 @@ int ntx_domain_wait_set(struct ntx_domain *dom, struct ntx_signal *sig,
 			int *epfd);
 void ntx_domain_wait_set_close(struct ntx_domain *dom, int epfd);
 void ntx_domain_wait_set_add(struct ntx_domain *dom, int fd);
-/* fi_trywait: progress, arm, re-check with ready(); 0 or -FI_EAGAIN */
-int ntx_domain_trywait(struct ntx_domain *dom, struct ntx_signal *sig,
-		       bool (*ready)(void *arg), void *arg);
 /* FI_THREAD_DOMAIN: the application serializes every call on the domain,
  * so without a progress thread the lock guards nothing. */
 static inline void ntx_domain_lock(struct ntx_domain *d)
@@ -206,6 +210,58 @@ static inline void ntx_domain_unlock(struct ntx_domain *d)
 {
 	if (!d->lockless)
 		pthread_mutex_unlock(&d->lock);
+}
+/* Locks of endpoints, scopes and CQ rings: the application serializes
+ * them itself with FI_THREAD_COMPLETION. */
+static inline void ntx_cmutex_lock(const struct ntx_domain *d,
+				   pthread_mutex_t *m)
+{
+	if (!d->ep_lockless)
+		pthread_mutex_lock(m);
+}
+static inline void ntx_cmutex_unlock(const struct ntx_domain *d,
+				     pthread_mutex_t *m)
+{
+	if (!d->ep_lockless)
+		pthread_mutex_unlock(m);
+}
+/* The endpoints a completion object (CQ or counter) progresses, sleeps
+ * and arms for: the thread-hot path. whole_domain: a counter bound to an
+ * MR counts traffic of any endpoint. */
+struct ntx_scope {
+	pthread_mutex_t lock; /* the list, and progress through it */
+	struct ntx_ep **eps;
+	size_t n;
+	bool whole_domain;
+};
+void ntx_scope_init(struct ntx_scope *s);
+void ntx_scope_fini(struct ntx_scope *s);
+int ntx_scope_add(struct ntx_domain *d, struct ntx_scope *s,
+		  struct ntx_ep *ep);
+void ntx_scope_del(struct ntx_domain *d, struct ntx_scope *s,
+		   struct ntx_ep *ep);
+void ntx_scope_progress(struct ntx_domain *d, struct ntx_scope *s);
+/* Blocks until an endpoint of the scope or the signal has news, or
+ * timeout_ms passes; ready() is checked after arming. */
+void ntx_scope_sleep(struct ntx_domain *d, struct ntx_scope *s,
+		     struct ntx_signal *sig, bool (*ready)(void *arg),
+		     void *arg, int timeout_ms);
+/* fi_trywait: progress, arm, re-check with ready(); 0 or -FI_EAGAIN */
+int ntx_scope_trywait(struct ntx_domain *d, struct ntx_scope *s,
+		      struct ntx_signal *sig, bool (*ready)(void *arg),
+		      void *arg);
+/* Any other lock of the domain's objects, skipped like the domain's. */
+static inline void ntx_mutex_lock(const struct ntx_domain *d,
+				  pthread_mutex_t *m)
+{
+	if (!d->lockless)
+		pthread_mutex_lock(m);
+}
+static inline void ntx_mutex_unlock(const struct ntx_domain *d,
+				    pthread_mutex_t *m)
+{
+	if (!d->lockless)
+		pthread_mutex_unlock(m);
 }
 
 int ntx_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
@@ -241,6 +297,7 @@ struct ntx_av {
 	atomic_int ref;
 	enum fi_av_type type;
 	struct fid_eq *eq;
+	pthread_mutex_t lock; /* entries: endpoints look up under it */
 	struct ntx_addr *addrs; /* indexed by fi_addr (slot) */
 	uint8_t *used;
 	size_t count, cap;
@@ -285,8 +342,10 @@ struct ntx_cq {
 	atomic_bool signaled; /* fi_cq_signal: wake one sread */
 	int epfd;             /* FI_GETWAIT set, -1 until asked for */
 	bool source_err;
+	pthread_mutex_t lock;  /* ring and errors (a leaf lock) */
+	struct ntx_scope scope; /* endpoints bound to the CQ */
 };
-/* Called with the domain lock held. */
+/* Called from progress: takes the CQ's own lock. */
 int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 		void *buf, uint64_t data, uint64_t tag, fi_addr_t src);
 int ntx_cq_push_err(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
@@ -302,6 +361,7 @@ struct ntx_cntr {
 	enum fi_wait_obj wait_obj;
 	struct ntx_signal sig;
 	int epfd; /* FI_GETWAIT set, -1 until asked for */
+	struct ntx_scope scope; /* endpoints bound to the counter */
 };
 void ntx_cntr_inc(struct ntx_cntr *c);
 void ntx_cntr_inc_err(struct ntx_cntr *c);
@@ -324,7 +384,7 @@ struct ntx_mr {
 /* The MR that a peer's key names, checked before any byte moves (DESIGN
  * §6): live, generation, endpoint binding, range and access. Gives the
  * region's iovecs for [addr, addr + len). -FI_EKEYREJECTED, -FI_EFAULT
- * or -FI_EACCES. Domain lock held. */
+ * or -FI_EACCES. Hold mr_lock until the bytes moved. */
 int ntx_mr_check(struct ntx_domain *dom, const struct ntx_ep *ep,
 		 uint64_t key, uint64_t addr, uint64_t len, uint64_t access,
 		 struct iovec *iov, size_t *niov, struct ntx_mr **mr);

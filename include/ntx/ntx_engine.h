@@ -133,6 +133,9 @@ enum { NTX_BE_SHM, NTX_BE_TCP, NTX_BE_MAX };
 struct ntx_ep {
 	struct fid_ep ep;
 	struct ntx_domain *domain;
+	pthread_mutex_t lock; /* engine state below (see ntx_domain) */
+	bool progress_busy;   /* recursion guard */
+	bool armed;           /* fi_trywait armed it: next progress disarms */
 	atomic_int ref;
 	struct ntx_list dom_entry;
 	uint64_t caps;
@@ -181,6 +184,18 @@ static inline bool ntx_ep_has_cntr(struct ntx_ep *ep)
 			return true;
 	return false;
 }
+
+static inline void ntx_ep_lock(struct ntx_ep *ep)
+{
+	ntx_cmutex_lock(ep->domain, &ep->lock);
+}
+static inline void ntx_ep_unlock(struct ntx_ep *ep)
+{
+	ntx_cmutex_unlock(ep->domain, &ep->lock);
+}
+/* Makes arrivals write the back ends' wait fds (or stops it); takes the
+ * endpoint lock. */
+void ntx_ep_arm(struct ntx_ep *ep, bool arm);
 
 /* ---- requests (ntx_req.c) ---- */
 struct ntx_req *ntx_req_get(struct ntx_ep *ep, enum ntx_req_kind kind);
@@ -265,7 +280,7 @@ void ntx_proto_send_fail(struct ntx_req *r, int err);
 /* ---- one-sided (ntx_rma_proto.c) ---- */
 #define NTX_ATOMIC_MAX_BYTES 2048 /* operands of one remote iovec */
 ssize_t ntx_rma_post(struct ntx_ep *ep, struct ntx_req *req);
-/* A request with room in the transmit queue, or NULL; domain lock held */
+/* A request with room in the transmit queue, or NULL; endpoint lock held */
 struct ntx_req *ntx_rma_req_get(struct ntx_ep *ep);
 int ntx_rma_tx(struct ntx_req *req);
 void ntx_rma_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
@@ -276,7 +291,10 @@ void ntx_rma_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
 struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a);
 
 /* ---- progress (ntx_progress.c) ---- */
+/* Endpoint lock held. */
 void ntx_ep_progress(struct ntx_ep *ep);
+/* The same, taking the endpoint lock. */
+void ntx_ep_poll(struct ntx_ep *ep);
 
 extern struct fi_ops_msg ntx_msg_ops;
 extern struct fi_ops_rma ntx_rma_ops;

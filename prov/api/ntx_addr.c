@@ -23,9 +23,10 @@ static uint64_t ntx_fnv1a(const char *s, size_t n)
 	return h;
 }
 
-uint64_t ntx_host_id(void)
+uint32_t ntx_host_id(void)
 {
-	static uint64_t id;
+	static _Atomic uint32_t id;
+	uint64_t h;
 	char buf[64] = "";
 	ssize_t n = 0;
 	int fd;
@@ -39,7 +40,9 @@ uint64_t ntx_host_id(void)
 	}
 	if (n <= 0)
 		n = gethostname(buf, sizeof(buf)) ? 0 : (ssize_t)strlen(buf);
-	id = ntx_fnv1a(buf, (size_t)n) | 1;
+	h = ntx_fnv1a(buf, (size_t)n);
+	/* odd: never 0 (invalid) nor NTX_HOST_UNKNOWN */
+	id = (uint32_t)(h ^ (h >> 32)) | 1;
 	return id;
 }
 
@@ -71,9 +74,10 @@ int ntx_addr_to_str(const struct ntx_addr *a, char *buf, size_t len)
 	char ip[INET_ADDRSTRLEN] = "0.0.0.0";
 
 	inet_ntop(AF_INET, &in, ip, sizeof(ip));
-	return snprintf(buf, len, "fi_ntx://%016" PRIx64 "/%u:%d:%u:%u/%016"
-			PRIx64 "/%s:%u", a->host, a->pid, a->win_fd, a->ep_id,
-			a->service, a->epoch, ip, ntohs(a->port));
+	return snprintf(buf, len, "fi_ntx://%08" PRIx32 "/%u:%d:%u:%u/%08"
+			PRIx32 "/%s:%u", a->host, a->pid, a->win_fd,
+			(unsigned)a->ep_id, a->service, a->epoch, ip,
+			ntohs(a->port));
 }
 
 int ntx_addr_from_str(const char *s, struct ntx_addr *a)
@@ -81,15 +85,18 @@ int ntx_addr_from_str(const char *s, struct ntx_addr *a)
 	struct ntx_addr t = { .magic = NTX_ADDR_MAGIC,
 			      .version = NTX_ADDR_VERSION };
 	char ip[INET_ADDRSTRLEN + 1];
-	unsigned port;
+	unsigned port, ep_id;
 	struct in_addr in;
 	int used = 0;
 
-	if (sscanf(s, "fi_ntx://%16" SCNx64 "/%u:%d:%u:%u/%16" SCNx64
-		   "/%16[0-9.]:%u%n", &t.host, &t.pid, &t.win_fd, &t.ep_id,
+	if (sscanf(s, "fi_ntx://%8" SCNx32 "/%u:%d:%u:%u/%8" SCNx32
+		   "/%16[0-9.]:%u%n", &t.host, &t.pid, &t.win_fd, &ep_id,
 		   &t.service, &t.epoch, ip, &port, &used) != 8 ||
-	    s[used] != '\0' || port > 65535 || !inet_pton(AF_INET, ip, &in) ||
-	    !ntx_addr_valid(&t))
+	    s[used] != '\0' || port > 65535 || ep_id > 65535 ||
+	    !inet_pton(AF_INET, ip, &in))
+		return -FI_EINVAL;
+	t.ep_id = (uint16_t)ep_id;
+	if (!ntx_addr_valid(&t))
 		return -FI_EINVAL;
 	t.ip4 = in.s_addr;
 	t.port = htons((uint16_t)port);

@@ -117,10 +117,10 @@ static ssize_t ntx_atomic_start(struct ntx_ep *ep,
 		NTX_WARN(FI_LOG_EP_DATA, "atomic: bad iov counts or flags\n");
 		return -FI_EINVAL;
 	}
-	ntx_domain_lock(ep->domain);
+	ntx_ep_lock(ep);
 	r = ntx_rma_req_get(ep);
 	if (!r) {
-		ntx_domain_unlock(ep->domain);
+		ntx_ep_unlock(ep);
 		return -FI_EAGAIN;
 	}
 	ret = ntx_atomic_fill(r, a, size);
@@ -142,7 +142,7 @@ static ssize_t ntx_atomic_start(struct ntx_ep *ep,
 			NTX_WARN(FI_LOG_EP_DATA, "atomic: counts do not match "
 				 "or exceed fi_atomicvalid's\n");
 		ntx_req_put(r);
-		ntx_domain_unlock(ep->domain);
+		ntx_ep_unlock(ep);
 		return ret;
 	}
 	r->addr = m->addr;
@@ -158,7 +158,7 @@ static ssize_t ntx_atomic_start(struct ntx_ep *ep,
 	ret = ntx_rma_post(ep, r);
 	if (ret)
 		ntx_req_put(r);
-	ntx_domain_unlock(ep->domain);
+	ntx_ep_unlock(ep);
 	return ret;
 }
 

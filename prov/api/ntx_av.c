@@ -85,7 +85,7 @@ static int ntx_av_insert(struct fid_av *fav, const void *addr, size_t count,
 	if ((count && !addr) || (flags & ~(FI_MORE | FI_SYNC_ERR)) ||
 	    (errs && av->eq))
 		return -FI_EINVAL;
-	ntx_domain_lock(av->domain);
+	ntx_mutex_lock(av->domain, &av->lock);
 	for (size_t i = 0; i < count; i++) {
 		ret = ntx_addr_valid(&a[i]) ? ntx_av_add(av, &a[i], &fa)
 					    : -FI_EINVAL;
@@ -104,7 +104,7 @@ static int ntx_av_insert(struct fid_av *fav, const void *addr, size_t count,
 		if (errs)
 			errs[i] = -ret;
 	}
-	ntx_domain_unlock(av->domain);
+	ntx_mutex_unlock(av->domain, &av->lock);
 	return ntx_av_finish(av, done, context);
 }
 
@@ -152,7 +152,7 @@ static int ntx_av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count,
 
 	if (flags || (count && !fi_addr))
 		return -FI_EINVAL;
-	ntx_domain_lock(av->domain);
+	ntx_mutex_lock(av->domain, &av->lock);
 	for (size_t i = 0; i < count; i++) {
 		if (fi_addr[i] >= av->cap || !av->used[fi_addr[i]]) {
 			ret = -FI_EINVAL;
@@ -162,7 +162,7 @@ static int ntx_av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count,
 		if (fi_addr[i] < av->count)
 			av->count = fi_addr[i];
 	}
-	ntx_domain_unlock(av->domain);
+	ntx_mutex_unlock(av->domain, &av->lock);
 	return ret;
 }
 
@@ -175,11 +175,11 @@ static int ntx_av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr,
 
 	if (!addrlen || (*addrlen && !addr))
 		return -FI_EINVAL;
-	ntx_domain_lock(av->domain);
+	ntx_mutex_lock(av->domain, &av->lock);
 	a = ntx_av_get(av, fi_addr);
 	if (a)
 		copy = *a;
-	ntx_domain_unlock(av->domain);
+	ntx_mutex_unlock(av->domain, &av->lock);
 	if (!a)
 		return -FI_ENOENT;
 	memcpy(addr, &copy, *addrlen < sizeof(copy) ? *addrlen : sizeof(copy));
@@ -213,6 +213,7 @@ static int ntx_av_close(struct fid *fid)
 	ntx_ref_put(&av->domain->ref);
 	free(av->addrs);
 	free(av->used);
+	pthread_mutex_destroy(&av->lock);
 	free(av);
 	return 0;
 }
@@ -268,6 +269,7 @@ int ntx_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 		return -FI_ENOMEM;
 	av->type = attr->type == FI_AV_UNSPEC ? FI_AV_MAP : attr->type;
 	av->domain = dom;
+	pthread_mutex_init(&av->lock, NULL);
 	av->av.fid.fclass = FI_CLASS_AV;
 	av->av.fid.context = context;
 	av->av.fid.ops = &ntx_av_fi_ops;

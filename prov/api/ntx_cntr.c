@@ -6,7 +6,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "ntx/ntx.h"
+#include "ntx/ntx_engine.h"
 
 void ntx_cntr_inc(struct ntx_cntr *c)
 {
@@ -22,9 +22,7 @@ void ntx_cntr_inc_err(struct ntx_cntr *c)
 
 static void ntx_cntr_progress(struct ntx_cntr *c)
 {
-	ntx_domain_lock(c->domain);
-	ntx_domain_progress(c->domain);
-	ntx_domain_unlock(c->domain);
+	ntx_scope_progress(c->domain, &c->scope);
 }
 
 static uint64_t ntx_cntr_read(struct fid_cntr *fc)
@@ -117,7 +115,8 @@ static int ntx_cntr_wait(struct fid_cntr *fc, uint64_t threshold, int timeout)
 		if (c->wait_obj == FI_WAIT_YIELD)
 			sched_yield();
 		else
-			ntx_domain_sleep(c->domain, &c->sig, ntx_cntr_ready,
+			ntx_scope_sleep(c->domain, &c->scope, &c->sig,
+					ntx_cntr_ready,
 					 &cond, timeout < 0 ? -1 :
 					 (int)((end - now + 999999) / 1000000));
 	}
@@ -132,7 +131,8 @@ int ntx_cntr_trywait(struct fid *fid)
 {
 	struct ntx_cntr *c = ntx_container_of(fid, struct ntx_cntr, cntr.fid);
 
-	return ntx_domain_trywait(c->domain, &c->sig, ntx_cntr_never, c);
+	return ntx_scope_trywait(c->domain, &c->scope, &c->sig,
+				 ntx_cntr_never, c);
 }
 
 static int ntx_cntr_close(struct fid *fid)
@@ -145,6 +145,7 @@ static int ntx_cntr_close(struct fid *fid)
 	}
 	ntx_domain_wait_set_close(c->domain, c->epfd);
 	ntx_signal_close(&c->sig);
+	ntx_scope_fini(&c->scope);
 	ntx_ref_put(&c->domain->ref);
 	free(c);
 	return 0;
@@ -225,6 +226,7 @@ int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 						       : attr->wait_obj;
 	c->domain = dom;
 	c->epfd = -1;
+	ntx_scope_init(&c->scope);
 	c->cntr.fid.fclass = FI_CLASS_CNTR;
 	c->cntr.fid.context = context;
 	c->cntr.fid.ops = &ntx_cntr_fi_ops;

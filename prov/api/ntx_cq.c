@@ -43,7 +43,9 @@ int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 {
 	struct ntx_cq_ent *e;
 
+	ntx_cmutex_lock(cq->domain, &cq->lock);
 	if (cq->count == cq->cap && ntx_cq_grow(cq)) {
+		ntx_cmutex_unlock(cq->domain, &cq->lock);
 		NTX_WARN(FI_LOG_CQ, "no memory to grow the CQ\n");
 		return -FI_ENOMEM;
 	}
@@ -57,6 +59,7 @@ int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 	e->src = src;
 	if (cq->count++ == 0)
 		ntx_signal_raise(&cq->sig);
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
 	return 0;
 }
 
@@ -85,8 +88,10 @@ int ntx_cq_push_err(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 		e->e.err_data = &e->err_addr;
 		e->e.err_data_size = sizeof(e->err_addr);
 	}
+	ntx_cmutex_lock(cq->domain, &cq->lock);
 	ntx_list_insert_tail(&cq->errs, &e->entry);
 	ntx_signal_raise(&cq->sig);
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
 	return 0;
 }
 
@@ -108,13 +113,12 @@ static void ntx_cq_copy(struct ntx_cq *cq, void *dst, const struct ntx_cq_ent *e
 	}
 }
 
-/* Called with the domain lock held. */
+/* Called with the CQ's lock held. */
 static ssize_t ntx_cq_read_locked(struct ntx_cq *cq, void *buf, size_t count,
 				  fi_addr_t *src)
 {
 	size_t esz = ntx_cq_entry_size(cq->format), n;
 
-	ntx_domain_progress(cq->domain);
 	if (!ntx_list_empty(&cq->errs))
 		return -FI_EAVAIL;
 	for (n = 0; n < count && cq->count; n++) {
@@ -139,9 +143,11 @@ static ssize_t ntx_cq_readfrom(struct fid_cq *fcq, void *buf, size_t count,
 
 	if (count && !buf)
 		return -FI_EINVAL;
-	ntx_domain_lock(cq->domain);
+	/* the thread-hot path: only this CQ's endpoints */
+	ntx_scope_progress(cq->domain, &cq->scope);
+	ntx_cmutex_lock(cq->domain, &cq->lock);
 	ret = ntx_cq_read_locked(cq, buf, count, src);
-	ntx_domain_unlock(cq->domain);
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
 	return ret;
 }
 
@@ -160,9 +166,9 @@ static ssize_t ntx_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
 
 	if (!buf || flags)
 		return -FI_EINVAL;
-	ntx_domain_lock(cq->domain);
+	ntx_cmutex_lock(cq->domain, &cq->lock);
 	if (ntx_list_empty(&cq->errs)) {
-		ntx_domain_unlock(cq->domain);
+		ntx_cmutex_unlock(cq->domain, &cq->lock);
 		return -FI_EAGAIN;
 	}
 	e = ntx_container_of(ntx_list_first(&cq->errs), struct ntx_cq_err,
@@ -172,7 +178,7 @@ static ssize_t ntx_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
 	cq->last_err = e; /* err_data stays valid until the next read */
 	if (!cq->count && ntx_list_empty(&cq->errs))
 		ntx_signal_drain(&cq->sig);
-	ntx_domain_unlock(cq->domain);
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
 
 	user_data = buf->err_data;
 	user_size = buf->err_data_size;
@@ -191,9 +197,12 @@ static ssize_t ntx_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
 static bool ntx_cq_ready(void *arg)
 {
 	struct ntx_cq *cq = arg;
+	bool ready;
 
-	return cq->count || !ntx_list_empty(&cq->errs) ||
-	       atomic_load(&cq->signaled);
+	ntx_cmutex_lock(cq->domain, &cq->lock);
+	ready = cq->count || !ntx_list_empty(&cq->errs);
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
+	return ready || atomic_load(&cq->signaled);
 }
 
 /* Blocks without spinning (FI_WAIT_YIELD yields instead): the back ends
@@ -222,7 +231,8 @@ static ssize_t ntx_cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
 		if (cq->wait_obj == FI_WAIT_YIELD)
 			sched_yield();
 		else
-			ntx_domain_sleep(cq->domain, &cq->sig, ntx_cq_ready, cq,
+			ntx_scope_sleep(cq->domain, &cq->scope, &cq->sig,
+					ntx_cq_ready, cq,
 					 left);
 	}
 }
@@ -246,7 +256,8 @@ int ntx_cq_trywait(struct fid *fid)
 {
 	struct ntx_cq *cq = ntx_container_of(fid, struct ntx_cq, cq.fid);
 
-	return ntx_domain_trywait(cq->domain, &cq->sig, ntx_cq_ready, cq);
+	return ntx_scope_trywait(cq->domain, &cq->scope, &cq->sig,
+				 ntx_cq_ready, cq);
 }
 
 static const char *ntx_cq_strerror(struct fid_cq *fcq, int prov_errno,
@@ -271,6 +282,8 @@ static int ntx_cq_close(struct fid *fid)
 	ntx_signal_close(&cq->sig);
 	ntx_ref_put(&cq->domain->ref);
 	free(cq->ring);
+	ntx_scope_fini(&cq->scope);
+	pthread_mutex_destroy(&cq->lock);
 	free(cq);
 	return 0;
 }
@@ -365,6 +378,8 @@ int ntx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		return ret;
 	}
 	ntx_list_init(&cq->errs);
+	pthread_mutex_init(&cq->lock, NULL);
+	ntx_scope_init(&cq->scope);
 	cq->epfd = -1;
 	cq->domain = dom;
 	cq->cq.fid.fclass = FI_CLASS_CQ;

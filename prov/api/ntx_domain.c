@@ -10,6 +10,7 @@
 
 #include "ntx/ntx_engine.h"
 
+/* Domain lock held. */
 void ntx_domain_poll(struct ntx_domain *dom)
 {
 	struct ntx_list *it;
@@ -18,19 +19,21 @@ void ntx_domain_poll(struct ntx_domain *dom)
 		return;
 	dom->progress_busy = true;
 	ntx_list_foreach(&dom->eps, it)
-		ntx_ep_progress(ntx_container_of(it, struct ntx_ep, dom_entry));
+		ntx_ep_poll(ntx_container_of(it, struct ntx_ep, dom_entry));
 	dom->progress_busy = false;
 }
 
-void ntx_domain_progress(struct ntx_domain *dom)
+void ntx_domain_note_poll(struct ntx_domain *dom)
 {
 	if (dom->auto_progress) /* the helper stays away while we poll */
 		atomic_store_explicit(&dom->app_poll_ns, ntx_now_ns(),
 				      memory_order_relaxed);
-	if (dom->armed) { /* awake again after fi_trywait */
-		dom->armed = false;
-		ntx_domain_arm(dom, false);
-	}
+}
+
+/* Domain lock held. */
+void ntx_domain_progress(struct ntx_domain *dom)
+{
+	ntx_domain_note_poll(dom);
 	ntx_domain_poll(dom);
 }
 
@@ -39,16 +42,7 @@ void ntx_domain_arm(struct ntx_domain *dom, bool arm)
 	struct ntx_list *it;
 
 	ntx_list_foreach(&dom->eps, it) {
-		struct ntx_ep *ep = ntx_container_of(it, struct ntx_ep,
-						     dom_entry);
-		for (int i = 0; i < NTX_BE_MAX; i++) {
-			if (!ep->be[i].ops)
-				continue;
-			if (arm)
-				ep->be[i].ops->arm(ep->be[i].be);
-			else
-				ep->be[i].ops->disarm(ep->be[i].be);
-		}
+		ntx_ep_arm(ntx_container_of(it, struct ntx_ep, dom_entry), arm);
 	}
 }
 
@@ -65,35 +59,6 @@ int ntx_domain_wait_fds(struct ntx_domain *dom, int *fds, int max)
 				fds[n++] = ep->be[i].ops->wait_fd(ep->be[i].be);
 	}
 	return n;
-}
-
-void ntx_domain_sleep(struct ntx_domain *dom, struct ntx_signal *sig,
-		      bool (*ready)(void *arg), void *arg, int timeout_ms)
-{
-	struct pollfd pfd[64];
-	int fds[63], n, i;
-
-	atomic_fetch_add(&sig->sleepers, 1);
-	ntx_domain_lock(dom);
-	ntx_domain_arm(dom, true);
-	/* re-check after arming: anything that arrived before a sender saw
-	 * the arm is found here, anything after writes a wait fd */
-	ntx_domain_poll(dom);
-	n = ready(arg) ? -1 : ntx_domain_wait_fds(dom, fds, 63);
-	ntx_domain_unlock(dom);
-	if (n >= 0) {
-		pfd[0].fd = sig->fd;
-		pfd[0].events = POLLIN;
-		for (i = 0; i < n; i++) {
-			pfd[i + 1].fd = fds[i];
-			pfd[i + 1].events = POLLIN;
-		}
-		poll(pfd, (nfds_t)n + 1, timeout_ms);
-	}
-	ntx_domain_lock(dom);
-	ntx_domain_arm(dom, false);
-	ntx_domain_unlock(dom);
-	atomic_fetch_sub(&sig->sleepers, 1);
 }
 
 int ntx_domain_wait_set(struct ntx_domain *dom, struct ntx_signal *sig,
@@ -142,26 +107,6 @@ void ntx_domain_wait_set_close(struct ntx_domain *dom, int epfd)
 	close(epfd);
 }
 
-int ntx_domain_trywait(struct ntx_domain *dom, struct ntx_signal *sig,
-		       bool (*ready)(void *arg), void *arg)
-{
-	int ret = 0;
-
-	ntx_domain_lock(dom);
-	ntx_signal_arm(sig);
-	ntx_domain_progress(dom);
-	/* arm, then re-check: the next progress call disarms */
-	ntx_domain_arm(dom, true);
-	dom->armed = true;
-	ntx_domain_poll(dom);
-	if (ready(arg))
-		ret = -FI_EAGAIN;
-	else
-		ntx_signal_drain(sig);
-	ntx_domain_unlock(dom);
-	return ret;
-}
-
 static int ntx_domain_close(struct fid *fid)
 {
 	struct ntx_domain *dom = ntx_container_of(fid, struct ntx_domain,
@@ -173,6 +118,7 @@ static int ntx_domain_close(struct fid *fid)
 	}
 	ntx_auto_stop(dom);
 	pthread_mutex_destroy(&dom->lock);
+	pthread_mutex_destroy(&dom->mr_lock);
 	ntx_ref_put(&dom->fabric->ref);
 	free(dom->mr_table);
 	free(dom);
@@ -244,6 +190,7 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	if (!dom)
 		return -FI_ENOMEM;
 	pthread_mutex_init(&dom->lock, NULL);
+	pthread_mutex_init(&dom->mr_lock, NULL);
 	ntx_list_init(&dom->eps);
 	dom->fabric = fab;
 	dom->threading = info->domain_attr->threading;
@@ -266,12 +213,19 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 
 		if (ret) {
 			pthread_mutex_destroy(&dom->lock);
+			pthread_mutex_destroy(&dom->mr_lock);
 			free(dom);
 			return ret;
 		}
 	}
 	dom->lockless = dom->threading == FI_THREAD_DOMAIN &&
 			!dom->auto_progress;
+	/* FI_THREAD_COMPLETION: everything sharing a CQ or counter is
+	 * serialized by the application, and different ones share no
+	 * endpoint; only domain-wide objects (MRs, AVs) keep their locks */
+	dom->ep_lockless = dom->lockless ||
+			   (dom->threading == FI_THREAD_COMPLETION &&
+			    !dom->auto_progress);
 	ntx_ref_get(&fab->ref);
 	*out = &dom->dom;
 	return 0;

@@ -13,12 +13,25 @@ static int ntx_ep_close(struct fid *fid)
 	struct ntx_domain *dom = ep->domain;
 	struct ntx_list *it, *tmp;
 
+	/* no progress reaches the endpoint once it left these lists */
 	ntx_domain_lock(dom);
 	ntx_list_remove(&ep->dom_entry);
+	if (ep->tx_cq)
+		ntx_scope_del(dom, &ep->tx_cq->scope, ep);
+	if (ep->rx_cq && ep->rx_cq != ep->tx_cq)
+		ntx_scope_del(dom, &ep->rx_cq->scope, ep);
+	for (int i = 0; i < NTX_EP_CNTRS; i++)
+		if (*ntx_ep_cntr_slot(ep, i))
+			ntx_scope_del(dom, &(*ntx_ep_cntr_slot(ep, i))->scope,
+				      ep);
+	ntx_domain_unlock(dom);
+	ntx_ep_lock(ep);
 	/* FI_MR_ENDPOINT: keys bound to this endpoint are valid nowhere */
+	ntx_mutex_lock(dom, &dom->mr_lock);
 	for (uint32_t i = 0; i < dom->mr_cap; i++)
 		if (dom->mr_table[i] && dom->mr_table[i]->ep == ep)
 			dom->mr_table[i]->ep = NULL;
+	ntx_mutex_unlock(dom, &dom->mr_lock);
 	ntx_list_foreach_safe(&ep->vcs, it, tmp)
 		ntx_vc_destroy(ntx_container_of(it, struct ntx_vc, entry));
 	for (int t = 0; t < 3; t++) {
@@ -34,7 +47,8 @@ static int ntx_ep_close(struct fid *fid)
 	for (int i = 0; i < NTX_BE_MAX; i++)
 		if (ep->be[i].ops)
 			ep->be[i].ops->close(ep->be[i].be);
-	ntx_domain_unlock(dom);
+	ntx_ep_unlock(ep);
+	pthread_mutex_destroy(&ep->lock);
 
 	for (uint32_t i = 0; i < ep->reqtab_cap; i++) {
 		free(ep->reqtab[i]->bounce);
@@ -63,6 +77,9 @@ static int ntx_ep_bind_cq(struct ntx_ep *ep, struct ntx_cq *cq, uint64_t flags)
 	if (((flags & FI_TRANSMIT) && ep->tx_cq) ||
 	    ((flags & FI_RECV) && ep->rx_cq))
 		return -FI_EINVAL;
+	if ((flags & (FI_TRANSMIT | FI_RECV)) &&
+	    ntx_scope_add(ep->domain, &cq->scope, ep))
+		return -FI_ENOMEM;
 	if (flags & FI_TRANSMIT) {
 		ep->tx_cq = cq;
 		ep->tx_selective = flags & FI_SELECTIVE_COMPLETION;
@@ -95,6 +112,8 @@ static int ntx_ep_bind_cntr(struct ntx_ep *ep, struct ntx_cntr *c,
 	for (int i = 0; i < NTX_EP_CNTRS; i++)
 		if ((flags & ntx_ep_cntr_flags[i]) && *ntx_ep_cntr_slot(ep, i))
 			return -FI_EINVAL;
+	if (ntx_scope_add(ep->domain, &c->scope, ep))
+		return -FI_ENOMEM;
 	for (int i = 0; i < NTX_EP_CNTRS; i++) {
 		if (!(flags & ntx_ep_cntr_flags[i]))
 			continue;
@@ -184,13 +203,13 @@ static ssize_t ntx_ep_cancel(fid_t fid, void *context)
 
 	if (!context)
 		return -FI_EINVAL;
-	ntx_domain_lock(ep->domain);
+	ntx_ep_lock(ep);
 	r = ntx_tme_cancel(&ep->tme, context);
 	if (r) {
 		ntx_comp_rx_err(r, FI_ECANCELED, 0, 0, r->tag, 0);
 		ntx_req_put(r);
 	}
-	ntx_domain_unlock(ep->domain);
+	ntx_ep_unlock(ep);
 	return r ? 0 : -FI_ENOENT;
 }
 
@@ -355,6 +374,7 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	if (!ep)
 		return -FI_ENOMEM;
 	ep->domain = dom;
+	pthread_mutex_init(&ep->lock, NULL);
 	ep->caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED);
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
@@ -374,6 +394,7 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 			ntx_ntb_shm_ops.close(ep->be[NTX_BE_SHM].be);
 	}
 	if (ret) {
+		pthread_mutex_destroy(&ep->lock);
 		free(ep);
 		return ret;
 	}

@@ -104,9 +104,9 @@ static int ntx_mr_close(struct fid *fid)
 	struct ntx_mr *mr = ntx_container_of(fid, struct ntx_mr, mr.fid);
 	struct ntx_domain *dom = mr->domain;
 
-	ntx_domain_lock(dom);
+	ntx_mutex_lock(dom, &dom->mr_lock);
 	dom->mr_table[mr->index] = NULL;
-	ntx_domain_unlock(dom);
+	ntx_mutex_unlock(dom, &dom->mr_lock);
 	if (mr->cntr)
 		ntx_ref_put(&mr->cntr->ref);
 	ntx_ref_put(&dom->ref);
@@ -127,7 +127,7 @@ static int ntx_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 
 	if (!bfid)
 		return -FI_EINVAL;
-	ntx_domain_lock(dom);
+	ntx_mutex_lock(dom, &dom->mr_lock);
 	if (bfid->fclass == FI_CLASS_EP) {
 		ep = ntx_container_of(bfid, struct ntx_ep, ep.fid);
 		if (mr->ep || mr->enabled || ep->domain != dom || flags) {
@@ -145,11 +145,14 @@ static int ntx_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 			mr->cntr = c;
 			mr->cntr_flags = flags;
 			ntx_ref_get(&c->ref);
+			/* any endpoint's traffic can hit the MR: waits on
+			 * the counter progress the whole domain */
+			c->scope.whole_domain = true;
 		}
 	} else {
 		ret = -FI_EINVAL;
 	}
-	ntx_domain_unlock(dom);
+	ntx_mutex_unlock(dom, &dom->mr_lock);
 	if (ret)
 		NTX_WARN(FI_LOG_MR, "fi_mr_bind: bad object or flags\n");
 	return ret;
@@ -166,9 +169,9 @@ static int ntx_mr_control(struct fid *fid, int command, void *arg)
 			 "endpoint\n");
 		return -FI_EOPBADSTATE;
 	}
-	ntx_domain_lock(mr->domain);
+	ntx_mutex_lock(mr->domain, &mr->domain->mr_lock);
 	mr->enabled = true;
-	ntx_domain_unlock(mr->domain);
+	ntx_mutex_unlock(mr->domain, &mr->domain->mr_lock);
 	return 0;
 }
 
@@ -218,7 +221,7 @@ int ntx_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 	mr->mr.fid.ops = &ntx_mr_fi_ops;
 	mr->mr.mem_desc = mr;
 
-	ntx_domain_lock(dom);
+	ntx_mutex_lock(dom, &dom->mr_lock);
 	if (!(dom->mr_mode & FI_MR_PROV_KEY) &&
 	    ntx_mr_key_used(dom, attr->requested_key)) {
 		ret = -FI_ENOKEY;
@@ -231,12 +234,12 @@ int ntx_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 		mr->mr.key = ((uint64_t)dom->mr_gen_seed++ << 32) | mr->index;
 	else
 		mr->mr.key = attr->requested_key;
-	ntx_domain_unlock(dom);
+	ntx_mutex_unlock(dom, &dom->mr_lock);
 	ntx_ref_get(&dom->ref);
 	*out = &mr->mr;
 	return 0;
 unlock:
-	ntx_domain_unlock(dom);
+	ntx_mutex_unlock(dom, &dom->mr_lock);
 	free(mr->iov);
 	free(mr);
 	return ret;

@@ -36,17 +36,17 @@ static ssize_t ntx_post_send(struct ntx_ep *ep, const struct iovec *iov,
 	len = ntx_iov_len(iov, count);
 	if ((flags & FI_INJECT) && len > NTX_INJECT_MAX)
 		return -FI_EMSGSIZE;
-	ntx_domain_lock(ep->domain);
+	ntx_ep_lock(ep);
 	if (ep->tx_outstanding >= ep->tx_limit) {
-		ntx_domain_progress(ep->domain);
+		ntx_ep_progress(ep);
 		if (ep->tx_outstanding >= ep->tx_limit) {
-			ntx_domain_unlock(ep->domain);
+			ntx_ep_unlock(ep);
 			return -FI_EAGAIN;
 		}
 	}
 	r = ntx_req_get(ep, NTX_REQ_SEND);
 	if (!r) {
-		ntx_domain_unlock(ep->domain);
+		ntx_ep_unlock(ep);
 		return -FI_EAGAIN;
 	}
 	memcpy(r->iov, iov, count * sizeof(*iov));
@@ -60,7 +60,7 @@ static ssize_t ntx_post_send(struct ntx_ep *ep, const struct iovec *iov,
 	ret = ntx_proto_send(ep, r);
 	if (ret)
 		ntx_req_put(r);
-	ntx_domain_unlock(ep->domain);
+	ntx_ep_unlock(ep);
 	return ret;
 }
 
@@ -81,10 +81,10 @@ static ssize_t ntx_post_recv(struct ntx_ep *ep, const struct iovec *iov,
 	}
 	if (!(ep->caps & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
-	ntx_domain_lock(ep->domain);
+	ntx_ep_lock(ep);
 	r = ntx_req_get(ep, NTX_REQ_RECV);
 	if (!r) {
-		ntx_domain_unlock(ep->domain);
+		ntx_ep_unlock(ep);
 		return -FI_EAGAIN;
 	}
 	memcpy(r->iov, iov, count * sizeof(*iov));
@@ -99,7 +99,7 @@ static ssize_t ntx_post_recv(struct ntx_ep *ep, const struct iovec *iov,
 		ret = ntx_proto_peek(ep, r);
 	else
 		ret = ntx_proto_recv(ep, r);
-	ntx_domain_unlock(ep->domain);
+	ntx_ep_unlock(ep);
 	return ret;
 }
 
@@ -189,9 +189,9 @@ static ssize_t ntx_do_inject(struct fid_ep *fep, const void *buf, size_t len,
 		return -FI_EMSGSIZE;
 	if (len && !buf)
 		return -FI_EINVAL;
-	ntx_domain_lock(ep->domain);
+	ntx_ep_lock(ep);
 	ret = ntx_proto_inject(ep, buf, len, dest, tag, data, flags);
-	ntx_domain_unlock(ep->domain);
+	ntx_ep_unlock(ep);
 	return ret;
 }
 

@@ -18,11 +18,11 @@ static inline struct ntx_ep *ntx_ep_of(struct fid_ep *fep)
 }
 
 /* A request from the pool with room in the transmit queue, or NULL
- * (-FI_EAGAIN for the caller). Domain lock held. */
+ * (-FI_EAGAIN for the caller). Endpoint lock held. */
 struct ntx_req *ntx_rma_req_get(struct ntx_ep *ep)
 {
 	if (ep->tx_outstanding >= ep->tx_limit) {
-		ntx_domain_progress(ep->domain);
+		ntx_ep_progress(ep);
 		if (ep->tx_outstanding >= ep->tx_limit)
 			return NULL;
 	}
@@ -57,12 +57,12 @@ static ssize_t ntx_rma_start(struct ntx_ep *ep, uint8_t op,
 	}
 	if ((flags & FI_INJECT) && len > NTX_INJECT_MAX)
 		return -FI_EMSGSIZE;
-	ntx_domain_lock(ep->domain);
+	ntx_ep_lock(ep);
 	r = ntx_rma_req_get(ep);
 	if (!r || ((flags & FI_INJECT) && ntx_req_bounce(r))) {
 		if (r)
 			ntx_req_put(r);
-		ntx_domain_unlock(ep->domain);
+		ntx_ep_unlock(ep);
 		return -FI_EAGAIN;
 	}
 	if (flags & FI_INJECT) {
@@ -89,7 +89,7 @@ static ssize_t ntx_rma_start(struct ntx_ep *ep, uint8_t op,
 	ret = ntx_rma_post(ep, r);
 	if (ret)
 		ntx_req_put(r);
-	ntx_domain_unlock(ep->domain);
+	ntx_ep_unlock(ep);
 	return ret;
 }
 

@@ -4,6 +4,8 @@
  * something, and reap failed connections.
  */
 #include "config.h"
+#include <poll.h>
+#include <stdlib.h>
 
 #include "ntx/ntx_engine.h"
 
@@ -26,20 +28,57 @@ static void ntx_ep_check_peers(struct ntx_ep *ep)
 
 struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a)
 {
-	/* FI_NTX_LOCAL_VIA_NETWORK matters only where there is a network */
-	bool local = a->host == ntx_host_id() &&
-		     !(ep->local_via_network && ep->be[NTX_BE_TCP].ops);
+	bool local = a->host == ntx_host_id();
+	bool net = ep->be[NTX_BE_TCP].ops && a->ip4 && a->port;
 
-	if (local && ep->be[NTX_BE_SHM].ops)
+	/* FI_NTX_LOCAL_VIA_NETWORK sends same-host peers through the
+	 * network where both sides have one; a peer of the shm domain has
+	 * none and is still reached through the window */
+	if (local && ep->be[NTX_BE_SHM].ops && !(ep->local_via_network && net))
 		return &ep->be[NTX_BE_SHM];
-	if (ep->be[NTX_BE_TCP].ops && a->ip4 && a->port)
+	if (net)
 		return &ep->be[NTX_BE_TCP];
 	return NULL;
+}
+
+static void ntx_ep_arm_locked(struct ntx_ep *ep, bool arm)
+{
+	for (int i = 0; i < NTX_BE_MAX; i++) {
+		if (!ep->be[i].ops)
+			continue;
+		if (arm)
+			ep->be[i].ops->arm(ep->be[i].be);
+		else
+			ep->be[i].ops->disarm(ep->be[i].be);
+	}
+}
+
+void ntx_ep_arm(struct ntx_ep *ep, bool arm)
+{
+	ntx_ep_lock(ep);
+	ep->armed = false; /* an explicit arm or disarm replaces trywait's */
+	ntx_ep_arm_locked(ep, arm);
+	ntx_ep_unlock(ep);
+}
+
+void ntx_ep_poll(struct ntx_ep *ep)
+{
+	ntx_ep_lock(ep);
+	ntx_ep_progress(ep);
+	ntx_ep_unlock(ep);
 }
 
 void ntx_ep_progress(struct ntx_ep *ep)
 {
 	struct ntx_list *it, *tmp;
+
+	if (ep->progress_busy) /* a completion callback calling back in */
+		return;
+	ep->progress_busy = true;
+	if (ep->armed) { /* awake again after fi_trywait */
+		ep->armed = false;
+		ntx_ep_arm_locked(ep, false);
+	}
 
 	for (int i = 0; i < NTX_BE_MAX; i++)
 		if (ep->be[i].ops)
@@ -51,13 +90,197 @@ void ntx_ep_progress(struct ntx_ep *ep)
 			ntx_vc_pump(vc);
 	}
 	ntx_ep_check_peers(ep);
-	if (!ep->reap)
-		return;
-	ep->reap = false;
-	ntx_list_foreach_safe(&ep->vcs, it, tmp) {
-		struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc, entry);
+	if (ep->reap) {
+		ep->reap = false;
+		ntx_list_foreach_safe(&ep->vcs, it, tmp) {
+			struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc,
+							     entry);
 
-		if (vc->state == NTX_VC_ERROR)
-			ntx_vc_destroy(vc);
+			if (vc->state == NTX_VC_ERROR)
+				ntx_vc_destroy(vc);
+		}
 	}
+	ep->progress_busy = false;
+}
+
+/* ---- scopes: the endpoints of one CQ or counter ------------------------------ */
+
+void ntx_scope_init(struct ntx_scope *s)
+{
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->lock, NULL);
+}
+
+void ntx_scope_fini(struct ntx_scope *s)
+{
+	free(s->eps);
+	pthread_mutex_destroy(&s->lock);
+}
+
+int ntx_scope_add(struct ntx_domain *d, struct ntx_scope *s,
+		  struct ntx_ep *ep)
+{
+	struct ntx_ep **eps;
+
+	ntx_cmutex_lock(d, &s->lock);
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->eps[i] == ep) {
+			ntx_cmutex_unlock(d, &s->lock);
+			return 0;
+		}
+	}
+	eps = realloc(s->eps, (s->n + 1) * sizeof(*eps));
+	if (eps) {
+		eps[s->n++] = ep;
+		s->eps = eps;
+	}
+	ntx_cmutex_unlock(d, &s->lock);
+	return eps ? 0 : -FI_ENOMEM;
+}
+
+/* After this no progress of the scope touches the endpoint: a poller
+ * that is progressing it holds the lock until it is done. */
+void ntx_scope_del(struct ntx_domain *d, struct ntx_scope *s,
+		   struct ntx_ep *ep)
+{
+	ntx_cmutex_lock(d, &s->lock);
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->eps[i] == ep) {
+			s->eps[i] = s->eps[--s->n];
+			break;
+		}
+	}
+	ntx_cmutex_unlock(d, &s->lock);
+}
+
+/* Returns which lock it took: an MR bind may widen the scope meanwhile */
+static bool ntx_scope_lock(struct ntx_domain *d, struct ntx_scope *s)
+{
+	bool whole = s->whole_domain;
+
+	if (whole)
+		ntx_domain_lock(d);
+	else
+		ntx_cmutex_lock(d, &s->lock);
+	return whole;
+}
+
+static void ntx_scope_unlock(struct ntx_domain *d, struct ntx_scope *s,
+			     bool whole)
+{
+	if (whole)
+		ntx_domain_unlock(d);
+	else
+		ntx_cmutex_unlock(d, &s->lock);
+}
+
+/* The scope's endpoints, or every endpoint of the domain; scope locked */
+static size_t ntx_scope_eps(struct ntx_domain *d, struct ntx_scope *s,
+			    bool whole, struct ntx_ep **eps, size_t max)
+{
+	struct ntx_list *it;
+	size_t n = 0;
+
+	if (!whole) {
+		for (; n < s->n && n < max; n++)
+			eps[n] = s->eps[n];
+		return n;
+	}
+	ntx_list_foreach(&d->eps, it) {
+		if (n == max)
+			break;
+		eps[n++] = ntx_container_of(it, struct ntx_ep, dom_entry);
+	}
+	return n;
+}
+
+#define NTX_SCOPE_MAX 64
+
+void ntx_scope_progress(struct ntx_domain *d, struct ntx_scope *s)
+{
+	struct ntx_ep *eps[NTX_SCOPE_MAX];
+	size_t n;
+	bool whole;
+
+	ntx_domain_note_poll(d);
+	whole = ntx_scope_lock(d, s);
+	n = ntx_scope_eps(d, s, whole, eps, NTX_SCOPE_MAX);
+	for (size_t i = 0; i < n; i++)
+		ntx_ep_poll(eps[i]);
+	ntx_scope_unlock(d, s, whole);
+}
+
+void ntx_scope_sleep(struct ntx_domain *d, struct ntx_scope *s,
+		     struct ntx_signal *sig, bool (*ready)(void *arg),
+		     void *arg, int timeout_ms)
+{
+	struct ntx_ep *eps[NTX_SCOPE_MAX];
+	struct pollfd pfd[1 + NTX_SCOPE_MAX * NTX_BE_MAX];
+	size_t n, nfd = 1;
+	bool whole;
+
+	atomic_fetch_add(&sig->sleepers, 1);
+	whole = ntx_scope_lock(d, s);
+	n = ntx_scope_eps(d, s, whole, eps, NTX_SCOPE_MAX);
+	for (size_t i = 0; i < n; i++)
+		ntx_ep_arm(eps[i], true);
+	/* re-check after arming: anything that arrived before a sender saw
+	 * the arm is found here, anything after writes a wait fd */
+	for (size_t i = 0; i < n; i++)
+		ntx_ep_poll(eps[i]);
+	if (ready(arg)) {
+		nfd = 0;
+	} else {
+		for (size_t i = 0; i < n; i++)
+			for (int b = 0; b < NTX_BE_MAX; b++)
+				if (eps[i]->be[b].ops)
+					pfd[nfd++].fd = eps[i]->be[b].ops->wait_fd(
+						eps[i]->be[b].be);
+	}
+	ntx_scope_unlock(d, s, whole);
+	if (nfd) {
+		pfd[0].fd = sig->fd;
+		for (size_t i = 0; i < nfd; i++)
+			pfd[i].events = POLLIN;
+		poll(pfd, (nfds_t)nfd, timeout_ms);
+	}
+	whole = ntx_scope_lock(d, s);
+	n = ntx_scope_eps(d, s, whole, eps, NTX_SCOPE_MAX);
+	for (size_t i = 0; i < n; i++)
+		ntx_ep_arm(eps[i], false);
+	ntx_scope_unlock(d, s, whole);
+	atomic_fetch_sub(&sig->sleepers, 1);
+}
+
+int ntx_scope_trywait(struct ntx_domain *d, struct ntx_scope *s,
+		      struct ntx_signal *sig, bool (*ready)(void *arg),
+		      void *arg)
+{
+	struct ntx_ep *eps[NTX_SCOPE_MAX];
+	size_t n;
+	bool whole;
+	int ret = 0;
+
+	ntx_signal_arm(sig);
+	ntx_domain_note_poll(d);
+	whole = ntx_scope_lock(d, s);
+	n = ntx_scope_eps(d, s, whole, eps, NTX_SCOPE_MAX);
+	for (size_t i = 0; i < n; i++)
+		ntx_ep_poll(eps[i]);
+	/* arm, then re-check; the endpoint's next progress disarms */
+	for (size_t i = 0; i < n; i++)
+		ntx_ep_arm(eps[i], true);
+	for (size_t i = 0; i < n; i++)
+		ntx_ep_poll(eps[i]);
+	for (size_t i = 0; i < n; i++) {
+		ntx_ep_lock(eps[i]);
+		eps[i]->armed = true;
+		ntx_ep_unlock(eps[i]);
+	}
+	if (ready(arg))
+		ret = -FI_EAGAIN;
+	else
+		ntx_signal_drain(sig);
+	ntx_scope_unlock(d, s, whole);
+	return ret;
 }

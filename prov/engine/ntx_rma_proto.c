@@ -251,7 +251,20 @@ bad:
 	ntx_vc_fail(vc, -FI_EREMOTEIO);
 }
 
-/* ---- target ----------------------------------------------------------------- */
+/* ---- target -----------------------------------------------------------------
+ * Each handler holds the domain's mr_lock from the key check until the
+ * bytes moved: fi_close of the MR waits for it, so a closed MR's key
+ * never reaches memory. */
+
+static void ntx_rma_mr_lock(struct ntx_vc *vc)
+{
+	ntx_mutex_lock(vc->ep->domain, &vc->ep->domain->mr_lock);
+}
+
+static void ntx_rma_mr_unlock(struct ntx_vc *vc)
+{
+	ntx_mutex_unlock(vc->ep->domain, &vc->ep->domain->mr_lock);
+}
 
 /* err: 0, a negative FI_E* code, or NTX_RMA_RETRY */
 static void ntx_rma_answer(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
@@ -304,12 +317,14 @@ static void ntx_rma_on_write(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_vc_fail(vc, -FI_EREMOTEIO);
 		return;
 	}
+	ntx_rma_mr_lock(vc);
 	ret = ntx_mr_check(vc->ep->domain, vc->ep, h->tag, h->offset,
 			   h->msg_len, FI_REMOTE_WRITE, iov, &n, &mr);
 	if (!ret) {
 		ntx_iov_copy_to(iov, n, h->rreq, payload, len);
 		ntx_rma_target_event(vc, h, mr, FI_REMOTE_WRITE);
 	}
+	ntx_rma_mr_unlock(vc);
 	ntx_rma_answer(vc, h, ret, NULL, 0, 0);
 }
 
@@ -325,15 +340,19 @@ static void ntx_rma_on_read(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 		ntx_vc_fail(vc, -FI_EREMOTEIO);
 		return;
 	}
+	ntx_rma_mr_lock(vc);
 	ret = ntx_mr_check(vc->ep->domain, vc->ep, h->tag, h->offset,
 			   h->msg_len, FI_REMOTE_READ, iov, &n, &mr);
 	if (ret) {
+		ntx_rma_mr_unlock(vc);
 		ntx_rma_answer(vc, h, ret, NULL, 0, 0);
 		return;
 	}
 	ntx_iov_slice(iov, n, h->rreq, h->cq_data, seg, &ns);
 	ntx_rma_target_event(vc, h, mr, FI_REMOTE_READ);
+	/* the answer copies the bytes out of the MR: still locked */
 	ntx_rma_answer(vc, h, 0, seg, ns, h->cq_data);
+	ntx_rma_mr_unlock(vc);
 }
 
 /* Large parts: the target copies with one process_vm_readv/writev, after
@@ -362,6 +381,7 @@ static void ntx_rma_on_cma(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_vc_fail(vc, -FI_EREMOTEIO);
 		return;
 	}
+	ntx_rma_mr_lock(vc);
 	ret = ntx_mr_check(vc->ep->domain, vc->ep, h->tag, h->offset,
 			   h->msg_len,
 			   write ? FI_REMOTE_WRITE : FI_REMOTE_READ, iov, &n,
@@ -377,6 +397,7 @@ static void ntx_rma_on_cma(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	if (!ret)
 		ntx_rma_target_event(vc, h, mr,
 				     write ? FI_REMOTE_WRITE : FI_REMOTE_READ);
+	ntx_rma_mr_unlock(vc);
 	ntx_rma_answer(vc, h, ret, NULL, 0, 0);
 }
 
@@ -447,6 +468,7 @@ static void ntx_rma_on_atomic(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	}
 	if (op == FI_ATOMIC_READ)
 		operand = NULL;
+	ntx_rma_mr_lock(vc);
 	ret = ntx_rma_atomic_run(vc, h, operand,
 				 cmp ? (const uint8_t *)payload + h->msg_len
 				     : NULL,
@@ -455,6 +477,7 @@ static void ntx_rma_on_atomic(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_rma_target_event(vc, h, mr,
 				     op == FI_ATOMIC_READ ? FI_REMOTE_READ
 							  : FI_REMOTE_WRITE);
+	ntx_rma_mr_unlock(vc);
 	if (ret || !fetch)
 		ntx_rma_answer(vc, h, ret, NULL, 0, 0);
 	else

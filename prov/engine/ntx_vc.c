@@ -59,22 +59,25 @@ static struct ntx_vc *ntx_vc_find(struct ntx_ep *ep, const struct ntx_addr *a)
 }
 
 /* The VC for an AV address, connecting it if needed. O(1) once known. */
-int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
+/* The peer's name from the AV (looked up again when it names a service
+ * whose endpoint failed), and the back end that reaches it. */
+static int ntx_vc_peer(struct ntx_ep *ep, fi_addr_t addr, struct ntx_addr *out,
+		       struct ntx_ep_be **be_out)
 {
+	struct ntx_av *av = ep->av;
 	struct ntx_addr *peer;
-	struct ntx_vc *vc = addr < ep->vc_cap ? ep->vc_tab[addr] : NULL;
 	struct ntx_ep_be *be;
-	int ret;
+	int ret = 0;
 
-	if (vc && vc->state != NTX_VC_ERROR) {
-		*out = vc;
-		return 0;
-	}
-	peer = ep->av ? (struct ntx_addr *)ntx_av_get(ep->av, addr) : NULL;
+	if (!av)
+		return -FI_EINVAL;
+	ntx_mutex_lock(ep->domain, &av->lock);
+	peer = (struct ntx_addr *)ntx_av_get(av, addr);
 	if (!peer) {
 		NTX_WARN(FI_LOG_EP_DATA, "fi_addr %llu is not in the AV\n",
 			 (unsigned long long)addr);
-		return -FI_EINVAL;
+		ret = -FI_EINVAL;
+		goto unlock;
 	}
 	/* the endpoint behind a service failed: whoever holds the service
 	 * now (a restarted peer, a new epoch) gets a new VC */
@@ -84,24 +87,48 @@ int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 	if (!be) {
 		NTX_WARN(FI_LOG_EP_DATA, "no back end reaches fi_addr %llu\n",
 			 (unsigned long long)addr);
-		return -FI_EHOSTUNREACH;
+		ret = -FI_EHOSTUNREACH;
+		goto unlock;
 	}
 	if (peer->flags & NTX_ADDR_F_UNBOUND) {
 		if (be->ops->resolve(peer)) {
 			NTX_WARN(FI_LOG_EP_DATA, "no endpoint has service %u\n",
 				 peer->service);
-			return -FI_EADDRNOTAVAIL;
+			ret = -FI_EADDRNOTAVAIL;
+			goto unlock;
 		}
 		peer->flags |= NTX_ADDR_F_SERVICE;
 	}
-	vc = ntx_vc_find(ep, peer);
+	*out = *peer;
+	*be_out = be;
+unlock:
+	ntx_mutex_unlock(ep->domain, &av->lock);
+	return ret;
+}
+
+/* The VC for an AV address, connecting it if needed. O(1) once known. */
+int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
+{
+	struct ntx_addr peer;
+	struct ntx_vc *vc = addr < ep->vc_cap ? ep->vc_tab[addr] : NULL;
+	struct ntx_ep_be *be;
+	int ret;
+
+	if (vc && vc->state != NTX_VC_ERROR) {
+		*out = vc;
+		return 0;
+	}
+	ret = ntx_vc_peer(ep, addr, &peer, &be);
+	if (ret)
+		return ret;
+	vc = ntx_vc_find(ep, &peer);
 	if (!vc) {
-		vc = ntx_vc_new(ep, peer);
+		vc = ntx_vc_new(ep, &peer);
 		if (!vc)
 			return -FI_ENOMEM;
 		vc->state = NTX_VC_CONNECTING;
 		vc->ops = be->ops;
-		ret = be->ops->connect(be->be, peer, vc, &vc->conn);
+		ret = be->ops->connect(be->be, &peer, vc, &vc->conn);
 		if (ret) {
 			ntx_list_remove(&vc->entry);
 			free(vc);
@@ -120,7 +147,11 @@ fi_addr_t ntx_vc_fi_addr(struct ntx_vc *vc)
 {
 	if (vc->fi_addr == FI_ADDR_NOTAVAIL && vc->ep->av) {
 		struct ntx_ep *ep = vc->ep;
-		fi_addr_t a = ntx_av_reverse(ep->av, &vc->peer);
+		fi_addr_t a;
+
+		ntx_mutex_lock(ep->domain, &ep->av->lock);
+		a = ntx_av_reverse(ep->av, &vc->peer);
+		ntx_mutex_unlock(ep->domain, &ep->av->lock);
 
 		vc->fi_addr = a;
 		/* a VC we connected ourselves keeps carrying our sends, so

@@ -22,7 +22,7 @@
 #include <sys/types.h>
 
 #define T_VERSION FI_VERSION(1, 17)
-#define T_NAMELEN 48
+#define T_NAMELEN 32
 
 struct tctx {
 	struct fi_info *fi;

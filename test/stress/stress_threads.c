@@ -1,9 +1,12 @@
 /*
- * Stress of FI_THREAD_SAFE: two processes, each with THREADS threads that
- * post tagged sends and receives on one shared endpoint and poll one shared
- * CQ; every message is checksummed. Built normally and with
- * ThreadSanitizer by scripts/tsan.sh. Usage: stress_threads [messages]
- * (per thread and direction, default 100000). Exit 0 on success.
+ * Stress of the threading levels: two processes, each with THREADS threads
+ * that post tagged sends and receives and poll completions; every message
+ * is checksummed. Default mode, FI_THREAD_SAFE: all threads share one
+ * endpoint and one CQ. Mode "percq", FI_THREAD_COMPLETION: each thread has
+ * its own endpoint and CQ in one shared domain (the thread-hot case: the
+ * threads share no lock in ntx). Built normally and with ThreadSanitizer
+ * by scripts/tsan.sh. Usage: stress_threads [messages [percq]] (messages
+ * per thread and direction, default 100000). Exit 0 on success.
  */
 #include <pthread.h>
 #include <rdma/fabric.h>
@@ -35,10 +38,11 @@ struct op {
 
 static struct fid_fabric *fab;
 static struct fid_domain *dom;
-static struct fid_ep *ep;
+static struct fid_ep *eps[THREADS];
 static struct fid_av *av;
-static struct fid_cq *cq;
-static fi_addr_t peer;
+static struct fid_cq *cqs[THREADS];
+static fi_addr_t peers[THREADS];
+static bool percq;
 static uint32_t nmsg = 100000;
 static atomic_uint sent[THREADS], recvd[THREADS];
 static atomic_int bad;
@@ -58,7 +62,7 @@ static unsigned char pat(int th, uint32_t i, size_t k)
 	return (unsigned char)(th * 31 + i * 7 + k * 13);
 }
 
-static void poll_one(void)
+static void poll_one(struct fid_cq *cq)
 {
 	struct fi_cq_tagged_entry e;
 	struct fi_cq_err_entry err;
@@ -93,6 +97,8 @@ static void poll_one(void)
 static void *worker(void *arg)
 {
 	int th = (int)(intptr_t)arg;
+	struct fid_ep *ep = eps[th];
+	fi_addr_t peer = peers[th];
 	uint32_t nr = 0, ns = 0;
 
 	while ((atomic_load(&sent[th]) < nmsg || atomic_load(&recvd[th]) < nmsg) &&
@@ -123,7 +129,7 @@ static void *worker(void *arg)
 			else
 				free(o);
 		}
-		poll_one();
+		poll_one(cqs[th]);
 	}
 	return NULL;
 }
@@ -133,26 +139,40 @@ static int side(int sock)
 	struct fi_info *h = fi_allocinfo(), *fi;
 	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED };
 	struct fi_av_attr aa = { .type = FI_AV_TABLE };
-	char name[64], theirs[64], c = 'x';
-	size_t len = sizeof(name);
+	char name[THREADS][64], theirs[THREADS][64], c = 'x';
+	size_t len = sizeof(name[0]);
+	int neps = percq ? THREADS : 1;
 	pthread_t tid[THREADS];
 
 	h->fabric_attr->prov_name = strdup("ntx");
 	h->domain_attr->name = strdup("shm");
 	h->caps = FI_TAGGED | FI_DIRECTED_RECV;
-	h->domain_attr->threading = FI_THREAD_SAFE;
+	h->domain_attr->threading = percq ? FI_THREAD_COMPLETION
+					  : FI_THREAD_SAFE;
 	if (fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &fi) ||
 	    fi_fabric(fi->fabric_attr, &fab, NULL) ||
-	    fi_domain(fab, fi, &dom, NULL) || fi_cq_open(dom, &ca, &cq, NULL) ||
-	    fi_av_open(dom, &aa, &av, NULL) || fi_endpoint(dom, fi, &ep, NULL) ||
-	    fi_ep_bind(ep, &av->fid, 0) ||
-	    fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) || fi_enable(ep) ||
-	    fi_getname(&ep->fid, name, &len))
+	    fi_domain(fab, fi, &dom, NULL) || fi_av_open(dom, &aa, &av, NULL))
 		return 2;
-	if (write(sock, name, len) != (ssize_t)len ||
-	    read(sock, theirs, len) != (ssize_t)len ||
-	    fi_av_insert(av, theirs, 1, &peer, 0, NULL) != 1)
+	for (int i = 0; i < neps; i++) {
+		len = sizeof(name[i]);
+		if (fi_cq_open(dom, &ca, &cqs[i], NULL) ||
+		    fi_endpoint(dom, fi, &eps[i], NULL) ||
+		    fi_ep_bind(eps[i], &av->fid, 0) ||
+		    fi_ep_bind(eps[i], &cqs[i]->fid, FI_TRANSMIT | FI_RECV) ||
+		    fi_enable(eps[i]) || fi_getname(&eps[i]->fid, name[i], &len))
+			return 2;
+	}
+	if (write(sock, name, sizeof(name)) != (ssize_t)sizeof(name) ||
+	    read(sock, theirs, sizeof(theirs)) != (ssize_t)sizeof(theirs))
 		return 3;
+	for (int i = 0; i < neps; i++)
+		if (fi_av_insert(av, theirs[i], 1, &peers[i], 0, NULL) != 1)
+			return 3;
+	for (int i = neps; i < THREADS; i++) { /* all share the one */
+		eps[i] = eps[0];
+		cqs[i] = cqs[0];
+		peers[i] = peers[0];
+	}
 	for (int i = 0; i < THREADS; i++)
 		pthread_create(&tid[i], NULL, worker, (void *)(intptr_t)i);
 	for (int i = 0; i < THREADS; i++)
@@ -164,13 +184,16 @@ static int side(int sock)
 		struct fi_cq_tagged_entry e;
 		char d;
 
-		fi_cq_read(cq, &e, 1);
+		for (int i = 0; i < neps; i++)
+			fi_cq_read(cqs[i], &e, 1);
 		if (recv(sock, &d, 1, MSG_DONTWAIT) == 1)
 			break;
 	}
-	fi_close(&ep->fid);
+	for (int i = 0; i < neps; i++) {
+		fi_close(&eps[i]->fid);
+		fi_close(&cqs[i]->fid);
+	}
 	fi_close(&av->fid);
-	fi_close(&cq->fid);
 	fi_close(&dom->fid);
 	fi_close(&fab->fid);
 	fi_freeinfo(fi);
@@ -185,6 +208,7 @@ int main(int argc, char **argv)
 
 	if (argc > 1)
 		nmsg = (uint32_t)strtoul(argv[1], NULL, 10);
+	percq = argc > 2 && !strcmp(argv[2], "percq");
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		return 1;
 	pid = fork();
@@ -194,7 +218,10 @@ int main(int argc, char **argv)
 	waitpid(pid, &st, 0);
 	if (!WIFEXITED(st) || WEXITSTATUS(st))
 		ret = ret ? ret : 10;
-	printf("stress_threads: %d threads x %u messages per direction: %s\n",
-	       THREADS, nmsg, ret ? "FAIL" : "PASS");
+	printf("stress_threads: %d threads x %u messages per direction, %s: "
+	       "%s\n", THREADS, nmsg,
+	       percq ? "one endpoint and CQ each (FI_THREAD_COMPLETION)"
+		     : "one shared endpoint and CQ (FI_THREAD_SAFE)",
+	       ret ? "FAIL" : "PASS");
 	return ret;
 }

@@ -10,8 +10,8 @@ static struct ntx_addr sample(void)
 {
 	struct ntx_addr a = {
 		.magic = NTX_ADDR_MAGIC, .version = NTX_ADDR_VERSION,
-		.host = 0x1234abcd5678ef01ull, .pid = 4242, .win_fd = 17,
-		.ep_id = 3, .service = 9228, .epoch = 0xfeedfacecafebeefull,
+		.host = 0x1234abcd, .pid = 4242, .win_fd = 17,
+		.ep_id = 3, .service = 9228, .epoch = 0xcafebeef,
 	};
 
 	a.ip4 = htonl(0x7f000001);
@@ -35,9 +35,11 @@ Test(addr, malformed_strings_are_rejected)
 	struct ntx_addr b;
 	const char *bad[] = {
 		"", "fi_ntx://", "fi_ntx://zz/1:2:3:4/5/1.2.3.4:5",
-		"fi_ntx://0000000000000001/1:2:3:4/5/1.2.3.4:5 trailing",
-		"fi_ntx://0000000000000001/1:2:3:4/5/1.2.3.4:70000",
-		"fi_ntx://0000000000000000/1:2:3:4/5/1.2.3.4:5",
+		"fi_ntx://00000001/1:2:3:4/5/1.2.3.4:5 trailing",
+		"fi_ntx://00000001/1:2:3:4/5/1.2.3.4:70000",
+		"fi_ntx://00000001/1:2:70000:4/5/1.2.3.4:5",
+		"fi_ntx://00000000/1:2:3:4/5/1.2.3.4:5",
+		"fi_ntx://0000000000000001/1:2:3:4/5/1.2.3.4:5",
 		"fi_sockaddr_in://127.0.0.1:1",
 	};
 
