@@ -85,6 +85,7 @@ struct ntx_req {
 	size_t part, part_off; /* issue position */
 	uint32_t unacked;      /* packets without an answer yet */
 	uint8_t redo, redo_pass; /* parts to resend without single copy */
+	uint8_t rma_stage;     /* several parts: 0 check, 1 data, 2 notify */
 	int rma_err;           /* first error an answer reported (positive) */
 	uint16_t dt_op;        /* atomics: datatype << 8 | op */
 	size_t dt_size;

@@ -26,6 +26,8 @@ enum ntx_op {
 	NTX_OP_READ_CMA,  /* payload = initiator's iovecs: target pushes */
 	NTX_OP_ATOMIC,    /* payload = operands [+ compare values] */
 	NTX_OP_RMA_RESP,  /* status; READ: data; ATOMIC fetch: old values */
+	NTX_OP_RMA_CHECK, /* several remote iovecs: all checked first */
+	NTX_OP_RMA_NOTIFY, /* several remote iovecs: remote CQ data, total */
 	NTX_OP_MAX
 };
 
@@ -65,6 +67,18 @@ struct ntx_wire_hdr {
  * The target checks [offset, offset + msg_len) whole, for every segment,
  * so that a request that is out of range moves no byte at all. */
 #define NTX_RMA_RETRY 0x7fff /* RMA_RESP status: no single copy, resend */
+/* A request of several remote iovecs is checked whole before any of its
+ * data moves: RMA_CHECK carries every (addr, len, key) (niov of them, the
+ * request's op in status, an atomic's dt << 8 | op in rreq) and is
+ * answered with niov = NTX_RMA_CHECK_PART. Its remote CQ data then
+ * travels last in RMA_NOTIFY (msg_len = bytes of the whole request). */
+#define NTX_RMA_CHECK_PART 0xffff
+
+struct ntx_wire_riov {
+	uint64_t addr;
+	uint64_t len;
+	uint64_t key;
+};
 /* 56 bytes: with the back end's 8-byte entry prefix, one cache line */
 _Static_assert(sizeof(struct ntx_wire_hdr) == 56, "wire header size");
 

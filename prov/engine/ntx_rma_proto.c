@@ -117,7 +117,8 @@ static int ntx_rma_tx_one(struct ntx_req *r)
 	const struct fi_rma_iov *ri = &r->riov[r->part];
 	struct ntx_wire_hdr h = {
 		.op = r->rma_op,
-		.flags = r->pkt_flags,
+		/* several parts: the CQ data goes last, in RMA_NOTIFY */
+		.flags = r->pkt_flags & (r->riov_count > 1 ? ~NTX_PF_DATA : 0xff),
 		.status = (int32_t)r->part,
 		.tag = ri->key,
 		.cq_data = r->data,
@@ -148,8 +149,51 @@ static int ntx_rma_tx_one(struct ntx_req *r)
 	return 0;
 }
 
-/* Every packet was answered: complete, or resend the parts the target
- * could not move by single copy. */
+enum { /* rma_stage of a request of several remote iovecs */
+	NTX_RMA_CHECK,    /* RMA_CHECK to send */
+	NTX_RMA_CHECKING, /* waiting for its answer */
+	NTX_RMA_DATA,     /* data packets */
+	NTX_RMA_NOTIFY,   /* RMA_NOTIFY to send */
+	NTX_RMA_DONE,
+};
+
+/* Every (addr, len, key) of the request, for the target to check whole */
+static int ntx_rma_tx_check(struct ntx_req *r)
+{
+	struct ntx_wire_riov w[NTX_MAX_IOV];
+	struct iovec iov = { w, r->riov_count * sizeof(w[0]) };
+	struct ntx_wire_hdr h = {
+		.op = NTX_OP_RMA_CHECK,
+		.flags = r->pkt_flags & (NTX_PF_FETCH | NTX_PF_COMPARE),
+		.niov = (uint16_t)r->riov_count,
+		.status = r->rma_op,
+		.sreq = r->id,
+		.rreq = r->dt_op,
+	};
+
+	for (size_t i = 0; i < r->riov_count; i++) {
+		w[i].addr = r->riov[i].addr;
+		w[i].len = r->riov[i].len;
+		w[i].key = r->riov[i].key;
+	}
+	return r->vc->ops->send(r->vc->conn, &h, &iov, 1, iov.iov_len);
+}
+
+static int ntx_rma_tx_notify(struct ntx_req *r)
+{
+	struct ntx_wire_hdr h = {
+		.op = NTX_OP_RMA_NOTIFY,
+		.flags = NTX_PF_DATA,
+		.cq_data = r->data,
+		.msg_len = r->len,
+		.sreq = r->id,
+	};
+
+	return r->vc->ops->send(r->vc->conn, &h, NULL, 0, 0);
+}
+
+/* Every packet was answered: complete, resend the parts the target could
+ * not move by single copy, or send the remote CQ data of several parts. */
 static void ntx_rma_finish(struct ntx_req *r)
 {
 	if (r->redo && !r->rma_err) {
@@ -157,6 +201,12 @@ static void ntx_rma_finish(struct ntx_req *r)
 		r->redo = 0;
 		r->part = (size_t)__builtin_ctz(r->redo_pass);
 		r->part_off = 0;
+		ntx_list_insert_head(&r->vc->backlog, &r->entry);
+		return;
+	}
+	if (!r->rma_err && r->rma_stage == NTX_RMA_DATA &&
+	    r->riov_count > 1 && (r->pkt_flags & NTX_PF_DATA)) {
+		r->rma_stage = NTX_RMA_NOTIFY;
 		ntx_list_insert_head(&r->vc->backlog, &r->entry);
 		return;
 	}
@@ -168,9 +218,34 @@ static void ntx_rma_finish(struct ntx_req *r)
 
 int ntx_rma_tx(struct ntx_req *r)
 {
-	int ret;
+	int ret = 0;
 
-	while (r->part < r->riov_count) {
+	if (r->riov_count == 1 && r->rma_stage < NTX_RMA_DATA)
+		r->rma_stage = NTX_RMA_DATA; /* one part: checked with it */
+	if (r->rma_stage == NTX_RMA_CHECK) {
+		ret = ntx_rma_tx_check(r);
+		if (ret == -FI_EAGAIN)
+			return ret;
+		r->rma_stage = NTX_RMA_CHECKING;
+		if (!ret) { /* data waits for the answer */
+			r->unacked++;
+			ntx_list_insert_tail(&r->vc->pending, &r->entry);
+			return 0;
+		}
+	} else if (r->rma_stage == NTX_RMA_NOTIFY) {
+		ret = ntx_rma_tx_notify(r);
+		if (ret == -FI_EAGAIN)
+			return ret;
+		r->rma_stage = NTX_RMA_DONE;
+		if (!ret)
+			r->unacked++;
+	}
+	if (ret) {
+		if (!r->rma_err)
+			r->rma_err = -ret;
+		r->part = r->riov_count;
+	}
+	while (r->rma_stage == NTX_RMA_DATA && r->part < r->riov_count) {
 		ret = ntx_rma_tx_one(r);
 		if (ret == -FI_EAGAIN)
 			return ret;
@@ -209,8 +284,29 @@ static void ntx_rma_on_resp(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	const struct fi_rma_iov *ri;
 	size_t loff;
 
-	if (!r || r->vc != vc || r->state != NTX_RS_RMA || !r->unacked ||
-	    h->niov >= r->riov_count)
+	if (!r || r->vc != vc || r->state != NTX_RS_RMA || !r->unacked)
+		goto bad;
+	if (h->niov == NTX_RMA_CHECK_PART) {
+		if (r->rma_stage != NTX_RMA_CHECKING || len)
+			goto bad;
+		r->unacked--;
+		ntx_list_remove(&r->entry);
+		if (h->status) { /* nothing of the request moves */
+			r->rma_err = h->status > 0 && h->status < NTX_RMA_RETRY
+					     ? h->status : FI_EIO;
+			r->part = r->riov_count;
+			r->rma_stage = NTX_RMA_DONE;
+			if (!r->unacked)
+				ntx_rma_finish(r);
+			else
+				ntx_list_insert_tail(&vc->pending, &r->entry);
+			return;
+		}
+		r->rma_stage = NTX_RMA_DATA;
+		ntx_list_insert_head(&vc->backlog, &r->entry);
+		return;
+	}
+	if (h->niov >= r->riov_count)
 		goto bad;
 	ri = &r->riov[h->niov];
 	loff = ntx_rma_local_off(r, h->niov);
@@ -401,6 +497,18 @@ static void ntx_rma_on_cma(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	ntx_rma_answer(vc, h, ret, NULL, 0, 0);
 }
 
+/* The access an atomic needs: reads for fetches, writes unless it only
+ * reads. */
+static uint64_t ntx_rma_atomic_access(uint8_t flags, enum fi_op op)
+{
+	uint64_t access = op == FI_ATOMIC_READ ? FI_REMOTE_READ
+					       : FI_REMOTE_WRITE;
+
+	if (flags & (NTX_PF_FETCH | NTX_PF_COMPARE))
+		access |= FI_REMOTE_READ;
+	return access;
+}
+
 /* Checks an atomic's operation and target; runs it piece by piece (an MR
  * of several iovecs may split the range). */
 static int ntx_rma_atomic_run(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
@@ -414,9 +522,7 @@ static int ntx_rma_atomic_run(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	size_t n, size = ntx_atomic_dt_size(dt), done = 0;
 	int ret;
 
-	access = op == FI_ATOMIC_READ ? FI_REMOTE_READ : FI_REMOTE_WRITE;
-	if (h->flags & (NTX_PF_FETCH | NTX_PF_COMPARE))
-		access |= FI_REMOTE_READ;
+	access = ntx_rma_atomic_access(h->flags, op);
 	ret = ntx_mr_check(vc->ep->domain, vc->ep, h->tag, h->offset,
 			   h->msg_len, access, iov, &n, mr);
 	if (ret)
@@ -484,6 +590,73 @@ static void ntx_rma_on_atomic(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_rma_answer(vc, h, 0, &riov, 1, h->msg_len);
 }
 
+/* One part of a request of several, as its data packets will be checked
+ * (atomics: operation, size and alignment too). mr_lock held. */
+static int ntx_rma_check_part(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+			      const struct ntx_wire_riov *w)
+{
+	enum fi_datatype dt = (enum fi_datatype)(h->rreq >> 8);
+	enum fi_op op = (enum fi_op)(h->rreq & 0xff);
+	struct iovec iov[NTX_MAX_IOV];
+	struct ntx_mr *mr;
+	size_t n, size;
+	uint64_t access;
+	int ret;
+
+	if (h->status == NTX_OP_WRITE)
+		access = FI_REMOTE_WRITE;
+	else if (h->status == NTX_OP_READ)
+		access = FI_REMOTE_READ;
+	else
+		access = ntx_rma_atomic_access(h->flags, op);
+	ret = ntx_mr_check(vc->ep->domain, vc->ep, w->key, w->addr, w->len,
+			   access, iov, &n, &mr);
+	if (ret || h->status != NTX_OP_ATOMIC)
+		return ret;
+	size = ntx_atomic_dt_size(dt);
+	for (size_t i = 0; i < n; i++)
+		if (iov[i].iov_len % size ||
+		    !ntx_atomic_aligned(dt, (uintptr_t)iov[i].iov_base))
+			return -FI_EINVAL;
+	return 0;
+}
+
+static void ntx_rma_on_check(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+			     const void *payload, size_t len)
+{
+	struct ntx_wire_riov w[NTX_MAX_IOV];
+	struct ntx_wire_hdr q = *h;
+	int ret = 0;
+
+	if (!h->niov || h->niov > NTX_MAX_IOV ||
+	    len != h->niov * sizeof(w[0]) ||
+	    (h->status != NTX_OP_WRITE && h->status != NTX_OP_READ &&
+	     h->status != NTX_OP_ATOMIC)) {
+		ntx_vc_fail(vc, -FI_EREMOTEIO);
+		return;
+	}
+	memcpy(w, payload, len); /* copy, then validate */
+	ntx_rma_mr_lock(vc);
+	for (uint16_t i = 0; i < h->niov && !ret; i++)
+		ret = ntx_rma_check_part(vc, h, &w[i]);
+	ntx_rma_mr_unlock(vc);
+	q.status = NTX_RMA_CHECK_PART; /* the answer names the check */
+	ntx_rma_answer(vc, &q, ret, NULL, 0, 0);
+}
+
+/* The remote CQ data of a request of several parts, after all of them. */
+static void ntx_rma_on_notify(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
+{
+	struct ntx_ep *ep = vc->ep;
+
+	if (ep->rx_cq)
+		ntx_cq_push(ep->rx_cq, NULL,
+			    FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
+			    h->msg_len, NULL, h->cq_data, 0,
+			    ntx_vc_fi_addr(vc));
+	ntx_rma_answer(vc, h, 0, NULL, 0, 0);
+}
+
 void ntx_rma_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		       const void *payload, size_t len)
 {
@@ -507,6 +680,16 @@ void ntx_rma_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		break;
 	case NTX_OP_RMA_RESP:
 		ntx_rma_on_resp(vc, h, payload, len);
+		break;
+	case NTX_OP_RMA_CHECK:
+		ntx_rma_on_check(vc, h, payload, len);
+		break;
+	case NTX_OP_RMA_NOTIFY:
+		if (len || !(h->flags & NTX_PF_DATA)) {
+			ntx_vc_fail(vc, -FI_EREMOTEIO);
+			return;
+		}
+		ntx_rma_on_notify(vc, h);
 		break;
 	default:
 		ntx_vc_fail(vc, -FI_EREMOTEIO);
