@@ -1,11 +1,13 @@
 /*
  * The operations of fi_atomic(3) on local memory. Types of up to 8 bytes
- * are updated with a compare-and-swap loop on their bit pattern, wider
+ * are updated with one atomic instruction where the CPU has it and a
+ * compare-and-swap loop on their bit pattern otherwise, wider
  * ones (128-bit integers, long double, double and long double complex)
  * under a striped lock, so every element update is atomic against every
  * other one in the process, whichever endpoint or thread runs it.
  */
 #include "config.h"
+#include <assert.h>
 #include <complex.h>
 #include <pthread.h>
 #include <string.h>
@@ -278,21 +280,66 @@ static pthread_mutex_t *ntx_stripe(const void *p)
 			memcpy(res, &a, sizeof(T));                         \
 	}
 
-/* A compare-and-swap loop on the bit pattern (U is T's size); an element
- * that is not aligned for U (float complex) takes the lock instead. */
-#define NTX_EXEC_CAS(name, T, U)                                            \
+/* One instruction where the hardware has it: load for a read, exchange
+ * for a write and, on integers, fetch-and-add/or/and/xor (two's complement
+ * makes one add right for signed and unsigned). Returns false when the op
+ * needs the compare-and-swap loop. */
+#define NTX_FAST(U)                                                         \
+	static bool ntx_fast_##U(enum fi_op op, U *p, U b, U *old,         \
+				 bool is_int)                               \
+	{                                                                   \
+		if (!is_int && op != FI_ATOMIC_READ &&                      \
+		    op != FI_ATOMIC_WRITE)                                  \
+			return false;                                       \
+		switch (op) {                                               \
+		case FI_ATOMIC_READ:                                        \
+			*old = __atomic_load_n(p, __ATOMIC_ACQUIRE);        \
+			return true;                                        \
+		case FI_ATOMIC_WRITE:                                       \
+			*old = __atomic_exchange_n(p, b, __ATOMIC_ACQ_REL); \
+			return true;                                        \
+		case FI_SUM:                                                \
+			*old = __atomic_fetch_add(p, b, __ATOMIC_ACQ_REL);  \
+			return true;                                        \
+		case FI_BOR:                                                \
+			*old = __atomic_fetch_or(p, b, __ATOMIC_ACQ_REL);   \
+			return true;                                        \
+		case FI_BAND:                                               \
+			*old = __atomic_fetch_and(p, b, __ATOMIC_ACQ_REL);  \
+			return true;                                        \
+		case FI_BXOR:                                               \
+			*old = __atomic_fetch_xor(p, b, __ATOMIC_ACQ_REL);  \
+			return true;                                        \
+		default:                                                    \
+			return false;                                       \
+		}                                                           \
+	}
+
+NTX_FAST(uint8_t)
+NTX_FAST(uint16_t)
+NTX_FAST(uint32_t)
+NTX_FAST(uint64_t)
+
+/* Otherwise a compare-and-swap loop on the bit pattern (U, of T's size);
+ * an element not aligned for U (float complex is 4-aligned) takes the
+ * lock instead: one address always takes the same path. */
+#define NTX_EXEC_CAS(name, T, U, is_int)                                    \
 	NTX_EXEC_LOCKED(name, T)                                            \
+	static_assert(sizeof(T) == sizeof(U), "bit pattern of " #T);       \
 	static void ntx_exec_##name(enum fi_op op, void *dst, const void *o, \
 				    const void *c, void *res)              \
 	{                                                                   \
-		T a, b = 0, cv = 0, n;                                      \
-		U ob, nb;                                                   \
+		T a, b, cv = 0, n;                                          \
+		U ob, nb, bb = 0;                                           \
 		if ((uintptr_t)dst % sizeof(U)) {                           \
 			ntx_exec_locked_##name(op, dst, o, c, res);         \
 			return;                                             \
 		}                                                           \
 		if (o)                                                      \
-			memcpy(&b, o, sizeof(T));                           \
+			memcpy(&bb, o, sizeof(U));                          \
+		if (ntx_fast_##U(op, dst, bb, &ob, is_int))                 \
+			goto done;                                          \
+		memcpy(&b, &bb, sizeof(T));                                 \
 		if (c)                                                      \
 			memcpy(&cv, c, sizeof(T));                          \
 		ob = __atomic_load_n((U *)dst, __ATOMIC_ACQUIRE);           \
@@ -305,29 +352,30 @@ static pthread_mutex_t *ntx_stripe(const void *p)
 						      false,                \
 						      __ATOMIC_ACQ_REL,     \
 						      __ATOMIC_ACQUIRE));   \
+	done: /* ob is what dst held before, in every case */               \
 		if (res)                                                    \
-			memcpy(res, &a, sizeof(T));                         \
+			memcpy(res, &ob, sizeof(U));                        \
 	}
 
-#define NTX_INT(name, T, UT, U)                                             \
+#define NTX_INT(name, T, UT)                                                \
 	NTX_APPLY_COMMON(name, T)                                           \
 	NTX_APPLY_INT(name, T, UT)                                          \
-	NTX_EXEC_CAS(name, T, U)
+	NTX_EXEC_CAS(name, T, UT, true)
 
-NTX_INT(i8, int8_t, uint8_t, uint8_t)
-NTX_INT(u8, uint8_t, uint8_t, uint8_t)
-NTX_INT(i16, int16_t, uint16_t, uint16_t)
-NTX_INT(u16, uint16_t, uint16_t, uint16_t)
-NTX_INT(i32, int32_t, uint32_t, uint32_t)
-NTX_INT(u32, uint32_t, uint32_t, uint32_t)
-NTX_INT(i64, int64_t, uint64_t, uint64_t)
-NTX_INT(u64, uint64_t, uint64_t, uint64_t)
+NTX_INT(i8, int8_t, uint8_t)
+NTX_INT(u8, uint8_t, uint8_t)
+NTX_INT(i16, int16_t, uint16_t)
+NTX_INT(u16, uint16_t, uint16_t)
+NTX_INT(i32, int32_t, uint32_t)
+NTX_INT(u32, uint32_t, uint32_t)
+NTX_INT(i64, int64_t, uint64_t)
+NTX_INT(u64, uint64_t, uint64_t)
 NTX_APPLY_FLOAT(flt, float)
-NTX_EXEC_CAS(flt, float, uint32_t)
+NTX_EXEC_CAS(flt, float, uint32_t, false)
 NTX_APPLY_FLOAT(dbl, double)
-NTX_EXEC_CAS(dbl, double, uint64_t)
+NTX_EXEC_CAS(dbl, double, uint64_t, false)
 NTX_APPLY_COMPLEX(fcx, ntx_fcplx)
-NTX_EXEC_CAS(fcx, ntx_fcplx, uint64_t)
+NTX_EXEC_CAS(fcx, ntx_fcplx, uint64_t, false)
 NTX_APPLY_COMPLEX(dcx, ntx_dcplx)
 NTX_EXEC_LOCKED(dcx, ntx_dcplx)
 NTX_APPLY_FLOAT(ldb, long double)
@@ -368,7 +416,12 @@ void ntx_atomic_exec(enum fi_datatype dt, enum fi_op op, void *dst,
 		     size_t count)
 {
 	size_t size = ntx_atomic_dt_size(dt);
-	ntx_exec_fn fn = ntx_exec_fns[dt];
+	ntx_exec_fn fn;
+
+	/* the caller checked the op against the call's family */
+	assert(ntx_atomic_supported(NTX_AFN_FETCH, dt, op) ||
+	       ntx_atomic_supported(NTX_AFN_COMPARE, dt, op));
+	fn = ntx_exec_fns[dt];
 
 	for (size_t i = 0, off = 0; i < count; i++, off += size)
 		fn(op, (uint8_t *)dst + off,
