@@ -139,7 +139,7 @@ static int child_target(int sock)
 	CHK(tgt_reg(&t, buf, &mr, mc, TKEY) == 0);
 	CHK(tgt_send_info(&t, sock, mr, buf) == 0);
 	for (;;) {
-		struct fi_cq_data_entry e;
+		struct fi_cq_tagged_entry e; /* the CQ's format */
 
 		if (g_cfg.auto_prog) {
 			/* asleep in a blocking call: only the helper thread
@@ -529,8 +529,8 @@ static void expect_unchanged(struct ini *in)
 static void bad_input_table(void)
 {
 	struct ini in;
-	uint64_t v = 7, old_key, res;
-	int64_t one = 1;
+	uint64_t v = 7, old_key, res[2];
+	int64_t one = 1, two[2] = { 1, 1 };
 
 	ini_open(&in);
 	expect_bad_write(&in, raddr(&in, 0), in.ti.key ^ 0x5a5a0000ull, 8,
@@ -547,10 +547,10 @@ static void bad_input_table(void)
 	POST(&in, fi_atomic(in.t.ep, &one, 1, NULL, in.peer, raddr(&in, 3),
 			    in.ti.key, FI_INT64, FI_SUM, &one));
 	cr_assert_eq(ini_wait(&in, &one, NULL), FI_EINVAL, "misaligned");
-	POST(&in, fi_fetch_atomic(in.t.ep, &one, 2, NULL, &res, NULL, in.peer,
+	POST(&in, fi_fetch_atomic(in.t.ep, two, 2, NULL, res, NULL, in.peer,
 				  raddr(&in, TBUF - 8), in.ti.key, FI_INT64,
-				  FI_SUM, &one));
-	cr_assert_eq(ini_wait(&in, &one, NULL), FI_EFAULT, "atomic past end");
+				  FI_SUM, two));
+	cr_assert_eq(ini_wait(&in, two, NULL), FI_EFAULT, "atomic past end");
 	cr_assert_eq(fi_atomic(in.t.ep, &one, 1, NULL, in.peer, raddr(&in, 0),
 			       in.ti.key, FI_DOUBLE, FI_BOR, &one),
 		     -FI_EOPNOTSUPP);
