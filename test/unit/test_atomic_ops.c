@@ -428,6 +428,25 @@ Test(atomic_ops, float_complex_on_4_byte_boundary)
 #define NTHR 4
 #define NITER 100000
 
+/* without it a thread may finish its loop before the next one starts */
+static pthread_barrier_t start;
+
+static void start_threads(pthread_t *th, void *(*fn)(void *), void *arg,
+			  void *(*fn2)(void *), void *arg2)
+{
+	cr_assert_eq(pthread_barrier_init(&start, NULL, NTHR), 0);
+	for (int i = 0; i < NTHR; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, i & 1 ? fn2 : fn,
+					    i & 1 ? arg2 : arg), 0);
+}
+
+static void join_threads(pthread_t *th)
+{
+	for (int i = 0; i < NTHR; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&start);
+}
+
 struct sum_arg {
 	enum fi_datatype dt;
 	void *dst;
@@ -439,6 +458,7 @@ static void *sum_thread(void *p)
 	const struct sum_arg *a = p;
 	uint8_t old[MAXSZ];
 
+	pthread_barrier_wait(&start);
 	/* half the calls fetch, so both forms race */
 	for (int i = 0; i < NITER; i++)
 		ntx_atomic_exec(a->dt, FI_SUM, a->dst, a->one, NULL,
@@ -451,10 +471,8 @@ static void race_sum(enum fi_datatype dt, void *dst, const void *one)
 	struct sum_arg arg = { dt, dst, one };
 	pthread_t th[NTHR];
 
-	for (int i = 0; i < NTHR; i++)
-		cr_assert_eq(pthread_create(&th[i], NULL, sum_thread, &arg), 0);
-	for (int i = 0; i < NTHR; i++)
-		pthread_join(th[i], NULL);
+	start_threads(th, sum_thread, &arg, sum_thread, &arg);
+	join_threads(th);
 }
 
 Test(atomic_ops, threads_sum_uint64)
@@ -493,6 +511,7 @@ static void *cswap_thread(void *p)
 {
 	int32_t *v = p;
 
+	pthread_barrier_wait(&start);
 	for (int i = 0; i < NITER; i++) {
 		int32_t cur, next, old;
 
@@ -515,10 +534,8 @@ Test(atomic_ops, threads_cswap_increment_int32)
 	_Alignas(4) int32_t v = 0;
 	pthread_t th[NTHR];
 
-	for (int i = 0; i < NTHR; i++)
-		cr_assert_eq(pthread_create(&th[i], NULL, cswap_thread, &v), 0);
-	for (int i = 0; i < NTHR; i++)
-		pthread_join(th[i], NULL);
+	start_threads(th, cswap_thread, &v, cswap_thread, &v);
+	join_threads(th);
 	cr_expect_eq(v, NTHR * NITER);
 }
 
@@ -528,6 +545,7 @@ static void *prod_thread(void *p)
 {
 	uint64_t one = 1;
 
+	pthread_barrier_wait(&start);
 	for (int i = 0; i < NITER; i++)
 		ntx_atomic_exec(FI_UINT64, FI_PROD, p, &one, NULL, NULL, 1);
 	return NULL;
@@ -539,11 +557,7 @@ Test(atomic_ops, threads_add_against_cas_loop)
 	struct sum_arg arg = { FI_UINT64, &v, &one };
 	pthread_t th[NTHR];
 
-	for (int i = 0; i < NTHR; i++)
-		cr_assert_eq(i & 1 ? pthread_create(&th[i], NULL, prod_thread, &v)
-			     : pthread_create(&th[i], NULL, sum_thread, &arg),
-			     0);
-	for (int i = 0; i < NTHR; i++)
-		pthread_join(th[i], NULL);
+	start_threads(th, sum_thread, &arg, prod_thread, &v);
+	join_threads(th);
 	cr_expect_eq(v, (uint64_t)NTHR / 2 * NITER);
 }
