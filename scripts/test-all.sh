@@ -62,6 +62,7 @@ stress() {
 }
 step "4 threads x 100k messages: one shared endpoint, then one endpoint and CQ each" stress
 step "the same under ThreadSanitizer" scripts/tsan.sh 100000
+step "Criterion suites under AddressSanitizer + UBSan" scripts/asan.sh
 step "Open MPI ofi MTL (shm)" test/mpi/run-mpi.sh
 step "Open MPI ofi MTL (tcp path)" env NTX_MPI_NETWORK=1 test/mpi/run-mpi.sh
 step "Open MPI one-sided: btl ofi + osc rdma (shm)" test/mpi/run-mpi-osc.sh
