@@ -163,7 +163,10 @@ struct ntx_domain {
 			       * scope or CQ lock */
 	struct ntx_list eps;  /* ntx_ep.dom_entry, polled by progress */
 	enum fi_threading threading;
-	bool net; /* the tcp domain: remote peers through the network */
+	/* the domain's name (shm, tcp or a verbs device) and the back end
+	 * that reaches remote peers (NULL for shm) */
+	char name[64];
+	const struct ntx_be_ops *net_ops;
 	uint64_t mr_mode;
 	struct fid_eq *eq;
 	/* MR table: key = [index | generation] (DESIGN §6) */
@@ -181,6 +184,11 @@ struct ntx_domain {
 	int auto_avoid_cpu; /* where the opening thread ran */
 	_Atomic uint64_t app_poll_ns;
 };
+
+/* The network back end of a domain name: 0 and *ops NULL for shm,
+ * -FI_EINVAL for a name ntx does not serve. */
+struct ntx_be_ops;
+int ntx_domain_net(const char *name, const struct ntx_be_ops **ops);
 
 /* Domain lock held: progress of every endpoint. */
 void ntx_domain_progress(struct ntx_domain *dom);

@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 
 #include "ntx/ntx.h"
+#include "ntx/ntx_wire.h"
 
 struct ntx_be_ep;   /* one back-end instance per endpoint */
 struct ntx_be_conn; /* one per VC */
@@ -38,9 +39,13 @@ struct ntx_be_ops {
 	size_t hdr_size;    /* bytes of engine header per packet */
 	size_t max_payload; /* payload bytes per packet */
 	bool has_bulk;      /* bulk_read works (single copy) */
+	/* bulk moves need the peer's keys from expose (RDMA); without
+	 * them the engine moves the bytes in packets */
+	bool bulk_keyed;
 
+	/* 'dev' names the device of a network back end (NULL otherwise) */
 	int (*open)(struct ntx_be_ep **be, const struct ntx_addr *want,
-		    const struct ntx_be_cb *cb);
+		    const struct ntx_be_cb *cb, const char *dev);
 	void (*close)(struct ntx_be_ep *be);
 	/* fills in this instance's part of the endpoint's name */
 	void (*getname)(struct ntx_be_ep *be, struct ntx_addr *addr);
@@ -53,14 +58,21 @@ struct ntx_be_ops {
 	/* one packet; -FI_EAGAIN when the peer's ring is full */
 	int (*send)(struct ntx_be_conn *conn, const void *hdr,
 		    const struct iovec *iov, size_t iovcnt, size_t len);
-	/* single-copy pull of a peer's memory into ours */
+	/* single-copy pull of a peer's memory into ours; returns bytes
+	 * moved, -FI_EOPNOTSUPP when this move cannot be single copy (the
+	 * engine then moves the bytes in packets) */
 	ssize_t (*bulk_read)(struct ntx_be_conn *conn, const struct iovec *local,
-			     size_t nlocal, const struct iovec *remote,
+			     size_t nlocal, const struct ntx_wire_iov *remote,
 			     size_t nremote);
 	/* single-copy push of our memory into a peer's (optional) */
 	ssize_t (*bulk_write)(struct ntx_be_conn *conn,
 			      const struct iovec *local, size_t nlocal,
-			      const struct iovec *remote, size_t nremote);
+			      const struct ntx_wire_iov *remote, size_t nremote);
+	/* the key a peer's bulk move of [addr, addr + len) needs, which
+	 * lets the peer read it (or write it with 'writable'); optional:
+	 * keys are 0 without it. NTX_KEY_NONE when it cannot be given. */
+	uint64_t (*expose)(struct ntx_be_conn *conn, void *addr, size_t len,
+			   bool writable);
 	/* runs callbacks; returns how many events it handled */
 	int (*poll)(struct ntx_be_ep *be);
 	/* checks peers of busy connections for death; housekeeping */
@@ -85,5 +97,21 @@ static inline bool ntx_be_ops_is_valid(const struct ntx_be_ops *ops)
 
 extern const struct ntx_be_ops ntx_ntb_shm_ops;
 extern const struct ntx_be_ops ntx_ntb_tcp_ops;
+
+#ifdef NTX_HAVE_VERBS
+/* One verbs device that can carry an ntx domain (active port 1 with an
+ * IPv4 address for rdma_cm), with the limits read from it. */
+struct ntx_vb_devinfo {
+	char name[64];
+	uint32_t ip4; /* network order */
+	bool active;
+	uint32_t max_cqe, max_qp, max_qp_wr, max_srq_wr, max_sge, max_mr;
+	uint32_t max_cq, max_qp_rd_atom, mtu;
+	uint64_t max_mr_size;
+	int atomic_cap; /* enum ibv_atomic_cap */
+};
+int ntx_verbs_devices(struct ntx_vb_devinfo *out, int max);
+extern const struct ntx_be_ops ntx_verbs_ops;
+#endif
 
 #endif /* NTX_BACKEND_H */

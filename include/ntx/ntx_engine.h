@@ -129,7 +129,8 @@ struct ntx_ep_be {
 	struct ntx_be_ep *be;
 };
 
-enum { NTX_BE_SHM, NTX_BE_TCP, NTX_BE_MAX };
+/* the shm window, and the domain's network back end (tcp or verbs) */
+enum { NTX_BE_SHM, NTX_BE_NET, NTX_BE_MAX };
 
 struct ntx_ep {
 	struct fid_ep ep;
@@ -270,10 +271,19 @@ void ntx_proto_vc_failed(struct ntx_vc *vc);
 size_t ntx_vc_mtu(const struct ntx_vc *vc);
 /* Single-copy move of [off, off + len) between our iovecs and a peer's. */
 int ntx_bulk_move(struct ntx_vc *vc, bool write, const struct iovec *local,
-		  size_t nlocal, const struct iovec *remote, size_t nremote,
-		  size_t off, size_t len);
-void ntx_wire_to_iov(const struct ntx_wire_iov *w, uint16_t n,
-		     struct iovec *iov);
+		  size_t nlocal, const struct ntx_wire_iov *remote,
+		  size_t nremote, size_t off, size_t len);
+/* Our buffers as the peer's bulk moves will see them (with the back
+ * end's keys; 'writable' when the peer is to write them). */
+void ntx_wire_iov_fill(struct ntx_vc *vc, const struct iovec *iov, size_t n,
+		       bool writable, struct ntx_wire_iov *w);
+/* Bulk moves on this VC: a back end that has them, and single copy not
+ * turned off for the shm window (FI_NTX_SHM_CMA) */
+static inline bool ntx_vc_bulk(const struct ntx_vc *vc)
+{
+	return vc->ops->bulk_read && vc->ops->bulk_write &&
+	       (vc->ops->bulk_keyed || vc->ep->cma_ok);
+}
 /* A send request is done or failed (err negative) */
 void ntx_proto_send_done(struct ntx_req *r);
 void ntx_proto_send_fail(struct ntx_req *r, int err);

@@ -82,9 +82,13 @@ struct ntx_wire_riov {
 /* 56 bytes: with the back end's 8-byte entry prefix, one cache line */
 _Static_assert(sizeof(struct ntx_wire_hdr) == 56, "wire header size");
 
+/* A buffer a peer may move single copy: key from the back end's expose
+ * (0 where the back end needs none). */
 struct ntx_wire_iov {
 	uint64_t addr;
 	uint64_t len;
+	uint64_t key;
 };
+#define NTX_KEY_NONE UINT64_MAX /* no single copy of this buffer */
 
 #endif /* NTX_WIRE_H */

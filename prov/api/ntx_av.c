@@ -113,8 +113,7 @@ static int ntx_av_insertsvc(struct fid_av *fav, const char *node,
 			    uint64_t flags, void *context)
 {
 	struct ntx_av *av = ntx_container_of(fav, struct ntx_av, av);
-	struct fi_domain_attr da = { .name = av->domain->net ? NTX_DOMAIN_TCP
-							    : NTX_DOMAIN_SHM };
+	struct fi_domain_attr da = { .name = av->domain->name };
 	struct fi_info hints = { .domain_attr = &da };
 	struct fi_info *info = NULL;
 	int ret;

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "ntx/ntx_engine.h"
@@ -168,20 +169,43 @@ static struct fi_ops_mr ntx_domain_mr_ops = {
 	.regattr = ntx_mr_regattr,
 };
 
+int ntx_domain_net(const char *name, const struct ntx_be_ops **ops)
+{
+	*ops = NULL;
+	if (!name || !strcmp(name, NTX_DOMAIN_SHM))
+		return 0;
+	if (!strcmp(name, NTX_DOMAIN_TCP)) {
+		*ops = &ntx_ntb_tcp_ops;
+		return 0;
+	}
+#ifdef NTX_HAVE_VERBS
+	{
+		struct ntx_vb_devinfo d[16];
+		int n = ntx_verbs_devices(d, 16);
+
+		for (int i = 0; i < n; i++)
+			if (!strcmp(name, d[i].name)) {
+				*ops = &ntx_verbs_ops;
+				return 0;
+			}
+	}
+#endif
+	return -FI_EINVAL;
+}
+
 int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		    struct fid_domain **out, void *context)
 {
 	struct ntx_fabric *fab = ntx_container_of(fabric, struct ntx_fabric,
 						  fab);
+	const struct ntx_be_ops *net_ops;
 	struct ntx_domain *dom;
 
 	if (!info || !info->domain_attr) {
 		NTX_WARN(FI_LOG_DOMAIN, "fi_domain needs an fi_info\n");
 		return -FI_EINVAL;
 	}
-	if (info->domain_attr->name &&
-	    strcmp(info->domain_attr->name, NTX_DOMAIN_SHM) &&
-	    strcmp(info->domain_attr->name, NTX_DOMAIN_TCP)) {
+	if (ntx_domain_net(info->domain_attr->name, &net_ops)) {
 		NTX_WARN(FI_LOG_DOMAIN, "unknown domain %s\n",
 			 info->domain_attr->name);
 		return -FI_EINVAL;
@@ -189,13 +213,15 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom = calloc(1, sizeof(*dom));
 	if (!dom)
 		return -FI_ENOMEM;
+	dom->net_ops = net_ops;
+	snprintf(dom->name, sizeof(dom->name), "%s",
+		 info->domain_attr->name ? info->domain_attr->name
+					 : NTX_DOMAIN_SHM);
 	pthread_mutex_init(&dom->lock, NULL);
 	pthread_mutex_init(&dom->mr_lock, NULL);
 	ntx_list_init(&dom->eps);
 	dom->fabric = fab;
 	dom->threading = info->domain_attr->threading;
-	dom->net = info->domain_attr->name &&
-		   !strcmp(info->domain_attr->name, NTX_DOMAIN_TCP);
 	dom->mr_mode = (uint64_t)info->domain_attr->mr_mode;
 	if (dom->mr_mode == FI_MR_BASIC) /* the old enum: a whole mode */
 		dom->mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;

@@ -276,7 +276,8 @@ static int ntx_ep_open_be(struct ntx_ep *ep, int i,
 	assert(ntx_be_ops_is_valid(ops));
 	cb.ctx = &ep->be[i];
 	ep->be[i].ep = ep;
-	ret = ops->open(&ep->be[i].be, want, &cb);
+	ret = ops->open(&ep->be[i].be, want, &cb,
+			i == NTX_BE_NET ? ep->domain->name : NULL);
 	if (!ret)
 		ep->be[i].ops = ops;
 	return ret;
@@ -388,8 +389,8 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ntx_list_init(&ep->unexp_free);
 	ntx_tme_init(&ep->tme);
 	ret = ntx_ep_open_be(ep, NTX_BE_SHM, &ntx_ntb_shm_ops, want);
-	if (!ret && dom->net) {
-		ret = ntx_ep_open_be(ep, NTX_BE_TCP, &ntx_ntb_tcp_ops, want);
+	if (!ret && dom->net_ops) {
+		ret = ntx_ep_open_be(ep, NTX_BE_NET, dom->net_ops, want);
 		if (ret)
 			ntx_ntb_shm_ops.close(ep->be[NTX_BE_SHM].be);
 	}

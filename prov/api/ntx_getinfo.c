@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ntx/ntx.h"
+#include "ntx/ntx_backend.h"
 
 #define NTX_EP_CAPS                                                        \
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |        \
@@ -24,17 +25,51 @@
 #define NTX_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
 #define NTX_CAPS (NTX_EP_CAPS | NTX_DOMAIN_CAPS)
 
-/* One fi_info per domain: shm reaches this host only; tcp reaches peers on
- * this host through the shm window and remote peers through the network. */
+/* One fi_info per domain: shm reaches this host only; tcp and each verbs
+ * device reach peers on this host through the shm window and remote peers
+ * through their network. A verbs domain's limits come from its device
+ * (0 = ntx's defaults). */
 struct ntx_dom_desc {
-	const char *name;
+	char name[64];
 	uint64_t caps;
 	bool net;
+	uint32_t ep_cnt, cq_cnt, mr_cnt, tx_size, rx_size;
 };
-static const struct ntx_dom_desc ntx_doms[] = {
-	{ NTX_DOMAIN_SHM, FI_LOCAL_COMM, false },
-	{ NTX_DOMAIN_TCP, FI_LOCAL_COMM | FI_REMOTE_COMM, true },
-};
+#define NTX_MAX_DOMS 18
+
+static size_t ntx_doms(struct ntx_dom_desc *d)
+{
+	size_t n = 0;
+
+	memset(d, 0, NTX_MAX_DOMS * sizeof(*d));
+	strcpy(d[n].name, NTX_DOMAIN_SHM);
+	d[n++].caps = FI_LOCAL_COMM;
+	strcpy(d[n].name, NTX_DOMAIN_TCP);
+	d[n].net = true;
+	d[n++].caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+#ifdef NTX_HAVE_VERBS
+	{
+		struct ntx_vb_devinfo v[NTX_MAX_DOMS - 2];
+		int nv = ntx_verbs_devices(v, NTX_MAX_DOMS - 2);
+
+		for (int i = 0; i < nv; i++, n++) {
+			_Static_assert(sizeof(d[n].name) == sizeof(v[i].name),
+				       "device names");
+			memcpy(d[n].name, v[i].name, sizeof(d[n].name));
+			d[n].net = true;
+			d[n].caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+			d[n].ep_cnt = v[i].max_qp;
+			d[n].cq_cnt = v[i].max_cq;
+			d[n].mr_cnt = v[i].max_mr;
+			/* sends wait in the engine, receives in its queues;
+			 * the device bounds its own queues */
+			d[n].tx_size = v[i].max_qp_wr;
+			d[n].rx_size = v[i].max_srq_wr;
+		}
+	}
+#endif
+	return n;
+}
 #define NTX_TX_OP_FLAGS                                                    \
 	(FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE |                  \
 	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE)
@@ -426,6 +461,17 @@ static struct fi_info *ntx_info_template(const struct ntx_dom_desc *d)
 	*fi->fabric_attr = ntx_fabric_attr;
 	fi->domain_attr->caps = d->caps;
 	fi->domain_attr->name = strdup(d->name);
+	if (d->ep_cnt && d->ep_cnt < fi->domain_attr->ep_cnt)
+		fi->domain_attr->ep_cnt = fi->domain_attr->tx_ctx_cnt =
+			fi->domain_attr->rx_ctx_cnt = d->ep_cnt;
+	if (d->cq_cnt && d->cq_cnt < fi->domain_attr->cq_cnt)
+		fi->domain_attr->cq_cnt = d->cq_cnt;
+	if (d->mr_cnt && d->mr_cnt < fi->domain_attr->mr_cnt)
+		fi->domain_attr->mr_cnt = d->mr_cnt;
+	if (d->tx_size && d->tx_size < fi->tx_attr->size)
+		fi->tx_attr->size = d->tx_size;
+	if (d->rx_size && d->rx_size < fi->rx_attr->size)
+		fi->rx_attr->size = d->rx_size;
 	fi->fabric_attr->name = strdup(NTX_FABRIC_NAME);
 	fi->fabric_attr->prov_name = NULL; /* filled in by libfabric */
 	fi->fabric_attr->api_version = NTX_FI_VERSION;
@@ -494,11 +540,13 @@ int ntx_getinfo(uint32_t version, const char *node, const char *service,
 		struct fi_info **info)
 {
 	struct fi_info *head = NULL, **tail = &head, *fi;
+	struct ntx_dom_desc doms[NTX_MAX_DOMS];
+	size_t ndoms = ntx_doms(doms);
 	int ret = -FI_ENODATA;
 
-	for (size_t i = 0; i < sizeof(ntx_doms) / sizeof(ntx_doms[0]); i++) {
+	for (size_t i = 0; i < ndoms; i++) {
 		ret = ntx_getinfo_dom(version, node, service, flags, hints,
-				      &ntx_doms[i], &fi);
+				      &doms[i], &fi);
 		if (ret == -FI_ENOMEM)
 			break;
 		if (ret)

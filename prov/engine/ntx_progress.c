@@ -29,7 +29,7 @@ static void ntx_ep_check_peers(struct ntx_ep *ep)
 struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a)
 {
 	bool local = a->host == ntx_host_id();
-	bool net = ep->be[NTX_BE_TCP].ops && a->ip4 && a->port;
+	bool net = ep->be[NTX_BE_NET].ops && a->ip4 && a->port;
 
 	/* FI_NTX_LOCAL_VIA_NETWORK sends same-host peers through the
 	 * network where both sides have one; a peer of the shm domain has
@@ -37,7 +37,7 @@ struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a)
 	if (local && ep->be[NTX_BE_SHM].ops && !(ep->local_via_network && net))
 		return &ep->be[NTX_BE_SHM];
 	if (net)
-		return &ep->be[NTX_BE_TCP];
+		return &ep->be[NTX_BE_NET];
 	return NULL;
 }
 

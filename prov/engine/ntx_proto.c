@@ -110,10 +110,7 @@ static int ntx_tx_rts(struct ntx_req *r)
 	struct iovec piov;
 	int ret;
 
-	for (size_t i = 0; i < r->iov_count; i++) {
-		wiov[i].addr = (uintptr_t)r->iov[i].iov_base;
-		wiov[i].len = r->iov[i].iov_len;
-	}
+	ntx_wire_iov_fill(r->vc, r->iov, r->iov_count, false, wiov);
 	piov.iov_base = wiov;
 	piov.iov_len = r->iov_count * sizeof(wiov[0]);
 	ret = r->vc->ops->send(r->vc->conn, &h, &piov, 1, piov.iov_len);
@@ -356,29 +353,62 @@ static void ntx_rx_done(struct ntx_req *r, struct ntx_vc *vc)
 	ntx_req_put(r);
 }
 
-void ntx_wire_to_iov(const struct ntx_wire_iov *w, uint16_t n,
-		     struct iovec *iov)
+void ntx_wire_iov_fill(struct ntx_vc *vc, const struct iovec *iov, size_t n,
+		       bool writable, struct ntx_wire_iov *w)
 {
-	for (uint16_t i = 0; i < n; i++) {
-		iov[i].iov_base = (void *)(uintptr_t)w[i].addr;
-		iov[i].iov_len = w[i].len;
+	for (size_t i = 0; i < n; i++) {
+		w[i].addr = (uintptr_t)iov[i].iov_base;
+		w[i].len = iov[i].iov_len;
+		w[i].key = vc->ops->expose && ntx_vc_bulk(vc)
+				   ? vc->ops->expose(vc->conn, iov[i].iov_base,
+						     iov[i].iov_len, writable)
+				   : 0;
 	}
+}
+
+/* The bytes [off, off + len) of a peer's buffers, keys kept. */
+static size_t ntx_wire_slice(const struct ntx_wire_iov *w, size_t n,
+			     size_t off, size_t len, struct ntx_wire_iov *out,
+			     size_t *count)
+{
+	size_t k = 0, got = 0;
+
+	for (size_t i = 0; i < n && got < len; i++) {
+		size_t m;
+
+		if (off >= w[i].len) {
+			off -= w[i].len;
+			continue;
+		}
+		m = w[i].len - off;
+		if (m > len - got)
+			m = len - got;
+		out[k].addr = w[i].addr + off;
+		out[k].len = m;
+		out[k].key = w[i].key;
+		k++;
+		got += m;
+		off = 0;
+	}
+	*count = k;
+	return got;
 }
 
 /* Moves bytes [off, off + len) between our iovecs and the peer's with the
  * back end's single-copy bulk operations, resuming partial transfers. */
 int ntx_bulk_move(struct ntx_vc *vc, bool write, const struct iovec *local,
-		  size_t nlocal, const struct iovec *remote, size_t nremote,
-		  size_t off, size_t len)
+		  size_t nlocal, const struct ntx_wire_iov *remote,
+		  size_t nremote, size_t off, size_t len)
 {
 	const struct ntx_be_ops *ops = vc->ops;
-	struct iovec lsl[NTX_MAX_IOV], rsl[NTX_MAX_IOV];
+	struct iovec lsl[NTX_MAX_IOV];
+	struct ntx_wire_iov rsl[NTX_MAX_IOV];
 	size_t nl, nr;
 	ssize_t n;
 
 	while (len) {
 		ntx_iov_slice(local, nlocal, off, len, lsl, &nl);
-		ntx_iov_slice(remote, nremote, off, len, rsl, &nr);
+		ntx_wire_slice(remote, nremote, off, len, rsl, &nr);
 		n = write ? ops->bulk_write(vc->conn, lsl, nl, rsl, nr)
 			  : ops->bulk_read(vc->conn, lsl, nl, rsl, nr);
 		if (n <= 0)
@@ -394,10 +424,7 @@ static int ntx_rx_pull(struct ntx_req *r, struct ntx_vc *vc,
 		       const struct ntx_wire_iov *riov, uint16_t niov,
 		       size_t off, size_t len)
 {
-	struct iovec remote[NTX_MAX_IOV];
-
-	ntx_wire_to_iov(riov, niov, remote);
-	return ntx_bulk_move(vc, false, r->iov, r->iov_count, remote, niov,
+	return ntx_bulk_move(vc, false, r->iov, r->iov_count, riov, niov,
 			     off, len);
 }
 
@@ -417,17 +444,15 @@ static bool ntx_rx_split(struct ntx_req *r, struct ntx_vc *vc,
 	size_t split, nseg;
 	int ret;
 
+	/* (an RDMA device copies alone: nothing to share) */
 	if (!ntx_params.shm_split_min || r->want < ntx_params.shm_split_min ||
-	    !vc->ops->bulk_write)
+	    !vc->ops->bulk_write || vc->ops->bulk_keyed)
 		return false;
 	split = (r->want / 2) & ~(size_t)4095;
 	sp.offset = split;
 	sp.msg_len = r->want - split;
 	ntx_iov_slice(r->iov, r->iov_count, split, r->want - split, seg, &nseg);
-	for (size_t i = 0; i < nseg; i++) {
-		wiov[i].addr = (uintptr_t)seg[i].iov_base;
-		wiov[i].len = seg[i].iov_len;
-	}
+	ntx_wire_iov_fill(vc, seg, nseg, true, wiov);
 	sp.niov = (uint16_t)nseg;
 	piov.iov_len = nseg * sizeof(wiov[0]);
 	if (vc->ops->send(vc->conn, &sp, &piov, 1, piov.iov_len))
@@ -478,7 +503,7 @@ static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
 	r->hdr = *h;
 	r->msg_len = h->msg_len;
 	r->want = h->msg_len < room ? h->msg_len : room;
-	if (ep->cma_ok && vc->ops->bulk_read) {
+	if (ntx_vc_bulk(vc)) {
 		if (ntx_rx_split(r, vc, h, riov, niov))
 			return;
 		ret = ntx_rx_pull(r, vc, riov, niov, 0, r->want);
@@ -495,7 +520,8 @@ static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
 		}
 		NTX_INFO(FI_LOG_EP_DATA, "single copy not allowed; pipelining "
 			 "rendezvous through the window\n");
-		ep->cma_ok = false;
+		if (!vc->ops->bulk_keyed)
+			ep->cma_ok = false;
 	}
 	if (!r->want) { /* nothing fits: the sender is done */
 		reply.op = NTX_OP_FIN;
@@ -756,7 +782,7 @@ static void ntx_on_split(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	struct ntx_req *r = ntx_reply_req(vc, h->sreq, NTX_RS_RTS_SENT);
 	struct ntx_wire_hdr done = { .op = NTX_OP_DONE, .rreq = h->rreq };
 	struct ntx_wire_iov wiov[NTX_MAX_IOV];
-	struct iovec remote[NTX_MAX_IOV], local[NTX_MAX_IOV];
+	struct iovec local[NTX_MAX_IOV];
 	uint64_t sum = 0;
 	size_t nl;
 	int ret;
@@ -776,9 +802,8 @@ static void ntx_on_split(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_vc_fail(vc, -FI_EREMOTEIO);
 		return;
 	}
-	ntx_wire_to_iov(wiov, h->niov, remote);
 	ntx_iov_slice(r->iov, r->iov_count, h->offset, h->msg_len, local, &nl);
-	ret = ntx_bulk_move(vc, true, local, nl, remote, h->niov, 0,
+	ret = ntx_bulk_move(vc, true, local, nl, wiov, h->niov, 0,
 			    h->msg_len);
 	done.status = ret ? -ret : 0;
 	ntx_vc_ctrl(vc, &done);

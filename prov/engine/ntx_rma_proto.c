@@ -29,8 +29,7 @@ static bool ntx_rma_use_cma(const struct ntx_req *r,
 {
 	const struct ntx_vc *vc = r->vc;
 
-	return r->rma_op != NTX_OP_ATOMIC && !r->redo_pass && r->ep->cma_ok &&
-	       vc->ops->bulk_read && vc->ops->bulk_write &&
+	return r->rma_op != NTX_OP_ATOMIC && !r->redo_pass && ntx_vc_bulk(vc) &&
 	       ri->len > ntx_vc_mtu(vc);
 }
 
@@ -69,10 +68,9 @@ static size_t ntx_rma_payload(struct ntx_req *r, struct ntx_wire_hdr *h,
 		h->op = r->rma_op == NTX_OP_WRITE ? NTX_OP_WRITE_CMA
 						  : NTX_OP_READ_CMA;
 		ntx_iov_slice(r->iov, r->iov_count, loff, ri->len, sl, &ns);
-		for (size_t i = 0; i < ns; i++) {
-			wiov[i].addr = (uintptr_t)sl[i].iov_base;
-			wiov[i].len = sl[i].iov_len;
-		}
+		/* a read: the target writes into our buffers */
+		ntx_wire_iov_fill(r->vc, sl, ns, r->rma_op == NTX_OP_READ,
+				  wiov);
 		h->niov = (uint16_t)ns;
 		seg[0].iov_base = wiov;
 		seg[0].iov_len = ns * sizeof(*wiov);
@@ -316,7 +314,8 @@ static void ntx_rma_on_resp(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		NTX_INFO(FI_LOG_EP_DATA, "single copy not allowed; one-sided "
 			 "data goes through the window\n");
 		r->redo |= (uint8_t)(1u << h->niov);
-		vc->ep->cma_ok = false;
+		if (!vc->ops->bulk_keyed)
+			vc->ep->cma_ok = false;
 	} else if (h->status) {
 		if (len)
 			goto bad;
@@ -458,7 +457,7 @@ static void ntx_rma_on_cma(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 {
 	bool write = h->op == NTX_OP_WRITE_CMA;
 	struct ntx_wire_iov wiov[NTX_MAX_IOV];
-	struct iovec iov[NTX_MAX_IOV], remote[NTX_MAX_IOV];
+	struct iovec iov[NTX_MAX_IOV];
 	uint64_t sum = 0;
 	struct ntx_mr *mr;
 	size_t n;
@@ -483,9 +482,8 @@ static void ntx_rma_on_cma(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			   write ? FI_REMOTE_WRITE : FI_REMOTE_READ, iov, &n,
 			   &mr);
 	if (!ret) {
-		ntx_wire_to_iov(wiov, h->niov, remote);
 		/* a write pulls the initiator's data, a read pushes ours */
-		ret = ntx_bulk_move(vc, !write, iov, n, remote, h->niov, 0,
+		ret = ntx_bulk_move(vc, !write, iov, n, wiov, h->niov, 0,
 				    h->msg_len);
 		if (ret == -FI_EOPNOTSUPP)
 			ret = NTX_RMA_RETRY;

@@ -680,23 +680,44 @@ static ssize_t ntx_ntb_cma_result(const struct ntx_be_conn *c, ssize_t n,
 	return err == EFAULT ? -FI_EFAULT : -FI_EOPNOTSUPP;
 }
 
+/* The peer's buffers as iovecs (the window needs no keys). */
+static size_t ntx_ntb_remote(const struct ntx_wire_iov *w, size_t n,
+			     struct iovec *iov)
+{
+	for (size_t i = 0; i < n; i++) {
+		iov[i].iov_base = (void *)(uintptr_t)w[i].addr;
+		iov[i].iov_len = w[i].len;
+	}
+	return n;
+}
+
 static ssize_t ntx_ntb_bulk_read(struct ntx_be_conn *c,
 				 const struct iovec *local, size_t nlocal,
-				 const struct iovec *remote, size_t nremote)
+				 const struct ntx_wire_iov *remote,
+				 size_t nremote)
 {
+	struct iovec r[NTX_MAX_IOV];
+
 	return ntx_ntb_cma_result(c, process_vm_readv((pid_t)c->peer.pid,
-						      local, nlocal, remote,
-						      nremote, 0),
+						      local, nlocal, r,
+						      ntx_ntb_remote(remote,
+								     nremote, r),
+						      0),
 				  "process_vm_readv");
 }
 
 static ssize_t ntx_ntb_bulk_write(struct ntx_be_conn *c,
 				  const struct iovec *local, size_t nlocal,
-				  const struct iovec *remote, size_t nremote)
+				  const struct ntx_wire_iov *remote,
+				  size_t nremote)
 {
+	struct iovec r[NTX_MAX_IOV];
+
 	return ntx_ntb_cma_result(c, process_vm_writev((pid_t)c->peer.pid,
-						       local, nlocal, remote,
-						       nremote, 0),
+						       local, nlocal, r,
+						       ntx_ntb_remote(remote,
+								      nremote, r),
+						       0),
 				  "process_vm_writev");
 }
 
@@ -875,11 +896,12 @@ static int ntx_ntb_wake_open(struct ntx_be_ep *be)
 }
 
 static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
-			const struct ntx_be_cb *cb)
+			const struct ntx_be_cb *cb, const char *dev)
 {
 	struct ntx_be_ep *be = calloc(1, sizeof(*be));
 	int ret;
 
+	(void)dev;
 	if (!be)
 		return -FI_ENOMEM;
 	be->cb = *cb;

@@ -396,7 +396,7 @@ static ssize_t ntx_tcp_local_ip(uint32_t *ip)
 }
 
 static int ntx_tcp_open(struct ntx_be_ep **out, const struct ntx_addr *want,
-			const struct ntx_be_cb *cb)
+			const struct ntx_be_cb *cb, const char *dev)
 {
 	struct ntx_be_ep *be = calloc(1, sizeof(*be));
 	struct sockaddr_in sin = { .sin_family = AF_INET };
@@ -405,6 +405,7 @@ static int ntx_tcp_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 
 	struct epoll_event ev = { .events = EPOLLIN };
 
+	(void)dev;
 	if (!be)
 		return -FI_ENOMEM;
 	be->epfd = epoll_create1(EPOLL_CLOEXEC);
