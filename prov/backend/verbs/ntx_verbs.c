@@ -219,6 +219,7 @@ static struct ntx_be_conn *ntx_vb_conn_new(struct ntx_be_ep *be)
 static int ntx_vb_create_qp(struct ntx_be_conn *c)
 {
 	struct ntx_be_ep *be = c->be;
+	uint8_t ack_timeout = 18;
 	struct ibv_qp_init_attr qa = {
 		.send_cq = be->cq,
 		.recv_cq = be->cq,
@@ -242,6 +243,11 @@ static int ntx_vb_create_qp(struct ntx_be_conn *c)
 	}
 	c->has_qp = true;
 	c->qpn = c->id->qp->qp_num;
+	/* 4.096 us * 2^18 = 1.07 s before a packet is resent: emulated
+	 * devices on a busy host answer late; dead peers show up through
+	 * rdma_cm's DISCONNECTED well before the retries run out */
+	rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+			&ack_timeout, sizeof(ack_timeout));
 	ntx_list_insert_tail(ntx_vb_bucket(be, c->qpn), &c->qpn_entry);
 	return 0;
 }
