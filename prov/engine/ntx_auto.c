@@ -7,6 +7,7 @@
  * or on a core other than the opener's.
  */
 #include "config.h"
+#include <stdio.h>
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
@@ -19,6 +20,37 @@
 #include "ntx/ntx_engine.h"
 
 #define NTX_AUTO_MAX_SLEEP_MS 100 /* liveness checks keep running */
+
+#ifdef NTX_HAVE_HWLOC
+/* A verbs domain: keep to the CPUs near its device (sysfs local_cpulist)
+ * when some of them are left. */
+static void ntx_auto_near_device(struct ntx_domain *dom, hwloc_bitmap_t set)
+{
+	char path[160], list[256];
+	hwloc_bitmap_t near;
+	FILE *f;
+
+	snprintf(path, sizeof(path),
+		 "/sys/class/infiniband/%s/device/local_cpulist", dom->name);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	if (!fgets(list, sizeof(list), f)) {
+		fclose(f);
+		return;
+	}
+	fclose(f);
+	list[strcspn(list, "\n")] = '\0';
+	near = hwloc_bitmap_alloc();
+	if (near && !hwloc_bitmap_list_sscanf(near, list) &&
+	    hwloc_bitmap_intersects(near, set)) {
+		hwloc_bitmap_and(set, set, near);
+		NTX_INFO(FI_LOG_DOMAIN, "%s: progress near its device (cpus "
+			 "%s)\n", dom->name, list);
+	}
+	hwloc_bitmap_free(near);
+}
+#endif
 
 static void ntx_auto_place(struct ntx_domain *dom)
 {
@@ -51,6 +83,7 @@ static void ntx_auto_place(struct ntx_domain *dom)
 			hwloc_bitmap_andnot(set, set, core->cpuset);
 		else if (pu)
 			hwloc_bitmap_andnot(set, set, pu->cpuset);
+		ntx_auto_near_device(dom, set);
 		if (hwloc_bitmap_iszero(set)) {
 			NTX_INFO(FI_LOG_DOMAIN, "progress thread not placed: "
 				 "one core only\n");
