@@ -792,6 +792,13 @@ static void atomicity_test(const char *path)
 	use_path(path);
 	word[0] = START;
 	word[1] = 0x5555;
+	/* the initiators are forked before the target opens anything: a
+	 * verbs device opened by a parent is not usable in its children */
+	for (int i = 0; i < 2; i++) {
+		pid[i] = t_fork(&sock[i], child_adder);
+		cr_assert_gt(pid[i], 0);
+		p[i] = (struct pollfd){ .fd = sock[i], .events = POLLIN };
+	}
 	cr_assert_eq(t_open_hints(&t, t_hints_mr(T_RMA_CAPS, t_tgt.mr_mode)),
 		     0);
 	cr_assert_eq(fi_mr_reg(t.dom, word, 8, FI_REMOTE_READ | FI_REMOTE_WRITE,
@@ -800,12 +807,8 @@ static void atomicity_test(const char *path)
 	g_ti.key[0] = fi_mr_key(mr);
 	g_ti.addr[0] = (uintptr_t)word;
 	cr_assert_eq(fi_getname(&t.ep->fid, g_ti.name, &len), 0);
-	for (int i = 0; i < 2; i++) {
-		pid[i] = t_fork(&sock[i], child_adder);
-		cr_assert_gt(pid[i], 0);
+	for (int i = 0; i < 2; i++)
 		cr_assert_eq(t_sock_write(sock[i], &g_ti, sizeof(g_ti)), 0);
-		p[i] = (struct pollfd){ .fd = sock[i], .events = POLLIN };
-	}
 	/* release both once both are set up, then serve until both report */
 	for (int i = 0; i < 2; i++) {
 		char ch;
