@@ -1,0 +1,145 @@
+#!/bin/bash
+# Guest job of test/rxe/run-rxe-tests.sh: ntx on the soft-RoCE device rxe0.
+# Runs inside the qemu guest (PID 1 is guest-init.sh), with the repository's
+# build tree shared at the same path as on the host. Each step prints
+# PASS/FAIL with its time; a summary follows; the exit status is 0 only when
+# every step passed.
+#
+# Environment (run-guest.sh -e):
+#   TOP               the repository's build tree (required)
+#   FI_PROVIDER_PATH  where libfabric finds libntx-fi.so ($TOP/.libs)
+#   RXE_TEST_DOMAIN   ntx domain under test (default rxe0; shm or tcp
+#                     check the harness itself)
+#   RXE_STEPS         steps to run, of: info func pingpong reference (default all)
+#   RXE_TIME_SCALE    multiplies every time-out (default 1; the host passes
+#                     more under TCG)
+#   RXE_FUNC_JOBS     Criterion jobs of the functional suite (default 1)
+#   RXE_FUNC_ARGS     more Criterion options (e.g. --filter 'msg/*')
+set -u
+: "${TOP:?TOP (the shared build tree) must be set}"
+DOM=${RXE_TEST_DOMAIN:-rxe0}
+STEPS=${RXE_STEPS:-info func pingpong reference}
+SCALE=${RXE_TIME_SCALE:-1}
+ADDR=10.11.12.1        # the dummy netdev under rxe0 (guest-init.sh)
+FUNC_TMO=$((600 * SCALE))
+PP_TMO=$((120 * SCALE))
+port=47000
+
+now() { cut -d' ' -f1 /proc/uptime; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}'; }
+log() { echo "[job $(now)s] $*"; }
+
+results=() fail=0
+step() { # name, command...
+  local name=$1; shift
+  local t0; t0=$(now)
+  echo
+  log "=== $name"
+  "$@"; local rc=$?
+  local r=PASS; [ $rc = 0 ] || { r=FAIL; fail=$((fail + 1)); }
+  results+=("$r $name ($(since "$t0") s)")
+  log "$r $name (rc $rc, $(since "$t0") s)"
+}
+want() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
+
+# ---- (a) fi_info lists the domain ------------------------------------------
+fi_info_step() {
+  local out rc
+  out=$(timeout $((60 * SCALE)) fi_info -p ntx 2>&1); rc=$?
+  echo "fi_info -p ntx (rc $rc), domains:"
+  echo "$out" | awk '/domain:/ {print "   " $2}' | sort -u
+  if ! echo "$out" | grep -qE "^[[:space:]]*domain:[[:space:]]*$DOM[[:space:]]*\$"; then
+    echo "no ntx domain named $DOM; fi_info said:"
+    echo "$out" | tail -n 20 | sed 's/^/   /'
+    return 1
+  fi
+}
+
+# ---- (b) the functional Criterion suite on the domain ----------------------
+func_step() {
+  local out=/tmp/test_func.out rc
+  mkdir -p /tmp/func && cd /tmp/func || return 1   # Criterion's files stay in the guest
+  echo "NTX_TEST_DOMAIN=$DOM test_func -j${RXE_FUNC_JOBS:-1} --verbose=0 ${RXE_FUNC_ARGS:-}" \
+       "(time-out ${FUNC_TMO}s)"
+  # shellcheck disable=SC2086  # RXE_FUNC_ARGS is a list of options
+  timeout "$FUNC_TMO" env NTX_TEST_DOMAIN="$DOM" FI_NTX_LOCAL_VIA_NETWORK=1 FI_PROVIDER=ntx \
+    "$TOP/test/func/test_func" -j"${RXE_FUNC_JOBS:-1}" --verbose=0 ${RXE_FUNC_ARGS:-} \
+    > "$out" 2>&1
+  rc=$?
+  cd / || return 1
+  if [ $rc = 0 ]; then
+    grep -a 'Synthesis' "$out" | sed 's/^/   /'
+  else
+    echo "test_func rc $rc (143: killed at the time-out); its output but [RUN]/[PASS] lines:"
+    grep -a -v -E '^\[(RUN |PASS)\]' "$out" | tail -n 300 | sed 's/^/   /'
+  fi
+  return $rc
+}
+
+# ---- fi_pingpong between two processes in the guest ------------------------
+listening() { # port: is a TCP socket listening on it?
+  local hex f files=()
+  hex=$(printf '%04X' "$1")
+  for f in /proc/net/tcp /proc/net/tcp6; do [ -r $f ] && files+=($f); done
+  awk -v p=":$hex" 'FNR > 1 && substr($2, length($2) - 4) == p && $4 == "0A" {f = 1}
+                    END {exit !f}' "${files[@]}"
+}
+pingpong() { # env assignments..., --, fi_pingpong options
+  local envs=() spid crc src deadline
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  port=$((port + 1))
+  echo "${envs[*]} fi_pingpong $* (server -B $port, client -P $port $ADDR)"
+  timeout "$PP_TMO" env "${envs[@]}" fi_pingpong "$@" -B "$port" > /tmp/pp-server.out 2>&1 &
+  spid=$!
+  # the client starts once the server's control port listens (polled; the
+  # server's exit or the time-out ends the wait)
+  deadline=$(( $(date +%s) + PP_TMO ))
+  until listening "$port"; do
+    if ! kill -0 "$spid" 2>/dev/null || [ "$(date +%s)" -ge "$deadline" ]; then
+      kill "$spid" 2>/dev/null; wait "$spid"; src=$?
+      echo "server never listened on port $port (rc $src):"
+      tail -n 30 /tmp/pp-server.out | sed 's/^/   /'
+      return 1
+    fi
+    sleep 0.05
+  done
+  timeout "$PP_TMO" env "${envs[@]}" fi_pingpong "$@" -P "$port" "$ADDR" \
+    > /tmp/pp-client.out 2>&1
+  crc=$?
+  # a failed client can leave the server waiting for it: end it (our own child)
+  [ $crc = 0 ] || kill "$spid" 2>/dev/null
+  wait "$spid"; src=$?
+  echo "client rc $crc, server rc $src; client's last lines:"
+  tail -n 30 /tmp/pp-client.out | sed 's/^/   /'
+  if [ $src != 0 ] && [ $crc = 0 ]; then
+    echo "server's last lines:"; tail -n 30 /tmp/pp-server.out | sed 's/^/   /'
+  fi
+  [ $crc = 0 ] && [ $src = 0 ]
+}
+
+log "guest: kernel $(uname -r), $(nproc) CPUs, domain under test: $DOM, steps: $STEPS"
+rdma link show
+ibv_devinfo -d rxe0 2>&1 | grep -E 'hca_id|state|active_mtu|link_layer' | sed 's/^[[:space:]]*/   /'
+echo "FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-}"
+ls -l "$TOP/.libs/libntx-fi.so" "$TOP/test/func/test_func" 2>&1 | sed 's/^/   /'
+
+want info && step "fi_info -p ntx lists domain $DOM" fi_info_step
+want func && step "functional suite (test_func) on $DOM" func_step
+if want pingpong; then
+  for mode in tagged msg; do
+    step "fi_pingpong ntx $DOM rdm $mode -S all -c" pingpong FI_NTX_LOCAL_VIA_NETWORK=1 -- \
+      -p ntx -d "$DOM" -e rdm -m "$mode" -S all -c
+  done
+fi
+if want reference; then
+  # libfabric's own verbs provider on the same device, for comparison (rxe's
+  # CQs hold at most 32767 entries: ofi_rxm needs a small universe)
+  step "reference: fi_pingpong verbs;ofi_rxm rdm tagged -S all -c" pingpong \
+    FI_UNIVERSE_SIZE=64 -- -p "verbs;ofi_rxm" -e rdm -m tagged -S all -c
+fi
+
+echo
+log "===== SUMMARY (domain $DOM)"
+for r in "${results[@]}"; do echo "  $r"; done
+echo "  ${#results[@]} steps, $fail failed"
+[ $fail = 0 ]
