@@ -1,11 +1,14 @@
 #!/bin/bash
 # Installs everything ntx needs to build, test and benchmark on Debian or
-# Ubuntu (apt only). Safe to run again.
+# Ubuntu (apt only). Safe to run again. (The soft-RoCE guest of test/rxe
+# needs qemu, rdma-core's tools and providers, bc and python3 here; it
+# downloads its guest packages itself, into /var/tmp/rxe-vm.)
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
       libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev
       libhwloc-dev libcriterion-dev pandoc man-db gnuplot-nox
-      openmpi-bin libopenmpi-dev util-linux iproute2 procps)
+      openmpi-bin libopenmpi-dev util-linux iproute2 procps
+      qemu-system-x86 ibverbs-utils ibverbs-providers bc python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Every test: Criterion unit and functional suites (make check, warnings
-# are errors), fi_pingpong end to end with data checks over each domain and
+# are errors), the verbs back end on a soft-RoCE device in a qemu guest
+# (test/rxe), fi_pingpong end to end with data checks over each domain and
 # path, Open MPI over the ofi MTL, and the installed man page.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,6 +48,7 @@ pp() { # name; envs and opts come from the arrays set by the caller
 step build build
 step "make check" check
 step "install, fi_info and man page" install
+step "verbs back end on soft-RoCE (rxe0 under qemu)" test/rxe/run-rxe-tests.sh
 for mode in msg tagged; do
   envs=(); opts=(-p ntx -e rdm -m "$mode" -S all -c)
   pp "fi_pingpong shm $mode"
