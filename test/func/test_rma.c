@@ -946,6 +946,10 @@ Test(atomic, two_initiators_one_word, .timeout = 120)
 	size_t len = T_NAMELEN;
 	struct tinfo ti;
 
+	/* forked first: a verbs device opened by a parent is not usable in
+	 * its children */
+	for (int i = 0; i < 2; i++)
+		pid[i] = t_fork(&sock[i], child_adder);
 	cr_assert_eq(t_open_hints(&t, rma_hints(FI_MR_PROV_KEY |
 						 FI_MR_VIRT_ADDR)), 0);
 	cr_assert_eq(fi_mr_reg(t.dom, &word, 8, FI_REMOTE_READ |
@@ -953,10 +957,8 @@ Test(atomic, two_initiators_one_word, .timeout = 120)
 	ti.key = fi_mr_key(mr);
 	ti.addr = (uintptr_t)&word;
 	cr_assert_eq(fi_getname(&t.ep->fid, ti.name, &len), 0);
-	for (int i = 0; i < 2; i++) {
-		pid[i] = t_fork(&sock[i], child_adder);
+	for (int i = 0; i < 2; i++)
 		cr_assert_eq(sock_write(sock[i], &ti, sizeof(ti)), 0);
-	}
 	for (int i = 0; i < 2; i++) {
 		size_t got_bytes = 0;
 
