@@ -728,6 +728,8 @@ static void ntx_vb_close(struct ntx_be_ep *be)
 	free(be);
 }
 
+static pid_t ntx_vb_rdmacm_pid; /* the process that initialized rdma_cm */
+
 static int ntx_vb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 		       const struct ntx_be_cb *cb, const char *dev)
 {
@@ -763,6 +765,17 @@ static int ntx_vb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 			 dev, d.max_cqe);
 		goto fail;
 	}
+	/* librdmacm keeps the devices it opened for the whole process: in a
+	 * child forked after that they cannot be used (the kernel refuses
+	 * another process's device files) */
+	if (ntx_vb_rdmacm_pid && ntx_vb_rdmacm_pid != getpid()) {
+		NTX_WARN(FI_LOG_DOMAIN, "%s: this process was forked after its "
+			 "parent used the device; open verbs endpoints before "
+			 "fork or in a fresh process\n", dev);
+		ret = -FI_ENODEV;
+		goto fail;
+	}
+	ntx_vb_rdmacm_pid = getpid();
 	ret = -FI_ENOMEM;
 	be->ech = rdma_create_event_channel();
 	if (!be->ech || ntx_vb_nonblock(be->ech->fd))
