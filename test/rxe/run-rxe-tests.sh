@@ -20,9 +20,10 @@
 #                    same steps without the verbs back end: a harness check)
 #   RXE_STEPS        subset of "info func pingpong reference" (default all)
 #   RXE_FORCE_TCG=1  software emulation even when /dev/kvm exists
-#   RXE_TIMEOUT      bound of the whole guest run, seconds (default 1200 with
-#                    KVM, 3600 with TCG)
-#   RXE_TIME_SCALE   multiplies the job's own time-outs (default 1 KVM, 5 TCG)
+#   RXE_TIMEOUT      bound of the whole guest run, seconds (default 900 with
+#                    KVM, 2400 with TCG)
+#   RXE_TIME_SCALE   multiplies the job's own time-outs (300 s for the
+#                    functional suite, 60 s per ping-pong; default 1 KVM, 4 TCG)
 #   RXE_FUNC_JOBS    Criterion jobs of the functional suite (default 1)
 #   RXE_FUNC_ARGS    more Criterion options, e.g. "--filter msg/*"
 #   RXE_REBUILD=1    redo the setup and the image first
@@ -104,9 +105,9 @@ done < <({ ldd "$top/test/func/test_func"; ldd "$top/.libs/libntx-fi.so"; } |
 # ---- run the guest ----------------------------------------------------------
 accel=$("$here/run-guest.sh" -A)   # kvm only when /dev/kvm works (probed once)
 if [ "$accel" = kvm ]; then
-  accel=kvm tmo=${RXE_TIMEOUT:-1200} scale=${RXE_TIME_SCALE:-1}
+  accel=kvm tmo=${RXE_TIMEOUT:-900} scale=${RXE_TIME_SCALE:-1}
 else
-  accel=tcg tmo=${RXE_TIMEOUT:-3600} scale=${RXE_TIME_SCALE:-5}
+  accel=tcg tmo=${RXE_TIMEOUT:-2400} scale=${RXE_TIME_SCALE:-4}
 fi
 find "$vm/logs" -name 'ntx-verbs-*.log' -mtime +7 -delete 2>/dev/null
 log=$vm/logs/ntx-verbs-$(date +%Y%m%d-%H%M%S)-$$.log
@@ -121,7 +122,7 @@ start=$SECONDS
 # run-guest.sh in a session of its own, so that an interrupted run ends its
 # qemu too (the process group we started, by its id)
 setsid -w "$here/run-guest.sh" -s "$top" -t "$tmo" -l "$log" "${adds[@]}" "${envs[@]}" \
-  "$here/jobs/ntx-verbs.sh" < /dev/null &
+  "$here/jobs/ntx-verbs.sh" < /dev/null 2> >(grep --line-buffered -v '^host: qemu exit' >&2) &
 guest=$!
 trap 'kill -TERM -- -"$guest" 2>/dev/null; exit 130' INT TERM
 # stream the console while the guest runs
@@ -133,7 +134,11 @@ trap - INT TERM
 boot=$(grep -a -o -m1 '\[guest [0-9.]*s\] running' "$log" | grep -o '[0-9.]*')
 say "guest exit $rc; qemu $accel; job started ${boot:-?} s after boot; $((SECONDS - start)) s in all"
 if [ $rc != 0 ]; then
-  say "FAILED (124: time-out, 125: the guest never reported); console tail ($log):"
-  tail -n 60 "$log" | sed 's/^/  | /'
+  say "FAILED (124: time-out, 125: the guest never reported); from the console ($log):"
+  if grep -a -q '===== SUMMARY' "$log"; then   # the job's summary again
+    sed -n '/===== SUMMARY/,/===== JOB OUTPUT END/p' "$log" | sed 's/^/  | /'
+  else                                          # it never got there
+    tail -n 40 "$log" | sed 's/^/  | /'
+  fi
 fi
 exit $rc

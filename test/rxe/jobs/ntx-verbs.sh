@@ -21,8 +21,8 @@ DOM=${RXE_TEST_DOMAIN:-rxe0}
 STEPS=${RXE_STEPS:-info func pingpong reference}
 SCALE=${RXE_TIME_SCALE:-1}
 ADDR=10.11.12.1        # the dummy netdev under rxe0 (guest-init.sh)
-FUNC_TMO=$((600 * SCALE))
-PP_TMO=$((120 * SCALE))
+FUNC_TMO=$((300 * SCALE))   # seen: 250-470 s under TCG on a busy 2-core host
+PP_TMO=$((60 * SCALE))      # seen: 10-30 s for -S all under TCG
 port=47000
 
 now() { cut -d' ' -f1 /proc/uptime; }
@@ -71,7 +71,12 @@ func_step() {
     grep -a 'Synthesis' "$out" | sed 's/^/   /'
   else
     echo "test_func rc $rc (143: killed at the time-out); its output but [RUN]/[PASS] lines:"
-    grep -a -v -E '^\[(RUN |PASS)\]' "$out" | tail -n 300 | sed 's/^/   /'
+    grep -a -v -E '^\[(RUN |PASS)\]' "$out" > "$out.short"
+    if [ "$(wc -l < "$out.short")" -le 300 ]; then sed 's/^/   /' "$out.short"
+    else
+      head -n 200 "$out.short" | sed 's/^/   /'; echo "   [...]"
+      tail -n 100 "$out.short" | sed 's/^/   /'
+    fi
   fi
   return $rc
 }
@@ -111,7 +116,7 @@ pingpong() { # env assignments..., --, fi_pingpong options
   wait "$spid"; src=$?
   echo "client rc $crc, server rc $src; client's last lines:"
   tail -n 30 /tmp/pp-client.out | sed 's/^/   /'
-  if [ $src != 0 ] && [ $crc = 0 ]; then
+  if [ $src != 0 ]; then
     echo "server's last lines:"; tail -n 30 /tmp/pp-server.out | sed 's/^/   /'
   fi
   [ $crc = 0 ] && [ $src = 0 ]
