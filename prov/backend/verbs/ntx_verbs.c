@@ -70,6 +70,7 @@ struct ntx_be_ep {
 	uint16_t *txgen;        /* slot generation: stale completions */
 	struct ntx_be_conn **txowner;
 	uint32_t max_inline;
+	uint32_t max_sge;       /* gather entries of one bulk work request */
 	uint32_t rd_atom;       /* RDMA reads in flight per QP */
 	int epfd;
 	struct ntx_addr addr;   /* the endpoint's whole name (private data) */
@@ -227,7 +228,7 @@ static int ntx_vb_create_qp(struct ntx_be_conn *c)
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = 1,
 		.cap = { .max_send_wr = be->ntx + NTX_VB_BULK_MAX,
-			 .max_send_sge = NTX_MAX_IOV,
+			 .max_send_sge = be->max_sge,
 			 .max_inline_data = be->max_inline },
 	};
 
@@ -241,6 +242,8 @@ static int ntx_vb_create_qp(struct ntx_be_conn *c)
 		}
 		be->max_inline = 0;
 	}
+	if (qa.cap.max_inline_data < be->max_inline)
+		be->max_inline = qa.cap.max_inline_data;
 	c->has_qp = true;
 	c->qpn = c->id->qp->qp_num;
 	/* 4.096 us * 2^18 = 1.07 s before a packet is resent: emulated
@@ -758,6 +761,9 @@ static int ntx_vb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	be->ntx = d.max_qp_wr < 256 ? d.max_qp_wr : 256;
 	be->rd_atom = d.max_qp_rd_atom < 16 ? d.max_qp_rd_atom : 16;
 	be->max_inline = 256;
+	be->max_sge = d.max_sge < NTX_MAX_IOV ? d.max_sge : NTX_MAX_IOV;
+	if (!be->max_sge)
+		be->max_sge = 1;
 	cqe = be->nrx + be->ntx + NTX_VB_BULK_MAX;
 	if (cqe > d.max_cqe) {
 		ret = -FI_ENOMEM;
@@ -831,6 +837,11 @@ static int ntx_vb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 		goto fail;
 	be->addr.ip4 = d.ip4;
 	be->addr.port = rdma_get_src_port(be->listen);
+	NTX_INFO(FI_LOG_DOMAIN, "%s: max_cqe %u max_qp_wr %u max_srq_wr %u "
+		 "max_sge %u max_qp_rd_atom %u atomic_cap %d (atomics run in "
+		 "ntx's target progress, not the device's)\n", dev, d.max_cqe,
+		 d.max_qp_wr, d.max_srq_wr, d.max_sge, d.max_qp_rd_atom,
+		 d.atomic_cap);
 	NTX_INFO(FI_LOG_DOMAIN, "%s: %u eager buffers, %u send slots, inline "
 		 "%u, port %u\n", dev, be->nrx, be->ntx, be->max_inline,
 		 ntohs(be->addr.port));
@@ -944,7 +955,7 @@ static ssize_t ntx_vb_bulk(struct ntx_be_conn *c, bool write,
 		size_t need = remote[r].len;
 		int ns = 0;
 
-		while (need && li < nlocal && ns < NTX_MAX_IOV) {
+		while (need && li < nlocal && ns < (int)be->max_sge) {
 			size_t m = local[li].iov_len - loff;
 
 			if (m > need)
