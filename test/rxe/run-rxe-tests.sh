@@ -124,7 +124,7 @@ start=$SECONDS
 setsid -w "$here/run-guest.sh" -s "$top" -t "$tmo" -l "$log" "${adds[@]}" "${envs[@]}" \
   "$here/jobs/ntx-verbs.sh" < /dev/null 2> >(grep --line-buffered -v '^host: qemu exit' >&2) &
 guest=$!
-trap 'kill -TERM -- -"$guest" 2>/dev/null; exit 130' INT TERM
+trap 'kill -TERM -- -"$guest" 2>/dev/null; wait "$guest"; exit 130' INT TERM
 # stream the console while the guest runs
 tail -n +1 -F --pid="$guest" "$log" 2>/dev/null &
 tailer=$!
