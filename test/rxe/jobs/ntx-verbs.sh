@@ -48,7 +48,7 @@ fi_info_step() {
   out=$(timeout $((60 * SCALE)) fi_info -p ntx 2>&1); rc=$?
   echo "fi_info -p ntx (rc $rc), domains:"
   echo "$out" | awk '/domain:/ {print "   " $2}' | sort -u
-  if ! echo "$out" | grep -qE "^[[:space:]]*domain:[[:space:]]*$DOM[[:space:]]*\$"; then
+  if ! echo "$out" | awk -v d="$DOM" '$1 == "domain:" && $2 == d {f = 1} END {exit !f}'; then
     echo "no ntx domain named $DOM; fi_info said:"
     echo "$out" | tail -n 20 | sed 's/^/   /'
     return 1
@@ -85,7 +85,7 @@ func_step() {
 listening() { # port: is a TCP socket listening on it?
   local hex f files=()
   hex=$(printf '%04X' "$1")
-  for f in /proc/net/tcp /proc/net/tcp6; do [ -r $f ] && files+=($f); done
+  for f in /proc/net/tcp /proc/net/tcp6; do [ -r $f ] && files+=("$f"); done
   awk -v p=":$hex" 'FNR > 1 && substr($2, length($2) - 4) == p && $4 == "0A" {f = 1}
                     END {exit !f}' "${files[@]}"
 }
