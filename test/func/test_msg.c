@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ntx_test.h"
@@ -400,7 +401,9 @@ static int child_service(int sock)
 	struct fi_cq_tagged_entry e;
 	uint64_t v = 0;
 	char c = 'r';
+	pid_t me = getpid();
 
+	CHK(write(sock, &me, sizeof(me)) == sizeof(me));
 	CHK(fi_getinfo(T_VERSION, "localhost", g_svc, FI_SOURCE, h, &fi) == 0);
 	fi_freeinfo(h);
 	h = fi_dupinfo(fi);
@@ -414,6 +417,26 @@ static int child_service(int sock)
 	return 0;
 }
 
+/* Starts the incarnations on request: forked before the test opens
+ * anything (a verbs device opened by a parent is not usable in its
+ * children). Each incarnation sends its pid; 'd' says it is dead. */
+static int child_spawner(int sock)
+{
+	char c;
+
+	while (read(sock, &c, 1) == 1 && c == 's') {
+		pid_t p = fork();
+		int st;
+
+		CHK(p >= 0);
+		if (p == 0)
+			_exit(child_service(sock));
+		CHK(waitpid(p, &st, 0) == p);
+		CHK(write(sock, "d", 1) == 1);
+	}
+	return 0;
+}
+
 Test(msg, restarted_peer_behind_a_service, .timeout = 60)
 {
 	struct tctx t;
@@ -422,12 +445,14 @@ Test(msg, restarted_peer_behind_a_service, .timeout = 60)
 	uint64_t v, got;
 	char c;
 	int sock, ret;
-	pid_t pid;
+	pid_t pid, spawner;
 
 	snprintf(g_svc, sizeof(g_svc), "%d", 20000 + getpid() % 20000);
+	spawner = t_fork(&sock, child_spawner);
 	cr_assert_eq(t_open(&t, CAPS), 0);
 	for (int life = 1; life <= 2; life++) {
-		pid = t_fork(&sock, child_service);
+		cr_assert_eq(write(sock, "s", 1), 1);
+		cr_assert_eq(read(sock, &pid, sizeof(pid)), sizeof(pid));
 		cr_assert_eq(read(sock, &c, 1), 1, "child %d ready", life);
 		if (life == 1)
 			cr_assert_eq(fi_av_insertsvc(t.av, "localhost", g_svc,
@@ -438,8 +463,8 @@ Test(msg, restarted_peer_behind_a_service, .timeout = 60)
 		cr_assert_eq(read(sock, &got, 8), 8);
 		cr_assert_eq(got, v, "incarnation %d got the message", life);
 		kill(pid, SIGKILL);
-		t_join(pid);
-		close(sock);
+		cr_assert_eq(read(sock, &c, 1), 1);
+		cr_assert_eq(c, 'd', "incarnation %d is gone", life);
 		if (life == 1) {
 			/* to the dead incarnation: an error within 5 s */
 			char *big = malloc(1 << 20);
@@ -452,6 +477,9 @@ Test(msg, restarted_peer_behind_a_service, .timeout = 60)
 			free(big);
 		}
 	}
+	cr_assert_eq(write(sock, "q", 1), 1);
+	cr_assert_eq(t_join(spawner), 0);
+	close(sock);
 	t_close(&t);
 }
 
