@@ -135,6 +135,10 @@ if want pingpong; then
     step "fi_pingpong ntx $DOM rdm $mode -S all -c" pingpong FI_NTX_LOCAL_VIA_NETWORK=1 -- \
       -p ntx -d "$DOM" -e rdm -m "$mode" -S all -c
   done
+  # the default: the same domain reaches a peer on this host through the
+  # shm window (one FI_PROVIDER=ntx serves a job)
+  step "fi_pingpong ntx $DOM rdm tagged -S all -c, local peer through the window" \
+    pingpong FI_NTX_LOCAL_VIA_NETWORK=0 -- -p ntx -d "$DOM" -e rdm -m tagged -S all -c
 fi
 if want reference; then
   # libfabric's own verbs provider on the same device, for comparison (rxe's
