@@ -27,6 +27,8 @@
 #   RXE_FUNC_JOBS    Criterion jobs of the functional suite (default 1)
 #   RXE_FUNC_ARGS    more Criterion options, e.g. "--filter msg/*"
 #   RXE_REBUILD=1    redo the setup and the image first
+#   RXE_JOB          another job script to run in the guest instead
+#                    (bench/rxe-pingpong.sh uses it; SIZES MODES ITERS pass)
 # Exit status: the guest job's (0 when every step passed), 124 when the
 # guest ran out of time, 125 when it never reported, 1 when preparing failed.
 set -uo pipefail
@@ -115,14 +117,14 @@ say "qemu $accel, time-out ${tmo}s, domain ${RXE_TEST_DOMAIN:-rxe0}, build tree 
 say "console log $log"
 envs=(-e "TOP=$top" -e "FI_PROVIDER_PATH=$top/.libs" -e "LD_LIBRARY_PATH=$top/.libs"
       -e "RXE_TIME_SCALE=$scale" -e "RXE_TEST_DOMAIN=${RXE_TEST_DOMAIN:-rxe0}")
-for v in RXE_STEPS RXE_FUNC_JOBS RXE_FUNC_ARGS; do
+for v in RXE_STEPS RXE_FUNC_JOBS RXE_FUNC_ARGS SIZES MODES ITERS; do
   [ -n "${!v:-}" ] && envs+=(-e "$v=${!v}")
 done
 start=$SECONDS
 # run-guest.sh in a session of its own, so that an interrupted run ends its
 # qemu too (the process group we started, by its id)
 setsid -w "$here/run-guest.sh" -s "$top" -t "$tmo" -l "$log" "${adds[@]}" "${envs[@]}" \
-  "$here/jobs/ntx-verbs.sh" < /dev/null 2> >(grep --line-buffered -v '^host: qemu exit' >&2) &
+  "${RXE_JOB:-$here/jobs/ntx-verbs.sh}" < /dev/null 2> >(grep --line-buffered -v '^host: qemu exit' >&2) &
 guest=$!
 trap 'kill -TERM -- -"$guest" 2>/dev/null; wait "$guest"; exit 130' INT TERM
 # stream the console while the guest runs
