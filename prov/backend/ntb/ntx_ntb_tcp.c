@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ntx/ntx_backend.h"
+#include "ntx/ntx_fdwatch.h"
 #include "ntx/ntx_wire.h"
 
 #define NTX_TCP_MAGIC 0x4e54u /* "NT" */
@@ -59,7 +60,8 @@ struct ntx_be_ep {
 	int epfd; /* every socket, readable when anything arrives */
 	struct ntx_addr addr; /* the endpoint's whole name, sent in hellos */
 	struct ntx_list conns;
-	uint32_t idle_polls;
+	struct ntx_fdwatch watch; /* news of epfd without a syscall */
+	bool busy; /* a connection has work in flight: look every poll */
 };
 
 static int ntx_buf_reserve(struct ntx_buf *b, size_t more)
@@ -152,6 +154,8 @@ static int ntx_tcp_send(struct ntx_be_conn *c, const void *hdr,
 	ret = ntx_tcp_queue(c, &f, iov, iovcnt, len);
 	if (!ret)
 		ntx_tcp_flush(c);
+	if (c->out.off < c->out.len)
+		c->be->busy = true; /* EPOLLOUT is not watched */
 	return ret;
 }
 
@@ -215,6 +219,7 @@ static int ntx_tcp_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 	}
 	c->vc = vc;
 	c->state = NTX_TCP_CONNECTING;
+	be->busy = true;
 	/* the hello leaves first once the connection is up */
 	if (ntx_tcp_queue(c, &hello, &iov, 1, sizeof(be->addr))) {
 		ntx_tcp_disconnect(c);
@@ -330,10 +335,14 @@ static int ntx_tcp_poll(struct ntx_be_ep *be)
 {
 	struct ntx_list *it, *tmp;
 	int cnt = 0;
+	bool busy = false;
+	bool news = ntx_fdwatch_pending(&be->watch) &&
+		    ntx_fdwatch_news(&be->watch);
 
-	/* sockets cost a syscall each: look at them on one call in 16 while
-	 * nothing arrives, every call while traffic flows */
-	if (be->idle_polls++ & 15)
+	/* sockets cost a syscall each: look at them only when the epoll set
+	 * has news or a connection has work in flight, so that a domain whose
+	 * traffic is all on the shm window makes no syscall per poll */
+	if (!be->busy && !news)
 		return 0;
 	ntx_tcp_accept(be);
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
@@ -346,13 +355,17 @@ static int ntx_tcp_poll(struct ntx_be_ep *be)
 				ntx_tcp_disconnect(c); /* never reached the engine */
 			continue;
 		}
-		if (c->state == NTX_TCP_CONNECTING)
+		if (c->state == NTX_TCP_CONNECTING) {
+			busy = true; /* EPOLLOUT is not watched */
 			continue;
+		}
 		ntx_tcp_flush(c);
 		cnt += ntx_tcp_read(c);
+		busy |= c->out.off < c->out.len;
 	}
-	if (cnt)
-		be->idle_polls = 0;
+	/* after traffic, look once more: the peer likely answers soon */
+	be->busy = busy || cnt;
+	ntx_fdwatch_rearm(&be->watch); /* every socket was drained */
 	return cnt;
 }
 
@@ -363,7 +376,7 @@ static void ntx_tcp_check_peers(struct ntx_be_ep *be)
 /* Sockets need no arming: the next poll must look at them, though. */
 static void ntx_tcp_arm(struct ntx_be_ep *be)
 {
-	be->idle_polls = 0;
+	be->busy = true;
 }
 
 static void ntx_tcp_disarm(struct ntx_be_ep *be)
@@ -434,6 +447,7 @@ static int ntx_tcp_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	}
 	be->addr.port = sin.sin_port;
 	epoll_ctl(be->epfd, EPOLL_CTL_ADD, be->lfd, &ev);
+	ntx_fdwatch_open(&be->watch, be->epfd);
 	*out = be;
 	return 0;
 free_be:
@@ -450,6 +464,7 @@ static void ntx_tcp_close(struct ntx_be_ep *be)
 		ntx_tcp_disconnect(ntx_container_of(it, struct ntx_be_conn,
 						    entry));
 	close(be->lfd);
+	ntx_fdwatch_close(&be->watch);
 	close(be->epfd);
 	free(be);
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "ntx/ntx_backend.h"
+#include "ntx/ntx_fdwatch.h"
 #include "ntx/ntx_wire.h"
 #include "ntx_verbs.h"
 
@@ -77,7 +78,7 @@ struct ntx_be_ep {
 	struct ntx_list conns;
 	struct ntx_list qpn_hash[NTX_VB_QPN_BUCKETS];
 	uint32_t cm_pending;    /* connections still being set up */
-	uint32_t idle_polls;
+	struct ntx_fdwatch cm_watch; /* news of ech without a syscall */
 	bool armed;             /* the CQ may have a notification queued */
 	struct ntx_vb_cache *cache; /* registrations of user buffers */
 	/* the bulk move in flight waits for its completions; others that
@@ -611,12 +612,13 @@ static int ntx_vb_poll_cq(struct ntx_be_ep *be)
 
 static int ntx_vb_poll(struct ntx_be_ep *be)
 {
-	int cnt;
-
-	/* the event channel costs a syscall: read it on one call in 64
-	 * while no connection is being set up */
-	if (be->cm_pending || !(be->idle_polls++ & 63))
+	/* the event channel costs a syscall: read it only when it has news
+	 * or a connection is being set up */
+	if ((ntx_fdwatch_pending(&be->cm_watch) &&
+	     ntx_fdwatch_news(&be->cm_watch)) || be->cm_pending) {
 		ntx_vb_cm_events(be);
+		ntx_fdwatch_rearm(&be->cm_watch); /* drained */
+	}
 	if (be->armed) {
 		struct ibv_cq *cq;
 		void *ctx;
@@ -624,10 +626,7 @@ static int ntx_vb_poll(struct ntx_be_ep *be)
 		while (!ibv_get_cq_event(be->cch, &cq, &ctx))
 			ibv_ack_cq_events(cq, 1);
 	}
-	cnt = ntx_vb_poll_cq(be);
-	if (cnt)
-		be->idle_polls = 1;
-	return cnt;
+	return ntx_vb_poll_cq(be);
 }
 
 static void ntx_vb_check_peers(struct ntx_be_ep *be)
@@ -641,7 +640,6 @@ static void ntx_vb_check_peers(struct ntx_be_ep *be)
 static void ntx_vb_arm(struct ntx_be_ep *be)
 {
 	be->armed = true;
-	be->idle_polls = 0;
 	ibv_req_notify_cq(be->cq, 0);
 }
 
@@ -717,6 +715,7 @@ static void ntx_vb_close(struct ntx_be_ep *be)
 		ibv_dealloc_pd(be->pd);
 	if (be->listen)
 		rdma_destroy_id(be->listen);
+	ntx_fdwatch_close(&be->cm_watch);
 	if (be->ech)
 		rdma_destroy_event_channel(be->ech);
 	if (be->epfd >= 0)
@@ -786,6 +785,7 @@ static int ntx_vb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	be->ech = rdma_create_event_channel();
 	if (!be->ech || ntx_vb_nonblock(be->ech->fd))
 		goto fail;
+	ntx_fdwatch_open(&be->cm_watch, be->ech->fd);
 	if (rdma_create_id(be->ech, &be->listen, NULL, RDMA_PS_TCP)) {
 		be->listen = NULL;
 		goto fail;
