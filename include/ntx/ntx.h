@@ -51,7 +51,7 @@ extern struct fi_provider ntx_prov;
 /* ---- parameters (defined and read in ntx_param.c only) ------------------- */
 struct ntx_params {
 	size_t eager_max;      /* largest message sent inline in ring entries */
-	size_t ring_entries;   /* entries per receive ring (power of two) */
+	size_t ring_size;      /* bytes per receive ring (multiple of 64) */
 	size_t max_peers;      /* ring slots per endpoint window */
 	int shm_cma;           /* single-copy bulk moves with process_vm_readv */
 	size_t shm_split_min;  /* rendezvous size from which both sides copy */

@@ -7,7 +7,7 @@
 
 struct ntx_params ntx_params = {
 	.eager_max = 8192,
-	.ring_entries = 64,
+	.ring_size = 24576,
 	.max_peers = 256,
 	.shm_cma = 1,
 	.shm_split_min = 262144,
@@ -51,13 +51,17 @@ void ntx_params_init(void)
 		       "largest message in bytes copied inline into the "
 		       "peer's ring; larger ones use rendezvous",
 		       &ntx_params.eager_max, 4096, 65536);
-	ntx_param_size("ring_entries",
-		       "entries of each per-peer receive ring (power of two)",
-		       &ntx_params.ring_entries, 4, 4096);
-	if (ntx_params.ring_entries & (ntx_params.ring_entries - 1)) {
-		NTX_WARN(FI_LOG_CORE, "FI_NTX_RING_ENTRIES must be a power "
-			 "of two; using 64\n");
-		ntx_params.ring_entries = 64;
+	ntx_param_size("ring_size",
+		       "bytes of each per-peer receive ring in the shm window "
+		       "(a multiple of 64, at least twice FI_NTX_EAGER_MAX plus "
+		       "two lines)",
+		       &ntx_params.ring_size, 1024, 1u << 22);
+	ntx_params.ring_size &= ~(size_t)(NTX_CACHELINE - 1);
+	/* an entry of eager_max bytes must fit with its skip (ntx_ring.h) */
+	if (ntx_params.ring_size < 2 * (ntx_params.eager_max + 2 * NTX_CACHELINE)) {
+		ntx_params.ring_size = 2 * (ntx_params.eager_max + 2 * NTX_CACHELINE);
+		NTX_WARN(FI_LOG_CORE, "FI_NTX_RING_SIZE too small for "
+			 "FI_NTX_EAGER_MAX; using %zu\n", ntx_params.ring_size);
 	}
 	ntx_param_size("max_peers",
 		       "peers one endpoint can exchange messages with "

@@ -1,56 +1,94 @@
-/* Unit tests of the ring index math and window layout (ntx_ring.h). */
+/* Unit tests of the ring math and window layout (ntx_ring.h). */
 #include <criterion/criterion.h>
 #include <stddef.h>
 
 #include "ntx_ring.h"
 
-Test(ring, empty_and_full_differ_without_a_wasted_entry)
+/* A model sender and receiver: every entry written is read back in order,
+ * in place, never overlapping a line the receiver has not consumed. */
+Test(ring, entries_of_every_size_go_round_without_overlap)
 {
-	uint32_t n = 8, prod = 0, cons = 0;
+	const uint32_t n = 96;
+	uint32_t owner[96]; /* which entry a line belongs to, 0 = free */
+	uint32_t pos = 0, cons = 0, seq = 0, rseq = 0, rpos = 0;
+	uint32_t sizes[] = { 0, 8, 64, 65, 700, 2000, 3000 };
+	uint32_t inflight[64][2], head = 0, tail = 0; /* (pos, lines) */
 
-	cr_assert_eq(ntx_ring_used(prod, cons, n), 0);
-	for (uint32_t i = 0; i < n; i++) {
-		cr_assert_not(ntx_ring_full(prod, cons, n), "full after %u", i);
-		prod = ntx_ring_next(prod, n);
+	memset(owner, 0, sizeof(owner));
+	for (uint32_t i = 0; i < 5000; i++) {
+		uint32_t len = sizes[i % 7], lines = ntx_ring_lines(len);
+
+		cr_assert_leq(len, ntx_ring_max_payload(n));
+		while (!ntx_ring_room(pos, cons, lines, n)) {
+			/* the receiver consumes the oldest entry */
+			cr_assert_neq(head, tail, "no room in an empty ring");
+			uint32_t p = inflight[tail % 64][0],
+				 l = inflight[tail % 64][1];
+			tail++;
+			/* in order, after a skip from rpos to line 0 */
+			cr_assert(p == rpos ||
+				  (p == 0 && ntx_ring_wraps(rpos, l, n)),
+				  "entry at %u read at %u", p, rpos);
+			for (uint32_t k = 0; k < l; k++)
+				owner[p + k] = 0;
+			rpos = cons = ntx_ring_advance(p, l, n);
+			rseq++;
+		}
+		if (ntx_ring_wraps(pos, lines, n))
+			pos = 0; /* skip: the receiver follows it to line 0 */
+		cr_assert_leq(pos + lines, n, "an entry never wraps");
+		for (uint32_t k = 0; k < lines; k++) {
+			cr_assert_eq(owner[pos + k], 0, "line %u still in use",
+				     pos + k);
+			owner[pos + k] = ++seq;
+		}
+		/* the line after the entry, cleared by the sender, is free */
+		cr_assert_eq(owner[ntx_ring_advance(pos, lines, n)], 0);
+		inflight[head % 64][0] = pos;
+		inflight[head % 64][1] = lines;
+		head++;
+		pos = ntx_ring_advance(pos, lines, n);
 	}
-	cr_assert(ntx_ring_full(prod, cons, n));
-	cr_assert_eq(ntx_ring_used(prod, cons, n), n);
-	cr_assert_neq(prod, cons, "full must not look empty");
+	cr_assert_gt(rseq, 1000);
 }
 
-Test(ring, indices_wrap_over_twice_the_capacity)
+Test(ring, positions_and_room)
 {
-	uint32_t n = 4, idx = 0;
-
-	for (uint32_t i = 0; i < 2 * n; i++)
-		idx = ntx_ring_next(idx, n);
-	cr_assert_eq(idx, 0);
-	cr_assert_eq(ntx_ring_entry(5, n), 1);
-	cr_assert_eq(ntx_ring_used(1, 7, n), 2, "wrapped distance");
-}
-
-Test(ring, peer_indices_are_validated)
-{
-	uint32_t n = 16;
-
-	cr_assert(ntx_ring_pair_valid(3, 0, n));
-	cr_assert(ntx_ring_pair_valid(16, 0, n));
-	cr_assert_not(ntx_ring_pair_valid(17, 0, n), "more than n ahead");
-	cr_assert_not(ntx_ring_pair_valid(32, 0, n), "outside [0, 2n)");
-	cr_assert_not(ntx_ring_pair_valid(0, 40, n), "consumer outside");
-	cr_assert(ntx_ring_pair_valid(2, 30, n), "wrapped producer");
+	cr_assert_eq(ntx_ring_lines(0), 1);
+	cr_assert_eq(ntx_ring_lines(1), 2);
+	cr_assert_eq(ntx_ring_lines(64), 2);
+	cr_assert_eq(ntx_ring_lines(65), 3);
+	cr_assert_eq(ntx_ring_used(5, 5, 16), 0, "equal means empty");
+	cr_assert_eq(ntx_ring_used(2, 14, 16), 4, "wrapped distance");
+	cr_assert_eq(ntx_ring_advance(14, 4, 16), 2);
+	cr_assert(ntx_ring_room(0, 0, 15, 16), "n - 1 lines fit");
+	cr_assert_not(ntx_ring_room(0, 0, 16, 16), "one line stays free");
+	cr_assert(ntx_ring_wraps(12, 5, 16));
+	cr_assert_not(ntx_ring_room(12, 4, 5, 16),
+		      "a skip of 4 and an entry of 5 need 10 of 8 free lines");
+	cr_assert(ntx_ring_room(12, 12, 5, 16));
+	/* the largest entry fits an empty ring wherever it starts */
+	for (uint32_t p = 0; p < 16; p++)
+		cr_assert(ntx_ring_room(p, p,
+					ntx_ring_lines(ntx_ring_max_payload(16)),
+					16), "at %u", p);
 }
 
 Test(ring, shared_layouts_are_cache_line_multiples)
 {
+	struct ntx_win_geom g;
+
 	cr_assert_eq(sizeof(struct ntx_win_hdr) % NTX_CACHELINE, 0);
 	cr_assert_eq(sizeof(struct ntx_win_cell), NTX_CACHELINE);
-	cr_assert_eq(sizeof(struct ntx_win_slot) % NTX_CACHELINE, 0);
-	cr_assert_eq(offsetof(struct ntx_win_slot, prod) % NTX_CACHELINE, 0);
-	cr_assert_eq(offsetof(struct ntx_win_slot, cons) % NTX_CACHELINE, 0);
-	cr_assert_neq(offsetof(struct ntx_win_slot, prod),
-		      offsetof(struct ntx_win_slot, cons),
-		      "producer and consumer indices share a line");
+	cr_assert_eq(sizeof(struct ntx_win_ctl), 2 * NTX_CACHELINE);
+	cr_assert_eq(offsetof(struct ntx_win_ctl, cons) % NTX_CACHELINE, 0);
 	cr_assert_eq(sizeof(struct ntx_win_entry), NTX_CACHELINE);
-	cr_assert_eq(ntx_win_slot_size(64, 8256) % NTX_CACHELINE, 0);
+	ntx_win_geom_init(&g, 256, 384);
+	cr_assert_eq(g.bits_off % NTX_CACHELINE, 0);
+	cr_assert_eq(g.cells_off % NTX_CACHELINE, 0);
+	cr_assert_geq(g.cells_off - g.bits_off, 256 / 8, "a bit per slot");
+	cr_assert_eq(g.ctl_off % NTX_CACHELINE, 0);
+	cr_assert_eq(g.ring_off % NTX_WIN_PAGE, 0, "rings are page aligned");
+	cr_assert_eq(g.ring_size, 24576);
+	cr_assert_eq(g.size, g.ring_off + 256 * g.ring_size);
 }

@@ -28,12 +28,9 @@ enum ntx_conn_state { NTX_CONN_CONNECTING, NTX_CONN_CONNECTED, NTX_CONN_FAILED }
  * at map time; the peer can change its header later, we never re-read it. */
 struct ntx_win {
 	uint8_t *base;
-	size_t size;
-	uint32_t nslots;
-	uint32_t n; /* ring entries */
-	uint32_t entry_size;
-	size_t slot_off;
-	size_t slot_size;
+	struct ntx_win_geom g;
+	uint32_t n;           /* ring lines */
+	uint32_t max_payload; /* largest entry payload the owner accepts */
 };
 
 struct ntx_be_conn {
@@ -46,12 +43,14 @@ struct ntx_be_conn {
 	uint32_t my_slot;  /* our slot: the peer's ring to us */
 	uint32_t peer_slot; /* the peer's slot: our ring to it */
 	struct ntx_win pwin;
-	uint32_t tx_prod; /* only we write the ring in pwin */
+	uint32_t tx_pos;  /* next line we write in the ring in pwin */
 	uint32_t tx_seq;  /* entries we wrote, free running */
+	uint32_t tx_cons; /* last consumer position the peer published */
+	uint32_t rx_pos;  /* next line we read in the ring in my_slot */
 	uint32_t rx_seq;  /* entries we consumed, free running */
-	uint32_t tx_cons; /* last consumer index the peer published */
-	uint32_t rx_cons; /* only we consume the ring in my_slot */
-	uint32_t rx_published; /* last rx_cons written to the peer */
+	uint32_t rx_published; /* last rx_pos written to the peer */
+	_Atomic uint64_t *peer_bits; /* our ready bit's word in pwin */
+	uint64_t peer_bit;
 };
 
 struct ntx_be_ep {
@@ -64,12 +63,13 @@ struct ntx_be_ep {
 	struct ntx_list conns;
 	int wake;   /* datagram socket peers write to when we sleep */
 	bool armed;
-	uint64_t bell_seen, conn_bell_seen;
+	uint64_t conn_bell_seen;
 	uint32_t nconns;
 	bool rescan; /* connect work left over: poll even without a bell */
 };
 
-#define NTX_NTB_DIRECT_POLL 4 /* peers polled without the doorbell */
+#define NTX_NTB_DIRECT_POLL 4 /* peers polled without the ready bitmap */
+#define NTX_NTB_DRAIN_MAX 64  /* entries one ring yields per poll */
 
 static atomic_uint ntx_ntb_next_ep_id;
 
@@ -83,33 +83,27 @@ static inline struct ntx_win_hdr *ntx_win_hdr(const struct ntx_win *w)
 static inline struct ntx_win_cell *ntx_win_cell(const struct ntx_win *w,
 						 uint32_t i)
 {
-	return (struct ntx_win_cell *)(w->base + ntx_win_cells_off()) + i;
+	return (struct ntx_win_cell *)(w->base + w->g.cells_off) + i;
 }
 
-static inline struct ntx_win_slot *ntx_win_slot(const struct ntx_win *w,
-						 uint32_t i)
+static inline struct ntx_win_ctl *ntx_win_ctl(const struct ntx_win *w,
+					       uint32_t slot)
 {
-	return (struct ntx_win_slot *)(w->base + w->slot_off +
-				       (size_t)i * w->slot_size);
+	return (struct ntx_win_ctl *)(w->base + w->g.ctl_off) + slot;
 }
 
-static inline struct ntx_win_entry *
-ntx_win_entry(const struct ntx_win *w, struct ntx_win_slot *s, uint32_t idx)
+static inline _Atomic uint64_t *ntx_win_bits(const struct ntx_win *w)
 {
-	return (struct ntx_win_entry *)(s->entries +
-		(size_t)ntx_ring_entry(idx, w->n) * w->entry_size);
+	return (_Atomic uint64_t *)(w->base + w->g.bits_off);
 }
 
-static void ntx_win_geometry(struct ntx_win *w, uint32_t nslots, uint32_t n,
-			     uint32_t entry_size)
+/* The entry at line pos of a slot's ring. */
+static inline struct ntx_win_entry *ntx_win_entry(const struct ntx_win *w,
+						   uint32_t slot, uint32_t pos)
 {
-	w->nslots = nslots;
-	w->n = n;
-	w->entry_size = entry_size;
-	w->slot_off = ntx_win_cells_off() +
-		      NTX_WIN_CELLS * sizeof(struct ntx_win_cell);
-	w->slot_size = ntx_win_slot_size(n, entry_size);
-	w->size = w->slot_off + (size_t)nslots * w->slot_size;
+	return (struct ntx_win_entry *)(w->base + w->g.ring_off +
+					(size_t)slot * w->g.ring_size +
+					(size_t)pos * NTX_CACHELINE);
 }
 
 /* ---- our window ----------------------------------------------------------- */
@@ -117,13 +111,12 @@ static void ntx_win_geometry(struct ntx_win *w, uint32_t nslots, uint32_t n,
 static int ntx_ntb_win_create(struct ntx_be_ep *be)
 {
 	struct ntx_win_hdr *hdr;
-	uint32_t esz;
 	char name[64];
 
-	esz = (uint32_t)((sizeof(struct ntx_win_entry) + ntx_params.eager_max +
-			  NTX_CACHELINE - 1) & ~(size_t)(NTX_CACHELINE - 1));
-	ntx_win_geometry(&be->win, (uint32_t)ntx_params.max_peers,
-			 (uint32_t)ntx_params.ring_entries, esz);
+	be->win.n = (uint32_t)(ntx_params.ring_size / NTX_CACHELINE);
+	be->win.max_payload = (uint32_t)ntx_params.eager_max;
+	ntx_win_geom_init(&be->win.g, (uint32_t)ntx_params.max_peers,
+			  be->win.n);
 	if (be->addr.service)
 		snprintf(name, sizeof(name), "ntx-svc-%u-%u", getuid(),
 			 be->addr.service);
@@ -136,12 +129,12 @@ static int ntx_ntb_win_create(struct ntx_be_ep *be)
 		return -FI_ENOMEM;
 	}
 	fchmod(be->fd, 0600);
-	if (ftruncate(be->fd, (off_t)be->win.size)) {
+	if (ftruncate(be->fd, (off_t)be->win.g.size)) {
 		NTX_WARN(FI_LOG_EP_CTRL, "ftruncate window: %s\n",
 			 strerror(errno));
 		goto close_fd;
 	}
-	be->win.base = mmap(NULL, be->win.size, PROT_READ | PROT_WRITE,
+	be->win.base = mmap(NULL, be->win.g.size, PROT_READ | PROT_WRITE,
 			    MAP_SHARED, be->fd, 0);
 	if (be->win.base == MAP_FAILED) {
 		NTX_WARN(FI_LOG_EP_CTRL, "mmap window: %s\n", strerror(errno));
@@ -152,12 +145,11 @@ static int ntx_ntb_win_create(struct ntx_be_ep *be)
 	hdr->version = NTX_WIN_VERSION;
 	hdr->pid = (uint32_t)getpid();
 	hdr->epoch = be->addr.epoch;
-	hdr->size = be->win.size;
-	hdr->nslots = be->win.nslots;
-	hdr->ring_entries = be->win.n;
-	hdr->entry_size = esz;
+	hdr->size = be->win.g.size;
+	hdr->nslots = be->win.g.nslots;
+	hdr->ring_lines = be->win.n;
+	hdr->max_payload = be->win.max_payload;
 	hdr->ep_id = be->addr.ep_id;
-	hdr->slot_off = be->win.slot_off;
 
 	/* release: the header is complete before anyone can see OPEN */
 	atomic_store_explicit(&hdr->state, NTX_WIN_OPEN, memory_order_release);
@@ -173,19 +165,16 @@ close_fd:
 static bool ntx_win_hdr_valid(const struct ntx_win_hdr *h, size_t fsize,
 			      const struct ntx_addr *peer)
 {
-	struct ntx_win w;
+	struct ntx_win_geom g;
 
 	if (h->magic != NTX_WIN_MAGIC || h->version != NTX_WIN_VERSION ||
 	    h->epoch != peer->epoch || h->pid != peer->pid ||
-	    h->nslots == 0 || h->nslots > 4096 || h->ring_entries < 4 ||
-	    h->ring_entries > 4096 ||
-	    (h->ring_entries & (h->ring_entries - 1)) ||
-	    h->entry_size < sizeof(struct ntx_win_entry) + 64 ||
-	    h->entry_size > (1u << 20) || h->entry_size % NTX_CACHELINE)
+	    h->nslots == 0 || h->nslots > 4096 || h->ring_lines < 8 ||
+	    h->ring_lines > (1u << 16) ||
+	    h->max_payload > ntx_ring_max_payload(h->ring_lines))
 		return false;
-	ntx_win_geometry(&w, h->nslots, h->ring_entries, h->entry_size);
-	return w.size == h->size && w.size <= fsize &&
-	       w.slot_off == h->slot_off;
+	ntx_win_geom_init(&g, h->nslots, h->ring_lines);
+	return g.size == h->size && g.size <= fsize;
 }
 
 static int ntx_ntb_win_map(const struct ntx_addr *peer, struct ntx_win *w)
@@ -215,8 +204,10 @@ static int ntx_ntb_win_map(const struct ntx_addr *peer, struct ntx_win *w)
 			 path);
 		goto close_fd;
 	}
-	ntx_win_geometry(w, hdr.nslots, hdr.ring_entries, hdr.entry_size);
-	base = mmap(NULL, w->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ntx_win_geom_init(&w->g, hdr.nslots, hdr.ring_lines);
+	w->n = hdr.ring_lines;
+	w->max_payload = hdr.max_payload;
+	base = mmap(NULL, w->g.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		NTX_WARN(FI_LOG_EP_CTRL, "mmap peer window: %s\n",
 			 strerror(errno));
@@ -234,19 +225,19 @@ close_fd:
 
 static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 {
-	struct ntx_win_slot *s;
+	struct ntx_win_ctl *ctl;
 
-	for (uint32_t i = 0; i < be->win.nslots; i++) {
+	for (uint32_t i = 0; i < be->win.g.nslots; i++) {
 		if (be->slots[i])
 			continue;
-		s = ntx_win_slot(&be->win, i);
-		atomic_store_explicit(&s->resp, 0, memory_order_relaxed);
-		atomic_store_explicit(&s->prod, 0, memory_order_relaxed);
-		/* no sequence number of an earlier connection may match */
-		for (uint32_t e = 0; e < be->win.n; e++)
-			atomic_store_explicit(&ntx_win_entry(&be->win, s, e)->seq,
-					      0, memory_order_relaxed);
-		atomic_store_explicit(&s->cons, 0, memory_order_relaxed);
+		ctl = ntx_win_ctl(&be->win, i);
+		atomic_store_explicit(&ctl->resp, 0, memory_order_relaxed);
+		atomic_store_explicit(&ctl->cons, 0, memory_order_relaxed);
+		/* the first header line reads "not yet"; the sender clears
+		 * every later one before the entry ahead of it is published.
+		 * A released ring was punched out: its pages are zero. */
+		atomic_store_explicit(&ntx_win_entry(&be->win, i, 0)->seq, 0,
+				      memory_order_relaxed);
 		/* the reset is published by the release that follows (cell
 		 * post or connect response) */
 		be->slots[i] = c;
@@ -254,8 +245,28 @@ static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 		return 0;
 	}
 	NTX_WARN(FI_LOG_EP_CTRL, "all %u peer slots in use (FI_NTX_MAX_PEERS)\n",
-		 be->win.nslots);
+		 be->win.g.nslots);
 	return -FI_ENOSPC;
+}
+
+/* Gives a released slot's ring pages back: idle slots cost no memory. */
+static void ntx_ntb_slot_release(struct ntx_be_ep *be, uint32_t slot)
+{
+	be->slots[slot] = NULL;
+	if (fallocate(be->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)(be->win.g.ring_off + (size_t)slot *
+						   be->win.g.ring_size),
+		      (off_t)be->win.g.ring_size))
+		NTX_DBG(FI_LOG_EP_CTRL, "punch ring: %s\n", strerror(errno));
+}
+
+/* Where our ready bit lives in the peer's window, once we know our slot
+ * there. */
+static void ntx_ntb_peer_slot(struct ntx_be_conn *c, uint32_t slot)
+{
+	c->peer_slot = slot;
+	c->peer_bits = ntx_win_bits(&c->pwin) + slot / 64;
+	c->peer_bit = 1ull << (slot % 64);
 }
 
 static struct ntx_be_conn *ntx_ntb_conn_new(struct ntx_be_ep *be,
@@ -277,7 +288,7 @@ static struct ntx_be_conn *ntx_ntb_conn_new(struct ntx_be_ep *be,
 	be->nconns++;
 	return c;
 unmap:
-	munmap(c->pwin.base, c->pwin.size);
+	munmap(c->pwin.base, c->pwin.g.size);
 free_conn:
 	free(c);
 	return NULL;
@@ -310,18 +321,15 @@ static void ntx_ntb_wake(struct ntx_be_conn *c)
 			strerror(errno));
 }
 
-static void ntx_ntb_ring_bell(const struct ntx_win *w)
-{
-	/* seq_cst: the ring entries and index stores above are visible
-	 * once the owner sees the new value, and the waiters check that
-	 * follows cannot move before it (pairs with ntx_ntb_arm) */
-	atomic_fetch_add_explicit(&ntx_win_hdr(w)->bell, 1,
-				  memory_order_seq_cst);
-}
-
+/* Marks our ring ready in the peer's bitmap and wakes the peer if it
+ * sleeps. */
 static void ntx_ntb_ring_bell_conn(struct ntx_be_conn *c)
 {
-	ntx_ntb_ring_bell(&c->pwin);
+	/* seq_cst: the entry published before is visible once the owner
+	 * takes the bit, and the waiters check that follows cannot move
+	 * before it (pairs with ntx_ntb_arm) */
+	atomic_fetch_or_explicit(c->peer_bits, c->peer_bit,
+				 memory_order_seq_cst);
 	if (atomic_load_explicit(&ntx_win_hdr(&c->pwin)->waiters,
 				 memory_order_seq_cst))
 		ntx_ntb_wake(c);
@@ -332,8 +340,10 @@ static void ntx_ntb_ring_conn_bell(struct ntx_be_conn *c)
 	/* release: cell or response written before the bell; the data bell
 	 * that follows wakes a sleeping owner */
 	atomic_fetch_add_explicit(&ntx_win_hdr(&c->pwin)->conn_bell, 1,
-				  memory_order_release);
-	ntx_ntb_ring_bell_conn(c);
+				  memory_order_seq_cst);
+	if (atomic_load_explicit(&ntx_win_hdr(&c->pwin)->waiters,
+				 memory_order_seq_cst))
+		ntx_ntb_wake(c);
 }
 
 /* Posts our connect request into a free cell of the peer's window. */
@@ -365,7 +375,7 @@ static int ntx_ntb_cell_post(struct ntx_be_conn *c)
 /* Tells the peer which of our slots carries its ring to us. */
 static void ntx_ntb_respond(struct ntx_be_conn *c)
 {
-	struct ntx_win_slot *ps = ntx_win_slot(&c->pwin, c->peer_slot);
+	struct ntx_win_ctl *ps = ntx_win_ctl(&c->pwin, c->peer_slot);
 
 	ps->resp_epoch = c->be->addr.epoch;
 	/* release: our slot reset is visible before the peer writes into it */
@@ -400,8 +410,8 @@ static void ntx_ntb_disconnect(struct ntx_be_conn *c)
 
 	ntx_list_remove(&c->entry);
 	be->nconns--;
-	be->slots[c->my_slot] = NULL;
-	munmap(c->pwin.base, c->pwin.size);
+	ntx_ntb_slot_release(be, c->my_slot);
+	munmap(c->pwin.base, c->pwin.g.size);
 	free(c);
 }
 
@@ -438,9 +448,9 @@ static void ntx_ntb_on_cell(struct ntx_be_ep *be, const struct ntx_win_cell *cel
 	if (c && c->state == NTX_CONN_CONNECTING) {
 		/* simultaneous connect: both requests name the same pair of
 		 * slots, so either one completes the connection */
-		if (cell->slot >= c->pwin.nslots)
+		if (cell->slot >= c->pwin.g.nslots)
 			return ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
-		c->peer_slot = cell->slot;
+		ntx_ntb_peer_slot(c, cell->slot);
 		c->state = NTX_CONN_CONNECTED;
 		ntx_ntb_respond(c);
 		be->cb.connected(c->vc);
@@ -451,11 +461,11 @@ static void ntx_ntb_on_cell(struct ntx_be_ep *be, const struct ntx_win_cell *cel
 	c = ntx_ntb_conn_new(be, from, NULL);
 	if (!c)
 		return;
-	if (cell->slot >= c->pwin.nslots) {
+	if (cell->slot >= c->pwin.g.nslots) {
 		ntx_ntb_disconnect(c);
 		return;
 	}
-	c->peer_slot = cell->slot;
+	ntx_ntb_peer_slot(c, cell->slot);
 	c->state = NTX_CONN_CONNECTED;
 	c->vc = be->cb.accept(be->cb.ctx, c, from);
 	if (!c->vc) {
@@ -496,32 +506,52 @@ static void ntx_ntb_poll_connecting(struct ntx_be_ep *be)
 		if (c->cell_pending && ntx_ntb_cell_post(c))
 			continue;
 		/* acquire: the peer reset its slot before answering */
-		r = atomic_load_explicit(&ntx_win_slot(&be->win, c->my_slot)->resp,
+		r = atomic_load_explicit(&ntx_win_ctl(&be->win, c->my_slot)->resp,
 					 memory_order_acquire);
 		if (!r)
 			continue;
-		if (r > c->pwin.nslots) {
+		if (r > c->pwin.g.nslots) {
 			ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
 			continue;
 		}
-		c->peer_slot = r - 1;
+		ntx_ntb_peer_slot(c, r - 1);
 		c->state = NTX_CONN_CONNECTED;
 		be->cb.connected(c->vc);
 	}
 }
 
-/* Drains the peer's ring in our window; returns entries handled. */
+/* Tells the peer how far we consumed, every quarter ring: the sender
+ * re-reads it only when the ring looks full, and at most n/4 - 1 lines are
+ * ever unpublished, so it never stalls. */
+static void ntx_ntb_publish_cons(struct ntx_be_conn *c)
+{
+	uint32_t n = c->be->win.n;
+
+	if (ntx_ring_used(c->rx_pos, c->rx_published, n) < n / 4)
+		return;
+	/* release: we are done reading the lines before the peer may
+	 * overwrite them */
+	atomic_store_explicit(&ntx_win_ctl(&c->pwin, c->peer_slot)->cons,
+			      c->rx_pos, memory_order_release);
+	c->rx_published = c->rx_pos;
+}
+
+/* Drains the peer's ring in our window; returns entries handled, or -1
+ * when it stopped at NTX_NTB_DRAIN_MAX with entries left. */
 static int ntx_ntb_drain(struct ntx_be_conn *c)
 {
 	struct ntx_be_ep *be = c->be;
-	struct ntx_win_slot *s = ntx_win_slot(&be->win, c->my_slot);
-	struct ntx_win_slot *ps;
 	struct ntx_win_entry *e;
 	struct ntx_wire_hdr hdr;
-	uint32_t len, n = be->win.n, cnt = 0;
+	uint32_t len, lines, n = be->win.n;
+	int cnt = 0;
 
-	while (cnt < n && c->state == NTX_CONN_CONNECTED) {
-		e = ntx_win_entry(&be->win, s, c->rx_cons);
+	while (c->state == NTX_CONN_CONNECTED) {
+		if (cnt == NTX_NTB_DRAIN_MAX) {
+			cnt = -1;
+			break;
+		}
+		e = ntx_win_entry(&be->win, c->my_slot, c->rx_pos);
 		/* acquire: the entry's body was written before its number; any
 		 * other number (stale or garbage) means not yet */
 		if (atomic_load_explicit(&e->seq, memory_order_acquire) !=
@@ -529,29 +559,24 @@ static int ntx_ntb_drain(struct ntx_be_conn *c)
 			break;
 		c->rx_seq++;
 		len = e->len;
-		memcpy(&hdr, &e->hdr, sizeof(hdr));
-		if (len > be->win.entry_size - sizeof(*e)) {
+		if (len == NTX_WIN_SKIP) { /* the rest of the lap is unused */
+			c->rx_pos = 0;
+			continue;
+		}
+		lines = ntx_ring_lines(len);
+		if (len > be->win.max_payload || c->rx_pos + lines > n) {
 			NTX_WARN(FI_LOG_EP_DATA, "peer pid %u sent a bad entry\n",
 				 c->peer.pid);
 			ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
 			return cnt;
 		}
-		c->rx_cons = ntx_ring_next(c->rx_cons, n);
+		memcpy(&hdr, &e->hdr, sizeof(hdr));
+		c->rx_pos = ntx_ring_advance(c->rx_pos, lines, n);
 		be->cb.recv(c->vc, &hdr, e->payload, len);
 		cnt++;
 	}
-	/* Publish the consumer index only every quarter ring: the sender
-	 * re-reads it only when the ring looks full, and at most n/4 - 1
-	 * consumed entries are ever unpublished, so it never stalls. */
-	if (c->state == NTX_CONN_CONNECTED &&
-	    ntx_ring_used(c->rx_cons, c->rx_published, n) >= n / 4) {
-		ps = ntx_win_slot(&c->pwin, c->peer_slot);
-		/* release: we are done reading the entries before the peer
-		 * may overwrite them */
-		atomic_store_explicit(&ps->cons, c->rx_cons,
-				      memory_order_release);
-		c->rx_published = c->rx_cons;
-	}
+	if (c->state == NTX_CONN_CONNECTED)
+		ntx_ntb_publish_cons(c);
 	return cnt;
 }
 
@@ -585,25 +610,46 @@ static int ntx_ntb_wait_fd(struct ntx_be_ep *be)
 	return be->wake;
 }
 
+/* Drains the rings whose ready bits are set; one cache line per 512
+ * slots whatever the number of peers. */
+static int ntx_ntb_poll_bits(struct ntx_be_ep *be)
+{
+	_Atomic uint64_t *bits = ntx_win_bits(&be->win);
+	uint32_t words = (be->win.g.nslots + 63) / 64;
+	struct ntx_be_conn *c;
+	uint64_t b;
+	int cnt = 0, got;
+
+	for (uint32_t w = 0; w < words; w++) {
+		if (!atomic_load_explicit(&bits[w], memory_order_relaxed))
+			continue;
+		/* acquire: pairs with the senders' fetch_or after their
+		 * entries */
+		b = atomic_exchange_explicit(&bits[w], 0, memory_order_acquire);
+		for (; b; b &= b - 1) {
+			uint32_t slot = w * 64 + (uint32_t)__builtin_ctzll(b);
+
+			c = slot < be->win.g.nslots ? be->slots[slot] : NULL;
+			if (!c || c->state != NTX_CONN_CONNECTED)
+				continue;
+			got = ntx_ntb_drain(c);
+			if (got < 0) { /* more next time */
+				atomic_fetch_or_explicit(&bits[w], b & -b,
+							 memory_order_relaxed);
+				got = NTX_NTB_DRAIN_MAX;
+			}
+			cnt += got;
+		}
+	}
+	return cnt;
+}
+
 static int ntx_ntb_poll(struct ntx_be_ep *be)
 {
 	struct ntx_list *it, *tmp;
 	uint64_t bell;
-	int cnt = 0;
+	int cnt = 0, got;
 
-
-	/* With few peers, read each ring's producer index directly: the
-	 * doorbell line then stays in the senders' caches and a message
-	 * costs the receiver only its ring lines. With many peers the
-	 * doorbell saves scanning every ring. */
-	if (be->nconns > NTX_NTB_DIRECT_POLL) {
-		/* acquire: pairs with the release in ntx_ntb_ring_bell */
-		bell = atomic_load_explicit(&ntx_win_hdr(&be->win)->bell,
-					    memory_order_acquire);
-		if (bell == be->bell_seen && !be->rescan)
-			return 0;
-		be->bell_seen = bell;
-	}
 	bell = atomic_load_explicit(&ntx_win_hdr(&be->win)->conn_bell,
 				    memory_order_acquire);
 	if (bell != be->conn_bell_seen || be->rescan) {
@@ -612,55 +658,79 @@ static int ntx_ntb_poll(struct ntx_be_ep *be)
 		ntx_ntb_poll_cells(be);
 		ntx_ntb_poll_connecting(be);
 	}
+	/* With many peers, drain only the rings whose ready bits are set,
+	 * so an idle peer costs nothing. With few, read each ring's next
+	 * header line directly: the bitmap line then stays in the senders'
+	 * caches and a message costs the receiver only its ring lines. */
+	if (be->nconns > NTX_NTB_DIRECT_POLL)
+		return cnt + ntx_ntb_poll_bits(be);
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
 		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
 							 entry);
-		if (c->state == NTX_CONN_CONNECTED)
-			cnt += ntx_ntb_drain(c);
-		else if (c->state == NTX_CONN_CONNECTING)
-			be->rescan |= c->cell_pending;
+		if (c->state != NTX_CONN_CONNECTED)
+			continue;
+		got = ntx_ntb_drain(c);
+		cnt += got < 0 ? NTX_NTB_DRAIN_MAX : got;
 	}
 	return cnt;
+}
+
+/* Writes one entry (or a skip) at tx_pos: payload, then the cleared
+ * header line after it, then the sequence number. */
+static void ntx_ntb_put(struct ntx_be_conn *c, uint32_t lines, uint32_t len,
+			const void *hdr, const struct iovec *iov,
+			size_t iovcnt)
+{
+	uint32_t n = c->pwin.n, next = ntx_ring_advance(c->tx_pos, lines, n);
+	struct ntx_win_entry *e = ntx_win_entry(&c->pwin, c->peer_slot,
+						c->tx_pos);
+	uint8_t *dst = e->payload;
+
+	e->len = len;
+	if (hdr)
+		memcpy(&e->hdr, hdr, sizeof(e->hdr));
+	for (size_t i = 0; i < iovcnt && len; i++) {
+		size_t m = iov[i].iov_len < len ? iov[i].iov_len : len;
+
+		memcpy(dst, iov[i].iov_base, m);
+		dst += m;
+		len -= (uint32_t)m;
+	}
+	/* the receiver looks for the next entry at 'next': old payload
+	 * there must not read as a header (ordered by the release below) */
+	atomic_store_explicit(&ntx_win_entry(&c->pwin, c->peer_slot, next)->seq,
+			      0, memory_order_relaxed);
+	c->tx_pos = next;
+	/* release: the entry's body and the cleared line before its number */
+	atomic_store_explicit(&e->seq, ++c->tx_seq, memory_order_release);
 }
 
 static int ntx_ntb_send(struct ntx_be_conn *c, const void *hdr,
 			const struct iovec *iov, size_t iovcnt, size_t len)
 {
-	struct ntx_win_slot *ms, *ps;
-	struct ntx_win_entry *e;
-	uint32_t cons, n = c->pwin.n;
-	uint8_t *dst;
+	uint32_t cons, lines, n = c->pwin.n;
 
 	if (c->state != NTX_CONN_CONNECTED)
 		return c->state == NTX_CONN_FAILED ? -FI_ECONNRESET : -FI_EAGAIN;
-	if (len > c->pwin.entry_size - sizeof(*e))
+	if (len > c->pwin.max_payload)
 		return -FI_EMSGSIZE;
-	if (ntx_ring_full(c->tx_prod, c->tx_cons, n)) {
-		ms = ntx_win_slot(&c->be->win, c->my_slot);
-		/* acquire: the peer finished reading entries up to cons */
-		cons = atomic_load_explicit(&ms->cons, memory_order_acquire);
-		if (!ntx_ring_pair_valid(c->tx_prod, cons, n)) {
+	lines = ntx_ring_lines((uint32_t)len);
+	if (!ntx_ring_room(c->tx_pos, c->tx_cons, lines, n)) {
+		/* acquire: the peer finished reading lines up to cons */
+		cons = atomic_load_explicit(&ntx_win_ctl(&c->be->win,
+							 c->my_slot)->cons,
+					    memory_order_acquire);
+		if (cons >= n) {
 			ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
 			return -FI_ECONNRESET;
 		}
 		c->tx_cons = cons;
-		if (ntx_ring_full(c->tx_prod, cons, n))
+		if (!ntx_ring_room(c->tx_pos, cons, lines, n))
 			return -FI_EAGAIN;
 	}
-	ps = ntx_win_slot(&c->pwin, c->peer_slot);
-	e = ntx_win_entry(&c->pwin, ps, c->tx_prod);
-	e->len = (uint32_t)len;
-	memcpy(&e->hdr, hdr, sizeof(e->hdr));
-	dst = e->payload;
-	for (size_t i = 0; i < iovcnt && len; i++) {
-		size_t m = iov[i].iov_len < len ? iov[i].iov_len : len;
-		memcpy(dst, iov[i].iov_base, m);
-		dst += m;
-		len -= m;
-	}
-	c->tx_prod = ntx_ring_next(c->tx_prod, n);
-	/* release: the entry's body before its sequence number */
-	atomic_store_explicit(&e->seq, ++c->tx_seq, memory_order_release);
+	if (ntx_ring_wraps(c->tx_pos, lines, n))
+		ntx_ntb_put(c, n - c->tx_pos, NTX_WIN_SKIP, NULL, NULL, 0);
+	ntx_ntb_put(c, lines, (uint32_t)len, hdr, iov, iovcnt);
 	ntx_ntb_ring_bell_conn(c);
 	return 0;
 }
@@ -926,7 +996,7 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	if (ret)
 		goto close_svc;
 	be->addr.win_fd = be->fd;
-	be->slots = calloc(be->win.nslots, sizeof(*be->slots));
+	be->slots = calloc(be->win.g.nslots, sizeof(*be->slots));
 	if (!be->slots) {
 		ret = -FI_ENOMEM;
 		goto unmap;
@@ -934,7 +1004,7 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	*out = be;
 	return 0;
 unmap:
-	munmap(be->win.base, be->win.size);
+	munmap(be->win.base, be->win.g.size);
 	close(be->fd);
 close_svc:
 	if (be->svc_fd >= 0)
@@ -956,7 +1026,7 @@ static void ntx_ntb_close(struct ntx_be_ep *be)
 	ntx_list_foreach_safe(&be->conns, it, tmp)
 		ntx_ntb_disconnect(ntx_container_of(it, struct ntx_be_conn,
 						    entry));
-	munmap(be->win.base, be->win.size);
+	munmap(be->win.base, be->win.g.size);
 	close(be->fd);
 	if (be->svc_fd >= 0)
 		close(be->svc_fd);

@@ -1,15 +1,25 @@
 /*
- * Layout of an ntb window and the ring index math (DESIGN §4). A window is
- * a wire format: fixed-width fields, offsets not pointers, cache-line
+ * Layout of an ntb window and the ring math (DESIGN.md §4). A window is a
+ * wire format: fixed-width fields, offsets not pointers, cache-line
  * aligned, checked with static_assert. Who writes what:
- *   - the window owner writes its header and resets slots it allocates;
- *   - a peer writes the entries of the ring in "its" slot (each entry is
- *     published by its sequence number, written last: the receiver polls
- *     the next entry itself, so a message costs it only the entry's cache
- *     lines), the consumer index of the ring the owner writes in the
- *     peer's window (slot.cons), the doorbell, and the connect cells.
+ *   - the window owner writes its header and resets the control lines of
+ *     slots it allocates;
+ *   - a peer writes the ring of "its" slot, its bit in the ready bitmap,
+ *     the consumer position of the ring the owner writes in the peer's
+ *     window (ctl.cons), and the connect cells.
  * Nobody reads peer memory on the fast path: each side polls only its own
  * window (the NTB rule: remote reads are expensive).
+ *
+ * A ring is a run of cache lines, any count n >= 8. An entry takes one
+ * header line (length, sequence number, engine header) and as many lines
+ * as its payload needs, so a small message touches one line and a peer
+ * that sends only small messages costs only a few pages. Entries never
+ * wrap: one that would cross the end is preceded by a skip entry that
+ * covers the rest of the lap. Before a sender publishes an entry it
+ * clears the sequence number of the line after it, so the receiver, which
+ * looks for the next entry there, never mistakes old payload for a header.
+ * One line always stays free for that, which also makes "position equals
+ * consumer" mean empty.
  */
 #ifndef NTX_RING_H
 #define NTX_RING_H
@@ -22,8 +32,9 @@
 #include "ntx/ntx_wire.h"
 
 #define NTX_WIN_MAGIC 0x4e54584857494e31ull /* "NTXHWIN1" */
-#define NTX_WIN_VERSION 1
+#define NTX_WIN_VERSION 2
 #define NTX_WIN_CELLS 64
+#define NTX_WIN_PAGE 4096
 
 enum ntx_win_state { NTX_WIN_OPEN = 1, NTX_WIN_CLOSED = 2 };
 
@@ -35,20 +46,22 @@ struct ntx_win_hdr {
 	uint64_t epoch;
 	uint64_t size;
 	uint32_t nslots;
-	uint32_t ring_entries;
-	uint32_t entry_size;
+	uint32_t ring_lines;
+	uint32_t max_payload; /* largest entry payload the owner accepts */
 	uint32_t ep_id;
-	uint64_t slot_off;
+	uint64_t pad0;
 	/* line 1: owner */
 	_Alignas(NTX_CACHELINE) _Atomic uint32_t state;
 	_Atomic uint32_t waiters; /* owner about to sleep: wake it up */
-	/* line 2: doorbell, incremented by peers after each batch */
-	_Alignas(NTX_CACHELINE) _Atomic uint64_t bell;
-	/* line 3: connect doorbell, incremented after a connect request or
+	/* line 2: connect doorbell, incremented after a connect request or
 	 * response, so that data traffic never scans the connect cells */
 	_Alignas(NTX_CACHELINE) _Atomic uint64_t conn_bell;
+	/* lines 3-: the ready bitmap, one bit per slot, set by a peer after
+	 * it published entries; an owner with many peers drains only the
+	 * rings whose bits it takes (ntx_win_bits) */
 };
-_Static_assert(sizeof(struct ntx_win_hdr) == 4 * NTX_CACHELINE, "hdr");
+_Static_assert(sizeof(struct ntx_win_hdr) == 3 * NTX_CACHELINE,
+	       "window header: geometry, owner and connect lines");
 
 enum ntx_cell_state { NTX_CELL_FREE = 0, NTX_CELL_BUSY = 1, NTX_CELL_POSTED = 2 };
 
@@ -59,74 +72,109 @@ struct ntx_win_cell {
 	struct ntx_addr from;
 	uint8_t pad[NTX_CACHELINE - 8 - sizeof(struct ntx_addr)];
 };
-_Static_assert(sizeof(struct ntx_win_cell) == NTX_CACHELINE, "cell");
+_Static_assert(sizeof(struct ntx_win_cell) == NTX_CACHELINE,
+	       "a connect cell is one cache line");
 
-struct ntx_win_slot {
+/* The control lines of one slot; the ring itself lives apart, page
+ * aligned, so that an idle slot costs no ring page. */
+struct ntx_win_ctl {
 	/* written by the peer: its slot for us + 1 (connect response) */
 	_Atomic uint32_t resp;
 	uint32_t pad0;
 	uint64_t resp_epoch;
-	/* reserved (a producer index; entries carry sequence numbers) */
-	_Alignas(NTX_CACHELINE) _Atomic uint32_t prod;
-	/* written by the peer: consumer index of our ring in its window */
+	/* written by the peer: consumer position of our ring in its window */
 	_Alignas(NTX_CACHELINE) _Atomic uint32_t cons;
-	/* entries follow, entry_size bytes each */
-	_Alignas(NTX_CACHELINE) uint8_t entries[];
 };
-_Static_assert(sizeof(struct ntx_win_slot) == 3 * NTX_CACHELINE, "slot");
+_Static_assert(sizeof(struct ntx_win_ctl) == 2 * NTX_CACHELINE,
+	       "response and consumer position on lines of their own");
 
-/* One ring entry: payload length, sequence number and the engine header in
- * one cache line, then the payload. seq is the sender's running count of
- * entries on this connection plus one, stored last with release; 0 in a
- * fresh slot. */
+/* An entry's header line: payload length, sequence number and the engine
+ * header; the payload follows in the next lines. seq is the sender's
+ * running count of entries on this connection plus one, stored last with
+ * release; 0 means "not yet". */
 struct ntx_win_entry {
-	uint32_t len; /* payload bytes */
+	uint32_t len; /* payload bytes, or NTX_WIN_SKIP */
 	_Atomic uint32_t seq;
 	struct ntx_wire_hdr hdr;
 	uint8_t payload[];
 };
-_Static_assert(sizeof(struct ntx_win_entry) == NTX_CACHELINE, "entry");
+_Static_assert(sizeof(struct ntx_win_entry) == NTX_CACHELINE,
+	       "an entry header is one cache line");
+#define NTX_WIN_SKIP UINT32_MAX /* the rest of the lap is unused */
 
-static inline size_t ntx_win_cells_off(void)
+/* Where each part of a window lies; computed the same way on both sides
+ * from (nslots, ring_lines), so a peer's header is checked, not trusted. */
+struct ntx_win_geom {
+	uint32_t nslots, ring_lines;
+	size_t bits_off, cells_off, ctl_off, ring_off, ring_size, size;
+};
+
+static inline size_t ntx_align(size_t v, size_t a)
 {
-	return sizeof(struct ntx_win_hdr);
+	return (v + a - 1) & ~(a - 1);
 }
 
-static inline size_t ntx_win_slot_size(uint32_t entries, uint32_t entry_size)
+static inline void ntx_win_geom_init(struct ntx_win_geom *g, uint32_t nslots,
+				     uint32_t ring_lines)
 {
-	return sizeof(struct ntx_win_slot) + (size_t)entries * entry_size;
+	g->nslots = nslots;
+	g->ring_lines = ring_lines;
+	g->bits_off = sizeof(struct ntx_win_hdr);
+	g->cells_off = g->bits_off +
+		       ntx_align((nslots + 63) / 64 * 8, NTX_CACHELINE);
+	g->ctl_off = g->cells_off + NTX_WIN_CELLS * sizeof(struct ntx_win_cell);
+	g->ring_off = ntx_align(g->ctl_off + (size_t)nslots *
+						  sizeof(struct ntx_win_ctl),
+				NTX_WIN_PAGE);
+	g->ring_size = (size_t)ring_lines * NTX_CACHELINE;
+	g->size = ntx_align(g->ring_off + (size_t)nslots * g->ring_size,
+			    NTX_WIN_PAGE);
 }
 
-/*
- * Ring indices run over [0, 2n) so that full (distance n) and empty
- * (distance 0) differ without a wasted entry. n is a power of two.
- */
-static inline uint32_t ntx_ring_next(uint32_t idx, uint32_t n)
+/* ---- ring math: positions are line numbers in [0, n) ------------------ */
+
+/* Lines an entry with len payload bytes takes. */
+static inline uint32_t ntx_ring_lines(uint32_t len)
 {
-	return (idx + 1) & (2 * n - 1);
+	return 1 + (len + NTX_CACHELINE - 1) / NTX_CACHELINE;
 }
 
-static inline uint32_t ntx_ring_used(uint32_t prod, uint32_t cons, uint32_t n)
+/* Lines written and not yet consumed. */
+static inline uint32_t ntx_ring_used(uint32_t pos, uint32_t cons, uint32_t n)
 {
-	return (prod - cons) & (2 * n - 1);
+	return pos >= cons ? pos - cons : pos + n - cons;
 }
 
-static inline bool ntx_ring_full(uint32_t prod, uint32_t cons, uint32_t n)
+static inline uint32_t ntx_ring_advance(uint32_t pos, uint32_t k, uint32_t n)
 {
-	return ntx_ring_used(prod, cons, n) == n;
+	pos += k;
+	return pos >= n ? pos - n : pos;
 }
 
-static inline uint32_t ntx_ring_entry(uint32_t idx, uint32_t n)
+/* An entry of 'lines' at pos must start the next lap: it would cross the
+ * end of the ring. */
+static inline bool ntx_ring_wraps(uint32_t pos, uint32_t lines, uint32_t n)
 {
-	return idx & (n - 1);
+	return pos + lines > n;
 }
 
-/* Indices read from a peer are usable only inside [0, 2n) with the
- * producer at most n entries ahead of the consumer. */
-static inline bool ntx_ring_pair_valid(uint32_t prod, uint32_t cons,
-				       uint32_t n)
+/* Room for an entry of 'lines' at pos: the entry, the skip before it when
+ * it wraps, and the line after it that the sender clears. */
+static inline bool ntx_ring_room(uint32_t pos, uint32_t cons, uint32_t lines,
+				 uint32_t n)
 {
-	return prod < 2 * n && cons < 2 * n && ntx_ring_used(prod, cons, n) <= n;
+	uint32_t need = lines + 1;
+
+	if (ntx_ring_wraps(pos, lines, n))
+		need += n - pos;
+	return need <= n - ntx_ring_used(pos, cons, n);
+}
+
+/* The largest payload one entry can carry in a ring of n lines. */
+static inline uint32_t ntx_ring_max_payload(uint32_t n)
+{
+	/* an entry must fit with its skip: at most half the ring */
+	return (n / 2 - 1) * NTX_CACHELINE;
 }
 
 #endif /* NTX_RING_H */
