@@ -42,7 +42,7 @@ csv=$out/peers.csv
 start=$SECONDS
 
 # build: warnings count as a failure
-if ! warn=$(cc -O2 -Wall -Wextra "${cflags[@]}" -o "$bin" "$top/bench/peers.c" \
+if ! warn=$(timeout 300 cc -O2 -Wall -Wextra "${cflags[@]}" -o "$bin" "$top/bench/peers.c" \
     "${libs[@]}" 2>&1); then
   printf '%s\n' "$warn" >&2
   echo "peers.sh: build failed" >&2

@@ -27,6 +27,8 @@ struct ntx_vc {
 	enum ntx_vc_state state;
 	int err;
 	struct ntx_list backlog; /* reqs waiting for the ring, in order */
+	struct ntx_list busy_entry; /* ntx_ep.busy_vcs while backlog has any */
+	bool busy;
 	struct ntx_list pending; /* reqs waiting for the peer (FIN/ACK/DATA) */
 	uint32_t issued; /* reqs started and not complete: FI_FENCE waits */
 };
@@ -152,6 +154,8 @@ struct ntx_ep {
 	struct ntx_ep_be be[NTX_BE_MAX]; /* ops NULL when not opened */
 	bool local_via_network;
 	struct ntx_list vcs;
+	struct ntx_list busy_vcs; /* VCs with a backlog: progress pumps only
+				   * these, however many peers are idle */
 	struct ntx_vc **vc_tab; /* by AV slot */
 	size_t vc_cap;
 	struct ntx_tme tme;
@@ -235,6 +239,8 @@ fi_addr_t ntx_vc_fi_addr(struct ntx_vc *vc);
 void ntx_vc_fail(struct ntx_vc *vc, int err);
 void ntx_vc_destroy(struct ntx_vc *vc);
 void ntx_vc_queue(struct ntx_vc *vc, struct ntx_req *req);
+/* Puts req on the backlog (at its head: to be resumed first). */
+void ntx_vc_backlog(struct ntx_vc *vc, struct ntx_req *req, bool head);
 void ntx_vc_pump(struct ntx_vc *vc);
 int ntx_vc_ctrl(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr);
 /* The same with a payload, copied if the packet has to wait. */

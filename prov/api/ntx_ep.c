@@ -385,6 +385,7 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->cma_ok = ntx_params.shm_cma;
 	ep->local_via_network = ntx_params.local_via_network;
 	ntx_list_init(&ep->vcs);
+	ntx_list_init(&ep->busy_vcs);
 	ntx_list_init(&ep->req_free);
 	ntx_list_init(&ep->unexp_free);
 	ntx_tme_init(&ep->tme);

@@ -83,11 +83,15 @@ void ntx_ep_progress(struct ntx_ep *ep)
 	for (int i = 0; i < NTX_BE_MAX; i++)
 		if (ep->be[i].ops)
 			ep->be[i].ops->poll(ep->be[i].be);
-	ntx_list_foreach_safe(&ep->vcs, it, tmp) {
-		struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc, entry);
+	ntx_list_foreach_safe(&ep->busy_vcs, it, tmp) {
+		struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc,
+						     busy_entry);
 
-		if (!ntx_list_empty(&vc->backlog))
-			ntx_vc_pump(vc);
+		ntx_vc_pump(vc);
+		if (ntx_list_empty(&vc->backlog)) {
+			vc->busy = false;
+			ntx_list_remove(&vc->busy_entry);
+		}
 	}
 	ntx_ep_check_peers(ep);
 	if (ep->reap) {

@@ -199,13 +199,13 @@ static void ntx_rma_finish(struct ntx_req *r)
 		r->redo = 0;
 		r->part = (size_t)__builtin_ctz(r->redo_pass);
 		r->part_off = 0;
-		ntx_list_insert_head(&r->vc->backlog, &r->entry);
+		ntx_vc_backlog(r->vc, r, true);
 		return;
 	}
 	if (!r->rma_err && r->rma_stage == NTX_RMA_DATA &&
 	    r->riov_count > 1 && (r->pkt_flags & NTX_PF_DATA)) {
 		r->rma_stage = NTX_RMA_NOTIFY;
-		ntx_list_insert_head(&r->vc->backlog, &r->entry);
+		ntx_vc_backlog(r->vc, r, true);
 		return;
 	}
 	if (r->rma_err)
@@ -301,7 +301,7 @@ static void ntx_rma_on_resp(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			return;
 		}
 		r->rma_stage = NTX_RMA_DATA;
-		ntx_list_insert_head(&vc->backlog, &r->entry);
+		ntx_vc_backlog(vc, r, true);
 		return;
 	}
 	if (h->niov >= r->riov_count)

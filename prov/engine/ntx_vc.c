@@ -164,9 +164,21 @@ fi_addr_t ntx_vc_fi_addr(struct ntx_vc *vc)
 	return vc->fi_addr;
 }
 
+void ntx_vc_backlog(struct ntx_vc *vc, struct ntx_req *req, bool head)
+{
+	if (head)
+		ntx_list_insert_head(&vc->backlog, &req->entry);
+	else
+		ntx_list_insert_tail(&vc->backlog, &req->entry);
+	if (!vc->busy) {
+		vc->busy = true;
+		ntx_list_insert_tail(&vc->ep->busy_vcs, &vc->busy_entry);
+	}
+}
+
 void ntx_vc_queue(struct ntx_vc *vc, struct ntx_req *req)
 {
-	ntx_list_insert_tail(&vc->backlog, &req->entry);
+	ntx_vc_backlog(vc, req, false);
 }
 
 /* Sends backlogged requests in order until the ring is full. */
@@ -243,6 +255,8 @@ void ntx_vc_destroy(struct ntx_vc *vc)
 		ep->vc_tab[vc->fi_addr] = NULL;
 	if (vc->conn)
 		vc->ops->disconnect(vc->conn);
+	if (vc->busy)
+		ntx_list_remove(&vc->busy_entry);
 	ntx_list_remove(&vc->entry);
 	free(vc);
 }
