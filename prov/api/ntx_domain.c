@@ -252,6 +252,11 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom->ep_lockless = dom->lockless ||
 			   (dom->threading == FI_THREAD_COMPLETION &&
 			    !dom->auto_progress);
+	NTX_INFO(FI_LOG_DOMAIN, "domain %s: %s, %s progress, %s\n",
+		 info->domain_attr->name ? info->domain_attr->name : "?",
+		 fi_tostr(&dom->threading, FI_TYPE_THREADING),
+		 dom->auto_progress ? "auto" : "manual",
+		 dom->ep_lockless ? "no endpoint locks" : "endpoint locks");
 	ntx_ref_get(&fab->ref);
 	*out = &dom->dom;
 	return 0;

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <dirent.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
@@ -31,6 +33,7 @@ struct ntx_win {
 	struct ntx_win_geom g;
 	uint32_t n;           /* ring lines */
 	uint32_t max_payload; /* largest entry payload the owner accepts */
+	uint32_t flags;       /* NTX_WIN_F_* of the owner */
 };
 
 struct ntx_be_conn {
@@ -51,6 +54,7 @@ struct ntx_be_conn {
 	uint32_t rx_published; /* last rx_pos written to the peer */
 	_Atomic uint64_t *peer_bits; /* our ready bit's word in pwin */
 	uint64_t peer_bit;
+	bool light; /* the peer's membarrier fences our sends (no fence) */
 };
 
 struct ntx_be_ep {
@@ -66,12 +70,45 @@ struct ntx_be_ep {
 	uint64_t conn_bell_seen;
 	uint32_t nconns;
 	bool rescan; /* connect work left over: poll even without a bell */
+	bool bits_on; /* we drain by the ready bitmap (hdr->bits_on) */
 };
 
 #define NTX_NTB_DIRECT_POLL 4 /* peers polled without the ready bitmap */
 #define NTX_NTB_DRAIN_MAX 64  /* entries one ring yields per poll */
 
 static atomic_uint ntx_ntb_next_ep_id;
+
+/* 1: this process is registered for membarrier(GLOBAL_EXPEDITED), so an
+ * owner that issues one fences our sends; -1: not possible here. */
+static atomic_int ntx_ntb_membarrier;
+
+static bool ntx_ntb_membarrier_init(void)
+{
+	int v = atomic_load(&ntx_ntb_membarrier);
+	long q;
+
+	if (v)
+		return v > 0;
+	q = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+	v = q > 0 && (q & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+	    !syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED,
+		     0, 0) ? 1 : -1;
+	if (v < 0)
+		NTX_INFO(FI_LOG_EP_CTRL, "no membarrier: senders fence each "
+			 "message\n");
+	atomic_store(&ntx_ntb_membarrier, v);
+	return v > 0;
+}
+
+/* A full fence on every peer that may be sending to us (see
+ * NTX_WIN_F_MEMBARRIER), and on ourselves. */
+static void ntx_ntb_fence_peers(void)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&ntx_ntb_membarrier) > 0 &&
+	    syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0))
+		NTX_WARN(FI_LOG_EP_CTRL, "membarrier: %s\n", strerror(errno));
+}
 
 static void ntx_ntb_svc_drain(struct ntx_be_ep *be);
 
@@ -150,6 +187,7 @@ static int ntx_ntb_win_create(struct ntx_be_ep *be)
 	hdr->ring_lines = be->win.n;
 	hdr->max_payload = be->win.max_payload;
 	hdr->ep_id = be->addr.ep_id;
+	hdr->flags = ntx_ntb_membarrier_init() ? NTX_WIN_F_MEMBARRIER : 0;
 
 	/* release: the header is complete before anyone can see OPEN */
 	atomic_store_explicit(&hdr->state, NTX_WIN_OPEN, memory_order_release);
@@ -207,6 +245,7 @@ static int ntx_ntb_win_map(const struct ntx_addr *peer, struct ntx_win *w)
 	ntx_win_geom_init(&w->g, hdr.nslots, hdr.ring_lines);
 	w->n = hdr.ring_lines;
 	w->max_payload = hdr.max_payload;
+	w->flags = hdr.flags;
 	base = mmap(NULL, w->g.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		NTX_WARN(FI_LOG_EP_CTRL, "mmap peer window: %s\n",
@@ -267,6 +306,8 @@ static void ntx_ntb_peer_slot(struct ntx_be_conn *c, uint32_t slot)
 	c->peer_slot = slot;
 	c->peer_bits = ntx_win_bits(&c->pwin) + slot / 64;
 	c->peer_bit = 1ull << (slot % 64);
+	c->light = (c->pwin.flags & NTX_WIN_F_MEMBARRIER) &&
+		   ntx_ntb_membarrier_init();
 }
 
 static struct ntx_be_conn *ntx_ntb_conn_new(struct ntx_be_ep *be,
@@ -321,17 +362,25 @@ static void ntx_ntb_wake(struct ntx_be_conn *c)
 			strerror(errno));
 }
 
-/* Marks our ring ready in the peer's bitmap and wakes the peer if it
- * sleeps. */
+/* After an entry: marks our ring ready in the peer's bitmap when the peer
+ * drains by bitmap, and wakes the peer if it sleeps. */
 static void ntx_ntb_ring_bell_conn(struct ntx_be_conn *c)
 {
-	/* seq_cst: the entry published before is visible once the owner
-	 * takes the bit, and the waiters check that follows cannot move
-	 * before it (pairs with ntx_ntb_arm) */
-	atomic_fetch_or_explicit(c->peer_bits, c->peer_bit,
-				 memory_order_seq_cst);
-	if (atomic_load_explicit(&ntx_win_hdr(&c->pwin)->waiters,
-				 memory_order_seq_cst))
+	struct ntx_win_hdr *ph = ntx_win_hdr(&c->pwin);
+
+	/* the entry must be visible before we read bits_on and waiters, or
+	 * the owner could switch to the bitmap or fall asleep without seeing
+	 * it. A light sender leaves that fence to the owner's membarrier
+	 * (ntx_ntb_fence_peers): a fence here would wait for the entry's
+	 * lines to leave our store buffer, the largest cost of a message. */
+	if (!c->light)
+		atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&ph->bits_on, memory_order_relaxed))
+		/* seq_cst: the entry before the bit (pairs with the owner's
+		 * exchange in ntx_ntb_poll_bits) */
+		atomic_fetch_or_explicit(c->peer_bits, c->peer_bit,
+					 memory_order_seq_cst);
+	if (atomic_load_explicit(&ph->waiters, memory_order_relaxed))
 		ntx_ntb_wake(c);
 }
 
@@ -585,10 +634,10 @@ static int ntx_ntb_drain(struct ntx_be_conn *c)
 static void ntx_ntb_arm(struct ntx_be_ep *be)
 {
 	be->armed = true;
-	/* seq_cst: pairs with the bell increment and waiters load of a
-	 * sender, so either it sees us armed or our re-check sees its entry */
 	atomic_store_explicit(&ntx_win_hdr(&be->win)->waiters, 1,
 			      memory_order_seq_cst);
+	/* every sender either sees us armed or our re-check sees its entry */
+	ntx_ntb_fence_peers();
 	be->rescan = true;
 }
 
@@ -662,8 +711,17 @@ static int ntx_ntb_poll(struct ntx_be_ep *be)
 	 * so an idle peer costs nothing. With few, read each ring's next
 	 * header line directly: the bitmap line then stays in the senders'
 	 * caches and a message costs the receiver only its ring lines. */
-	if (be->nconns > NTX_NTB_DIRECT_POLL)
+	if ((be->nconns > NTX_NTB_DIRECT_POLL) != be->bits_on) {
+		be->bits_on = !be->bits_on;
+		atomic_store_explicit(&ntx_win_hdr(&be->win)->bits_on,
+				      be->bits_on, memory_order_seq_cst);
+		/* from here every sender sets its bit; entries of those that
+		 * did not are found by the direct pass below */
+		if (be->bits_on)
+			ntx_ntb_fence_peers();
+	} else if (be->bits_on) {
 		return cnt + ntx_ntb_poll_bits(be);
+	}
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
 		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
 							 entry);
@@ -734,6 +792,7 @@ static int ntx_ntb_send(struct ntx_be_conn *c, const void *hdr,
 	ntx_ntb_ring_bell_conn(c);
 	return 0;
 }
+
 
 /* Maps a failed process_vm_readv/writev to an engine error: EFAULT is a
  * bad address; anything else (EPERM under ptrace restrictions, ENOSYS)

@@ -38,6 +38,11 @@
 
 enum ntx_win_state { NTX_WIN_OPEN = 1, NTX_WIN_CLOSED = 2 };
 
+/* The owner fences its peers with membarrier(GLOBAL_EXPEDITED) before it
+ * sleeps or turns the bitmap on: a registered sender then needs no fence
+ * of its own between an entry and its reads of waiters and bits_on. */
+#define NTX_WIN_F_MEMBARRIER 1u
+
 struct ntx_win_hdr {
 	/* line 0: written once by the owner before anyone maps the window */
 	uint64_t magic;
@@ -49,10 +54,12 @@ struct ntx_win_hdr {
 	uint32_t ring_lines;
 	uint32_t max_payload; /* largest entry payload the owner accepts */
 	uint32_t ep_id;
-	uint64_t pad0;
+	uint32_t flags;       /* NTX_WIN_F_* */
+	uint32_t pad0;
 	/* line 1: owner */
 	_Alignas(NTX_CACHELINE) _Atomic uint32_t state;
 	_Atomic uint32_t waiters; /* owner about to sleep: wake it up */
+	_Atomic uint32_t bits_on; /* owner drains by the ready bitmap */
 	/* line 2: connect doorbell, incremented after a connect request or
 	 * response, so that data traffic never scans the connect cells */
 	_Alignas(NTX_CACHELINE) _Atomic uint64_t conn_bell;
