@@ -56,7 +56,6 @@ struct ntx_req {
 	uint64_t flags; /* op flags: FI_COMPLETION, FI_TAGGED, ... */
 	bool silent;    /* fi_inject: counters only, never a CQ entry */
 	uint64_t id;    /* index | generation, carried on the wire */
-	struct iovec iov[NTX_MAX_IOV];
 	size_t iov_count;
 	size_t len;
 	uint64_t tag, ignore, data;
@@ -82,7 +81,6 @@ struct ntx_req {
 	uint8_t rma_op; /* NTX_OP_WRITE, NTX_OP_READ, NTX_OP_ATOMIC; 0 = msg */
 	uint8_t pkt_flags;
 	uint64_t cq_flags;
-	struct fi_rma_iov riov[NTX_MAX_IOV];
 	size_t riov_count;
 	size_t part, part_off; /* issue position */
 	uint32_t unacked;      /* packets without an answer yet */
@@ -91,10 +89,15 @@ struct ntx_req {
 	int rma_err;           /* first error an answer reported (positive) */
 	uint16_t dt_op;        /* atomics: datatype << 8 | op */
 	size_t dt_size;
-	struct iovec ciov[NTX_MAX_IOV]; /* compare values */
 	size_t ciov_count;
-	struct iovec resiov[NTX_MAX_IOV]; /* fetched values */
 	size_t resiov_count;
+	/* the arrays come last: ntx_req_get clears only what precedes them
+	 * (most of a request's bytes, and a message needs one iov); each is
+	 * valid up to its count */
+	struct iovec iov[NTX_MAX_IOV];
+	struct fi_rma_iov riov[NTX_MAX_IOV];
+	struct iovec ciov[NTX_MAX_IOV];   /* compare values */
+	struct iovec resiov[NTX_MAX_IOV]; /* fetched values */
 };
 
 /* An arrived message nobody had posted a receive for. */

@@ -49,7 +49,10 @@ int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 		NTX_WARN(FI_LOG_CQ, "no memory to grow the CQ\n");
 		return -FI_ENOMEM;
 	}
-	e = &cq->ring[(cq->head + cq->count) % cq->cap];
+	/* no division on the data path: head + count < 2 * cap */
+	e = &cq->ring[cq->head + cq->count < cq->cap
+			      ? cq->head + cq->count
+			      : cq->head + cq->count - cq->cap];
 	e->e.op_context = ctx;
 	e->e.flags = flags;
 	e->e.len = len;
@@ -127,7 +130,8 @@ static ssize_t ntx_cq_read_locked(struct ntx_cq *cq, void *buf, size_t count,
 		ntx_cq_copy(cq, (uint8_t *)buf + n * esz, e);
 		if (src)
 			src[n] = e->src;
-		cq->head = (cq->head + 1) % cq->cap;
+		if (++cq->head == cq->cap)
+			cq->head = 0;
 		cq->count--;
 	}
 	if (!cq->count && ntx_list_empty(&cq->errs))

@@ -42,7 +42,7 @@ struct ntx_req *ntx_req_get(struct ntx_ep *ep, enum ntx_req_kind kind)
 	ntx_list_remove(&r->entry);
 	idx = r->id & 0xffffffffu;
 	bounce = r->bounce;
-	memset(r, 0, sizeof(*r));
+	memset(r, 0, offsetof(struct ntx_req, iov));
 	ntx_list_init(&r->entry);
 	r->bounce = bounce;
 	r->ep = ep;
