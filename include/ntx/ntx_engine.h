@@ -60,6 +60,7 @@ struct ntx_req {
 	size_t len;
 	uint64_t tag, ignore, data;
 	uint64_t seq;   /* recv: post order, across the tme's queues */
+	bool exact;     /* recv: posted in a tag bucket (ntx_tme_unpost) */
 	fi_addr_t addr; /* send: destination; recv: source or UNSPEC */
 	/* rendezvous */
 	uint64_t peer_req;
@@ -125,6 +126,7 @@ struct ntx_tme {
 	struct ntx_list unexp[2];
 	struct ntx_list unexp_tag[NTX_TME_BUCKETS];
 	uint64_t seq;
+	size_t nexact; /* receives in posted_tag */
 };
 
 /* One back-end instance of an endpoint (callback context of its conns). */
@@ -227,6 +229,8 @@ int ntx_req_bounce(struct ntx_req *req);
 
 /* ---- completions (ntx_comp.c) ---- */
 void ntx_comp_tx(struct ntx_req *req);
+/* A send done without a request (ntx_proto_send_small). */
+void ntx_comp_send(struct ntx_ep *ep, void *context, uint64_t flags);
 void ntx_comp_tx_err(struct ntx_req *req, int err);
 void ntx_comp_rx(struct ntx_req *req, size_t len, uint64_t flags,
 		 uint64_t tag, uint64_t data, fi_addr_t src, void *buf,
@@ -260,6 +264,8 @@ struct ntx_unexp *ntx_tme_match_unexp(struct ntx_tme *tme, bool tagged,
 				      fi_addr_t src, uint64_t tag,
 				      uint64_t ignore, void *claim_ctx);
 void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req);
+/* Takes a posted receive off its queue. */
+void ntx_tme_unpost(struct ntx_tme *tme, struct ntx_req *req);
 void ntx_tme_add_unexp(struct ntx_tme *tme, struct ntx_unexp *u);
 void ntx_tme_del_unexp(struct ntx_unexp *u);
 struct ntx_req *ntx_tme_cancel(struct ntx_tme *tme, void *context);
@@ -271,6 +277,13 @@ ssize_t ntx_proto_peek(struct ntx_ep *ep, struct ntx_req *req);
 ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
 			 fi_addr_t dest, uint64_t tag, uint64_t data,
 			 uint64_t flags);
+/* The message-rate path: a send of at most NTX_INLINE_MAX bytes to a
+ * connected peer with nothing queued, written into the header and
+ * completed at once, without a request. 1 when it does not apply (the
+ * caller takes the general path), else 0 or a negative error. */
+int ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
+			 fi_addr_t dest, uint64_t tag, uint64_t data,
+			 void *context, uint64_t flags);
 /* Sends what req still has to send; 0 when done, -FI_EAGAIN to retry */
 int ntx_proto_tx(struct ntx_req *req);
 void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,

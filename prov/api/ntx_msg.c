@@ -37,6 +37,15 @@ static ssize_t ntx_post_send(struct ntx_ep *ep, const struct iovec *iov,
 	if ((flags & FI_INJECT) && len > NTX_INJECT_MAX)
 		return -FI_EMSGSIZE;
 	ntx_ep_lock(ep);
+	if (count <= 1 && len <= NTX_INLINE_MAX && !(flags & FI_INJECT)) {
+		ret = ntx_proto_send_small(ep, count ? iov[0].iov_base : NULL,
+					   len, dest, tag, data, context,
+					   flags);
+		if (ret <= 0) {
+			ntx_ep_unlock(ep);
+			return ret;
+		}
+	}
 	if (ep->tx_outstanding >= ep->tx_limit) {
 		ntx_ep_progress(ep);
 		if (ep->tx_outstanding >= ep->tx_limit) {

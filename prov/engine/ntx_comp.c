@@ -16,17 +16,26 @@ static bool ntx_comp_wanted(bool selective, const struct ntx_req *req)
 	return !selective || (req->flags & FI_COMPLETION);
 }
 
+void ntx_comp_send(struct ntx_ep *ep, void *context, uint64_t flags)
+{
+	if (ep->tx_cq && (!ep->tx_selective || (flags & FI_COMPLETION)))
+		ntx_cq_push(ep->tx_cq, context,
+			    FI_SEND | (flags & FI_TAGGED ? FI_TAGGED : FI_MSG),
+			    0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
+	if (ep->send_cntr)
+		ntx_cntr_inc(ep->send_cntr);
+}
+
 void ntx_comp_tx(struct ntx_req *req)
 {
 	struct ntx_ep *ep = req->ep;
 
-	if (ep->tx_cq && !req->silent &&
-	    ntx_comp_wanted(ep->tx_selective, req))
-		ntx_cq_push(ep->tx_cq, req->context,
-			    FI_SEND | ntx_comp_kind(req), 0, NULL, 0, 0,
-			    FI_ADDR_NOTAVAIL);
-	if (ep->send_cntr)
-		ntx_cntr_inc(ep->send_cntr);
+	if (req->silent) {
+		if (ep->send_cntr)
+			ntx_cntr_inc(ep->send_cntr);
+		return;
+	}
+	ntx_comp_send(ep, req->context, req->flags);
 }
 
 void ntx_comp_tx_err(struct ntx_req *req, int err)

@@ -210,6 +210,34 @@ ssize_t ntx_proto_send(struct ntx_ep *ep, struct ntx_req *r)
 	return 0;
 }
 
+int ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
+			 fi_addr_t dest, uint64_t tag, uint64_t data,
+			 void *context, uint64_t flags)
+{
+	struct ntx_vc *vc = dest < ep->vc_cap ? ep->vc_tab[dest] : NULL;
+	struct ntx_wire_hdr h = {
+		.op = NTX_OP_EAGER,
+		.flags = NTX_PF_INLINE |
+			 (flags & FI_TAGGED ? NTX_PF_TAGGED : 0) |
+			 (flags & FI_REMOTE_CQ_DATA ? NTX_PF_DATA : 0),
+		.tag = tag,
+		.cq_data = data,
+		.msg_len = len,
+	};
+
+	/* anything that needs a request, or order behind queued work */
+	if (len > NTX_INLINE_MAX || !vc || vc->state != NTX_VC_CONNECTED ||
+	    !ntx_list_empty(&vc->backlog) ||
+	    (flags & (FI_DELIVERY_COMPLETE | FI_FENCE)))
+		return 1;
+	memcpy(&h.rreq, buf, len);
+	if (vc->ops->send(vc->conn, &h, NULL, 0, 0))
+		return 1; /* full or failed: the general path queues or
+			   * reports it */
+	ntx_comp_send(ep, context, flags);
+	return 0;
+}
+
 /* fi_inject: straight into the ring when it has room, else a copy waits
  * on the backlog. No completion is ever written. */
 ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,

@@ -87,6 +87,10 @@ size_t ntx_iov_copy_to(const struct iovec *iov, size_t count, size_t off,
 	const uint8_t *s = src;
 	size_t done = 0;
 
+	if (count == 1 && off + len <= iov[0].iov_len) { /* the common case */
+		memcpy((uint8_t *)iov[0].iov_base + off, src, len);
+		return len;
+	}
 	for (size_t i = 0; i < count && done < len; i++) {
 		size_t m;
 

@@ -30,6 +30,15 @@ void ntx_tme_init(struct ntx_tme *tme)
 	}
 }
 
+void ntx_tme_unpost(struct ntx_tme *tme, struct ntx_req *req)
+{
+	ntx_list_remove(&req->entry);
+	if (req->exact) {
+		req->exact = false;
+		tme->nexact--;
+	}
+}
+
 static bool ntx_tme_tag_match(uint64_t want, uint64_t ignore, uint64_t tag)
 {
 	return ((want ^ tag) & ~ignore) == 0;
@@ -64,7 +73,7 @@ struct ntx_req *ntx_tme_match_posted(struct ntx_tme *tme, bool tagged,
 	struct ntx_req *r = ntx_tme_first(&tme->posted[tagged], tagged, src,
 					  tag);
 
-	if (tagged) {
+	if (tagged && tme->nexact) {
 		struct ntx_req *e = ntx_tme_first(
 			&tme->posted_tag[ntx_tme_bucket(tag)], true, src, tag);
 
@@ -72,7 +81,7 @@ struct ntx_req *ntx_tme_match_posted(struct ntx_tme *tme, bool tagged,
 			r = e;
 	}
 	if (r && !(r->flags & FI_MULTI_RECV))
-		ntx_list_remove(&r->entry);
+		ntx_tme_unpost(tme, r);
 	return r;
 }
 
@@ -81,9 +90,13 @@ struct ntx_unexp *ntx_tme_match_unexp(struct ntx_tme *tme, bool tagged,
 				      uint64_t ignore, void *claim_ctx)
 {
 	bool exact = tagged && !ignore && !claim_ctx;
-	struct ntx_list *q = exact ? &tme->unexp_tag[ntx_tme_bucket(tag)]
-				   : &tme->unexp[tagged];
-	struct ntx_list *it;
+	struct ntx_list *q, *it;
+
+	/* every unexpected message is on unexp[tagged]: the common case of
+	 * a receive posted before its message costs no hashing */
+	if (ntx_list_empty(&tme->unexp[tagged]))
+		return NULL;
+	q = exact ? &tme->unexp_tag[ntx_tme_bucket(tag)] : &tme->unexp[tagged];
 
 	ntx_list_foreach(q, it) {
 		struct ntx_unexp *u = exact
@@ -112,10 +125,12 @@ void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req)
 
 	req->state = NTX_RS_POSTED;
 	req->seq = ++tme->seq;
-	if (tagged && !req->ignore)
+	req->exact = tagged && !req->ignore;
+	if (req->exact) {
+		tme->nexact++;
 		ntx_list_insert_tail(&tme->posted_tag[ntx_tme_bucket(req->tag)],
 				     &req->entry);
-	else
+	} else
 		ntx_list_insert_tail(&tme->posted[tagged], &req->entry);
 }
 
@@ -159,6 +174,6 @@ struct ntx_req *ntx_tme_cancel(struct ntx_tme *tme, void *context)
 	for (int b = 0; b < NTX_TME_BUCKETS && !r; b++)
 		r = ntx_tme_find_ctx(&tme->posted_tag[b], context);
 	if (r)
-		ntx_list_remove(&r->entry);
+		ntx_tme_unpost(tme, r);
 	return r;
 }
