@@ -71,10 +71,14 @@ struct ntx_be_ep {
 	uint32_t nconns;
 	bool rescan; /* connect work left over: poll even without a bell */
 	bool bits_on; /* we drain by the ready bitmap (hdr->bits_on) */
+	uint64_t *idle; /* ready bits whose rings were empty last time */
+	uint64_t bits_clear_ns; /* next ntx_ntb_bits_clear pass */
+	uint32_t polls;
 };
 
 #define NTX_NTB_DIRECT_POLL 4 /* peers polled without the ready bitmap */
 #define NTX_NTB_DRAIN_MAX 64  /* entries one ring yields per poll */
+#define NTX_NTB_BITS_CLEAR_NS 10000000ull /* idle ready bits kept 10 ms */
 
 static atomic_uint ntx_ntb_next_ep_id;
 
@@ -375,9 +379,12 @@ static void ntx_ntb_ring_bell_conn(struct ntx_be_conn *c)
 	 * lines to leave our store buffer, the largest cost of a message. */
 	if (!c->light)
 		atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&ph->bits_on, memory_order_relaxed))
-		/* seq_cst: the entry before the bit (pairs with the owner's
-		 * exchange in ntx_ntb_poll_bits) */
+	/* a bit still set means the owner will look at our ring (see
+	 * ntx_ntb_bits_clear for the one that is being taken back) */
+	if (atomic_load_explicit(&ph->bits_on, memory_order_relaxed) &&
+	    !(atomic_load_explicit(c->peer_bits, memory_order_relaxed) &
+	      c->peer_bit))
+		/* seq_cst: the entry before the bit */
 		atomic_fetch_or_explicit(c->peer_bits, c->peer_bit,
 					 memory_order_seq_cst);
 	if (atomic_load_explicit(&ph->waiters, memory_order_relaxed))
@@ -660,7 +667,10 @@ static int ntx_ntb_wait_fd(struct ntx_be_ep *be)
 }
 
 /* Drains the rings whose ready bits are set; one cache line per 512
- * slots whatever the number of peers. */
+ * slots whatever the number of peers. A bit stays set while its ring is
+ * busy, so a busy sender only reads it (no store, no fence, no cache line
+ * moving per message); rings found empty are remembered in 'idle' and
+ * their bits taken back by ntx_ntb_bits_clear. */
 static int ntx_ntb_poll_bits(struct ntx_be_ep *be)
 {
 	_Atomic uint64_t *bits = ntx_win_bits(&be->win);
@@ -670,25 +680,72 @@ static int ntx_ntb_poll_bits(struct ntx_be_ep *be)
 	int cnt = 0, got;
 
 	for (uint32_t w = 0; w < words; w++) {
-		if (!atomic_load_explicit(&bits[w], memory_order_relaxed))
-			continue;
 		/* acquire: pairs with the senders' fetch_or after their
 		 * entries */
-		b = atomic_exchange_explicit(&bits[w], 0, memory_order_acquire);
+		b = atomic_load_explicit(&bits[w], memory_order_acquire);
 		for (; b; b &= b - 1) {
 			uint32_t slot = w * 64 + (uint32_t)__builtin_ctzll(b);
 
 			c = slot < be->win.g.nslots ? be->slots[slot] : NULL;
+			if (!c || c->state != NTX_CONN_CONNECTED) {
+				be->idle[w] |= b & -b;
+				continue;
+			}
+			got = ntx_ntb_drain(c);
+			if (got)
+				be->idle[w] &= ~(b & -b);
+			else
+				be->idle[w] |= b & -b;
+			cnt += got < 0 ? NTX_NTB_DRAIN_MAX : got;
+		}
+	}
+	return cnt;
+}
+
+/* Takes back the bits of rings that stayed empty since the last pass,
+ * every NTX_NTB_BITS_CLEAR_NS at most. A sender that still saw its bit
+ * set may have skipped setting it for an entry we have not seen: the
+ * fence on every peer after clearing makes such entries visible, and the
+ * last drain below finds them; later entries find the bit clear and set
+ * it again. */
+static int ntx_ntb_bits_clear(struct ntx_be_ep *be)
+{
+	_Atomic uint64_t *bits = ntx_win_bits(&be->win);
+	uint32_t words = (be->win.g.nslots + 63) / 64;
+	uint64_t now = ntx_now_ns(), m;
+	bool any = false;
+	int cnt = 0, got;
+
+	if (now < be->bits_clear_ns)
+		return 0;
+	be->bits_clear_ns = now + NTX_NTB_BITS_CLEAR_NS;
+	for (uint32_t w = 0; w < words; w++) {
+		if (!be->idle[w])
+			continue;
+		/* seq_cst: the clear before the fence and the drain below */
+		atomic_fetch_and_explicit(&bits[w], ~be->idle[w],
+					  memory_order_seq_cst);
+		any = true;
+	}
+	if (!any)
+		return 0;
+	ntx_ntb_fence_peers();
+	for (uint32_t w = 0; w < words; w++) {
+		for (m = be->idle[w]; m; m &= m - 1) {
+			uint32_t slot = w * 64 + (uint32_t)__builtin_ctzll(m);
+			struct ntx_be_conn *c = slot < be->win.g.nslots
+							? be->slots[slot]
+							: NULL;
+
 			if (!c || c->state != NTX_CONN_CONNECTED)
 				continue;
 			got = ntx_ntb_drain(c);
-			if (got < 0) { /* more next time */
-				atomic_fetch_or_explicit(&bits[w], b & -b,
+			cnt += got < 0 ? NTX_NTB_DRAIN_MAX : got;
+			if (got) /* busy again: make sure its bit is set */
+				atomic_fetch_or_explicit(&bits[w], m & -m,
 							 memory_order_relaxed);
-				got = NTX_NTB_DRAIN_MAX;
-			}
-			cnt += got;
 		}
+		be->idle[w] = 0;
 	}
 	return cnt;
 }
@@ -720,7 +777,11 @@ static int ntx_ntb_poll(struct ntx_be_ep *be)
 		if (be->bits_on)
 			ntx_ntb_fence_peers();
 	} else if (be->bits_on) {
-		return cnt + ntx_ntb_poll_bits(be);
+		cnt += ntx_ntb_poll_bits(be);
+		/* the clock is read on one poll in 256: off the fast path */
+		if (!(++be->polls & 255))
+			cnt += ntx_ntb_bits_clear(be);
+		return cnt;
 	}
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
 		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
@@ -1056,13 +1117,16 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 		goto close_svc;
 	be->addr.win_fd = be->fd;
 	be->slots = calloc(be->win.g.nslots, sizeof(*be->slots));
-	if (!be->slots) {
+	be->idle = calloc((be->win.g.nslots + 63) / 64, sizeof(*be->idle));
+	if (!be->slots || !be->idle) {
 		ret = -FI_ENOMEM;
 		goto unmap;
 	}
 	*out = be;
 	return 0;
 unmap:
+	free(be->slots);
+	free(be->idle);
 	munmap(be->win.base, be->win.g.size);
 	close(be->fd);
 close_svc:
@@ -1091,6 +1155,7 @@ static void ntx_ntb_close(struct ntx_be_ep *be)
 		close(be->svc_fd);
 	close(be->wake);
 	free(be->slots);
+	free(be->idle);
 	free(be);
 }
 
