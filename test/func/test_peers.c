@@ -1,0 +1,137 @@
+/* Many peers on one endpoint: past four peers the receiver drains only
+ * the rings its senders flag in the window's ready bitmap, and takes back
+ * the flags of rings that went quiet. Every message must still arrive,
+ * once and in order per sender, across quiet spells. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ntx_test.h"
+
+#define NPEER 12
+#define ROUNDS 6
+#define BURST 40
+#define QUIET_MS 25 /* longer than the 10 ms after which flags are taken back */
+#define CAPS (FI_MSG | FI_TAGGED | FI_SOURCE)
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Message k of sender p: its sequence number, and p, in the first 16
+ * bytes; every other message is 1 KiB, so entries take several lines. */
+static size_t msg_len(unsigned k)
+{
+	return k % 2 ? 1024 : 16;
+}
+
+static int child_senders(int sock)
+{
+	static struct tctx t[NPEER];
+	/* a buffer per message: a send owns it until it completes */
+	static uint64_t buf[NPEER][ROUNDS * BURST][128];
+	char name[T_NAMELEN];
+	fi_addr_t peer[NPEER];
+
+	CHK(read(sock, name, sizeof(name)) == (ssize_t)sizeof(name));
+	for (int p = 0; p < NPEER; p++) {
+		size_t len = sizeof(name);
+		char mine[T_NAMELEN];
+
+		CHK(t_open(&t[p], CAPS) == 0);
+		CHK(t_insert(&t[p], name, &peer[p]) == 0);
+		CHK(fi_getname(&t[p].ep->fid, mine, &len) == 0);
+		CHK(write(sock, mine, len) == (ssize_t)len);
+	}
+	for (unsigned r = 0; r < ROUNDS; r++) {
+		uint64_t end;
+
+		for (unsigned i = 0; i < BURST; i++) {
+			for (int p = 0; p < NPEER; p++) {
+				unsigned k = r * BURST + i;
+
+				buf[p][k][0] = k;
+				buf[p][k][1] = (uint64_t)p;
+				CHK(T_RETRY(&t[p], fi_tsend(t[p].ep, buf[p][k],
+							    msg_len(k), NULL,
+							    peer[p], 7, NULL)) ==
+				    0);
+				CHK(t_drain(&t[p], 0) >= 0);
+			}
+		}
+		/* a quiet spell, still making progress */
+		end = now_ms() + QUIET_MS;
+		while (now_ms() < end)
+			for (int p = 0; p < NPEER; p++)
+				fi_cq_read(t[p].cq, NULL, 0);
+	}
+	/* the receiver answers each sender once everything arrived */
+	for (int p = 0; p < NPEER; p++) {
+		struct fi_cq_tagged_entry e;
+		uint64_t got = 0;
+
+		CHK(fi_trecv(t[p].ep, &got, sizeof(got), NULL, peer[p], 9, 0,
+			     &got) == 0);
+		do {
+			CHK(t_wait(&t[p], &e, NULL, NULL, T_WAIT_MS) == 1);
+		} while (e.op_context != &got);
+		CHK(got == (uint64_t)p);
+	}
+	for (int p = 0; p < NPEER; p++)
+		t_close(&t[p]);
+	return 0;
+}
+
+Test(peers, many_senders_with_quiet_spells_lose_nothing, .timeout = 60)
+{
+	struct tctx t;
+	char name[T_NAMELEN];
+	size_t len = sizeof(name);
+	fi_addr_t peer[NPEER];
+	unsigned next[NPEER] = { 0 };
+	uint64_t buf[128];
+	int sock;
+	pid_t pid = t_fork(&sock, child_senders);
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(fi_getname(&t.ep->fid, name, &len), 0);
+	cr_assert_eq(write(sock, name, len), (ssize_t)len);
+	for (int p = 0; p < NPEER; p++) {
+		cr_assert_eq(read(sock, name, sizeof(name)),
+			     (ssize_t)sizeof(name));
+		cr_assert_eq(t_insert(&t, name, &peer[p]), 0);
+	}
+	for (unsigned n = 0; n < NPEER * ROUNDS * BURST; n++) {
+		struct fi_cq_tagged_entry e;
+		fi_addr_t src;
+		int p;
+
+		cr_assert_eq(fi_trecv(t.ep, buf, sizeof(buf), NULL,
+				      FI_ADDR_UNSPEC, 7, 0, buf), 0);
+		cr_assert_eq(t_wait(&t, &e, &src, NULL, T_WAIT_MS), 1,
+			     "message %u of %u never came", n,
+			     NPEER * ROUNDS * BURST);
+		p = (int)buf[1];
+		cr_assert(p >= 0 && p < NPEER && src == peer[p],
+			  "message from an unknown sender");
+		cr_assert_eq(buf[0], next[p], "sender %d: got %lu, want %u", p,
+			     (unsigned long)buf[0], next[p]);
+		cr_assert_eq(e.len, msg_len(next[p]));
+		next[p]++;
+	}
+	for (int p = 0; p < NPEER; p++) {
+		uint64_t v = (uint64_t)p;
+
+		cr_assert_eq(T_RETRY(&t, fi_tsend(t.ep, &v, sizeof(v), NULL,
+						  peer[p], 9, NULL)), 0);
+		cr_assert_eq(t_wait(&t, NULL, NULL, NULL, T_WAIT_MS), 1);
+	}
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+}
