@@ -42,7 +42,7 @@ Test(ring, entries_of_every_size_go_round_without_overlap)
 				     pos + k);
 			owner[pos + k] = ++seq;
 		}
-		/* the line after the entry, cleared by the sender, is free */
+		/* the line after the entry is free: never all n lines used */
 		cr_assert_eq(owner[ntx_ring_advance(pos, lines, n)], 0);
 		inflight[head % 64][0] = pos;
 		inflight[head % 64][1] = lines;

@@ -276,11 +276,7 @@ static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 		ctl = ntx_win_ctl(&be->win, i);
 		atomic_store_explicit(&ctl->resp, 0, memory_order_relaxed);
 		atomic_store_explicit(&ctl->cons, 0, memory_order_relaxed);
-		/* the first header line reads "not yet"; the sender clears
-		 * every later one before the entry ahead of it is published.
-		 * A released ring was punched out: its pages are zero. */
-		atomic_store_explicit(&ntx_win_entry(&be->win, i, 0)->seq, 0,
-				      memory_order_relaxed);
+		/* a released ring was zeroed (ntx_ntb_slot_release) */
 		/* the reset is published by the release that follows (cell
 		 * post or connect response) */
 		be->slots[i] = c;
@@ -292,15 +288,19 @@ static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 	return -FI_ENOSPC;
 }
 
-/* Gives a released slot's ring pages back: idle slots cost no memory. */
+/* Gives a released slot's ring pages back, so idle slots cost no memory
+ * and the next connection starts from a zeroed ring (no old header or
+ * payload can match its sequence numbers). */
 static void ntx_ntb_slot_release(struct ntx_be_ep *be, uint32_t slot)
 {
+	size_t off = be->win.g.ring_off + (size_t)slot * be->win.g.ring_size;
+
 	be->slots[slot] = NULL;
 	if (fallocate(be->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		      (off_t)(be->win.g.ring_off + (size_t)slot *
-						   be->win.g.ring_size),
-		      (off_t)be->win.g.ring_size))
+		      (off_t)off, (off_t)be->win.g.ring_size)) {
 		NTX_DBG(FI_LOG_EP_CTRL, "punch ring: %s\n", strerror(errno));
+		memset(be->win.base + off, 0, be->win.g.ring_size);
+	}
 }
 
 /* Where our ready bit lives in the peer's window, once we know our slot
@@ -592,6 +592,19 @@ static void ntx_ntb_publish_cons(struct ntx_be_conn *c)
 	c->rx_published = c->rx_pos;
 }
 
+/* A consumed entry's payload lines must never read as a header when the
+ * ring comes round: clear their sequence words. Old header lines need
+ * nothing, their numbers are behind. Ordered before the peer may reuse
+ * the lines by the release of our consumer position. */
+static void ntx_ntb_clear_payload(struct ntx_win_entry *e, uint32_t lines)
+{
+	for (uint32_t k = 1; k < lines; k++)
+		atomic_store_explicit(&((struct ntx_win_entry *)
+					((uint8_t *)e + (size_t)k *
+					 NTX_CACHELINE))->seq, 0,
+				      memory_order_relaxed);
+}
+
 /* Drains the peer's ring in our window; returns entries handled, or -1
  * when it stopped at NTX_NTB_DRAIN_MAX with entries left. */
 static int ntx_ntb_drain(struct ntx_be_conn *c)
@@ -629,6 +642,7 @@ static int ntx_ntb_drain(struct ntx_be_conn *c)
 		memcpy(&hdr, &e->hdr, sizeof(hdr));
 		c->rx_pos = ntx_ring_advance(c->rx_pos, lines, n);
 		be->cb.recv(c->vc, &hdr, e->payload, len);
+		ntx_ntb_clear_payload(e, lines);
 		cnt++;
 	}
 	if (c->state == NTX_CONN_CONNECTED)
@@ -815,12 +829,8 @@ static void ntx_ntb_put(struct ntx_be_conn *c, uint32_t lines, uint32_t len,
 		dst += m;
 		len -= (uint32_t)m;
 	}
-	/* the receiver looks for the next entry at 'next': old payload
-	 * there must not read as a header (ordered by the release below) */
-	atomic_store_explicit(&ntx_win_entry(&c->pwin, c->peer_slot, next)->seq,
-			      0, memory_order_relaxed);
 	c->tx_pos = next;
-	/* release: the entry's body and the cleared line before its number */
+	/* release: the entry's body before its number */
 	atomic_store_explicit(&e->seq, ++c->tx_seq, memory_order_release);
 }
 

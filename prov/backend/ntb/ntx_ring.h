@@ -15,11 +15,13 @@
  * as its payload needs, so a small message touches one line and a peer
  * that sends only small messages costs only a few pages. Entries never
  * wrap: one that would cross the end is preceded by a skip entry that
- * covers the rest of the lap. Before a sender publishes an entry it
- * clears the sequence number of the line after it, so the receiver, which
- * looks for the next entry there, never mistakes old payload for a header.
- * One line always stays free for that, which also makes "position equals
- * consumer" mean empty.
+ * covers the rest of the lap. The receiver looks for the next entry at
+ * the line after the last one; what it finds there from an earlier lap is
+ * an old header, whose number is behind, or payload, whose sequence word
+ * the receiver cleared when it consumed that entry: never a match. (The
+ * sender clearing the next line instead would put a second cache line on
+ * the latency path of every message.) One line always stays free, so that
+ * "position equals consumer" means empty.
  */
 #ifndef NTX_RING_H
 #define NTX_RING_H
@@ -166,7 +168,7 @@ static inline bool ntx_ring_wraps(uint32_t pos, uint32_t lines, uint32_t n)
 }
 
 /* Room for an entry of 'lines' at pos: the entry, the skip before it when
- * it wraps, and the line after it that the sender clears. */
+ * it wraps, and the line that always stays free. */
 static inline bool ntx_ring_room(uint32_t pos, uint32_t cons, uint32_t lines,
 				 uint32_t n)
 {
