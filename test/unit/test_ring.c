@@ -92,3 +92,65 @@ Test(ring, shared_layouts_are_cache_line_multiples)
 	cr_assert_eq(g.ring_size, 24576);
 	cr_assert_eq(g.size, g.ring_off + 256 * g.ring_size);
 }
+
+/* The receiver only ever finds its next sequence number in a header the
+ * sender wrote for it. A model of one ring: the sender fills payload lines
+ * with data that looks like sequence numbers, the receiver clears the
+ * payload lines it consumed, and the two interleave in a fixed
+ * pseudo-random order. Wherever the receiver probes, a payload line must
+ * read 0, and a match must be a real header. */
+enum { LINE_HDR = 1, LINE_PAY = 2 };
+
+Test(ring, stale_payload_never_reads_as_the_next_header)
+{
+	const uint32_t n = 40;
+	uint32_t word[40], kind[40], span[40];
+	uint32_t pos = 0, seq = 0;             /* sender */
+	uint32_t rpos = 0, rseq = 0, cons = 0; /* receiver */
+	uint32_t sizes[] = { 0, 100, 300, 64, 1000, 8 }, rnd = 12345, i = 0;
+
+	memset(word, 0, sizeof(word));
+	memset(kind, 0, sizeof(kind));
+	while (rseq < 5000) {
+		rnd = rnd * 1103515245u + 12345u;
+		if ((rnd >> 16) & 1) { /* the sender writes one entry */
+			uint32_t len = sizes[i % 6], lines = ntx_ring_lines(len);
+
+			if (!ntx_ring_room(pos, cons, lines, n))
+				continue;
+			i++;
+			if (ntx_ring_wraps(pos, lines, n)) {
+				word[pos] = ++seq;
+				kind[pos] = LINE_HDR;
+				span[pos] = 0; /* skip: to line 0 */
+				pos = 0;
+			}
+			for (uint32_t k = 1; k < lines; k++) {
+				word[pos + k] = seq + k; /* looks like a header */
+				kind[pos + k] = LINE_PAY;
+			}
+			word[pos] = ++seq;
+			kind[pos] = LINE_HDR;
+			span[pos] = lines;
+			pos = ntx_ring_advance(pos, lines, n);
+			continue;
+		}
+		/* the receiver probes its next line */
+		cr_assert(kind[rpos] != LINE_PAY || word[rpos] == 0,
+			  "line %u: uncleared payload where a header is due",
+			  rpos);
+		if (word[rpos] != rseq + 1)
+			continue;
+		cr_assert_eq(kind[rpos], LINE_HDR);
+		rseq++;
+		if (!span[rpos]) {
+			rpos = 0;
+		} else {
+			for (uint32_t k = 1; k < span[rpos]; k++)
+				word[rpos + k] = 0;
+			rpos = ntx_ring_advance(rpos, span[rpos], n);
+		}
+		cons = rpos;
+	}
+	cr_assert_eq(rseq, 5000);
+}
