@@ -107,18 +107,18 @@ Test(ring, stale_payload_never_reads_as_the_next_header)
 	uint32_t word[40], kind[40], span[40];
 	uint32_t pos = 0, seq = 0;             /* sender */
 	uint32_t rpos = 0, rseq = 0, cons = 0; /* receiver */
-	uint32_t sizes[] = { 0, 100, 300, 64, 1000, 8 }, rnd = 12345, i = 0;
+	uint32_t sizes[] = { 0, 100, 300, 64, 1000, 8 }, rnd = 12345;
 
 	memset(word, 0, sizeof(word));
 	memset(kind, 0, sizeof(kind));
 	while (rseq < 5000) {
 		rnd = rnd * 1103515245u + 12345u;
 		if ((rnd >> 16) & 1) { /* the sender writes one entry */
-			uint32_t len = sizes[i % 6], lines = ntx_ring_lines(len);
+			uint32_t len = sizes[(rnd >> 20) % 6],
+				 lines = ntx_ring_lines(len);
 
 			if (!ntx_ring_room(pos, cons, lines, n))
 				continue;
-			i++;
 			if (ntx_ring_wraps(pos, lines, n)) {
 				word[pos] = ++seq;
 				kind[pos] = LINE_HDR;
