@@ -54,7 +54,7 @@ struct ntx_be_conn {
 	uint32_t rx_published; /* last rx_pos written to the peer */
 	_Atomic uint64_t *peer_bits; /* our ready bit's word in pwin */
 	uint64_t peer_bit;
-	bool light; /* the peer's membarrier fences our sends (no fence) */
+	bool light; /* the peer fences its senders with membarrier */
 };
 
 struct ntx_be_ep {
@@ -82,26 +82,58 @@ struct ntx_be_ep {
 
 static atomic_uint ntx_ntb_next_ep_id;
 
-/* 1: this process is registered for membarrier(GLOBAL_EXPEDITED), so an
- * owner that issues one fences our sends; -1: not possible here. */
-static atomic_int ntx_ntb_membarrier;
+/* membarrier(GLOBAL_EXPEDITED): an owner that issues one fences every
+ * process registered for it. ntx_ntb_mb_query: 1 this kernel has it, -1
+ * not. ntx_ntb_mb_registered: this process is registered, so owners that
+ * fence their peers fence our sends too. Registering waits for an RCU
+ * grace period in a multi-threaded process (about 10 ms here), so it runs
+ * in a thread of its own and our sends fence themselves until it is
+ * done. */
+static atomic_int ntx_ntb_mb_query;
+static atomic_bool ntx_ntb_mb_registered;
+static pthread_once_t ntx_ntb_mb_once = PTHREAD_ONCE_INIT;
 
-static bool ntx_ntb_membarrier_init(void)
+static void *ntx_ntb_mb_register(void *arg)
 {
-	int v = atomic_load(&ntx_ntb_membarrier);
-	long q;
+	(void)arg;
+	if (syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED,
+		    0, 0))
+		NTX_INFO(FI_LOG_EP_CTRL, "membarrier registration: %s\n",
+			 strerror(errno));
+	else
+		atomic_store(&ntx_ntb_mb_registered, true);
+	return NULL;
+}
 
-	if (v)
-		return v > 0;
-	q = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-	v = q > 0 && (q & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
-	    !syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED,
-		     0, 0) ? 1 : -1;
-	if (v < 0)
+static void ntx_ntb_mb_start(void)
+{
+	long q = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+	pthread_attr_t attr;
+	pthread_t th;
+	sigset_t all, old;
+
+	if (q <= 0 || !(q & MEMBARRIER_CMD_GLOBAL_EXPEDITED)) {
 		NTX_INFO(FI_LOG_EP_CTRL, "no membarrier: senders fence each "
 			 "message\n");
-	atomic_store(&ntx_ntb_membarrier, v);
-	return v > 0;
+		atomic_store(&ntx_ntb_mb_query, -1);
+		return;
+	}
+	atomic_store(&ntx_ntb_mb_query, 1);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* no signal of the app's */
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &attr, ntx_ntb_mb_register, NULL))
+		ntx_ntb_mb_register(NULL);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* This kernel has membarrier(GLOBAL_EXPEDITED); starts our registration. */
+static bool ntx_ntb_membarrier_init(void)
+{
+	pthread_once(&ntx_ntb_mb_once, ntx_ntb_mb_start);
+	return atomic_load(&ntx_ntb_mb_query) > 0;
 }
 
 /* A full fence on every peer that may be sending to us (see
@@ -109,7 +141,7 @@ static bool ntx_ntb_membarrier_init(void)
 static void ntx_ntb_fence_peers(void)
 {
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load(&ntx_ntb_membarrier) > 0 &&
+	if (atomic_load(&ntx_ntb_mb_query) > 0 &&
 	    syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0))
 		NTX_WARN(FI_LOG_EP_CTRL, "membarrier: %s\n", strerror(errno));
 }
@@ -310,8 +342,7 @@ static void ntx_ntb_peer_slot(struct ntx_be_conn *c, uint32_t slot)
 	c->peer_slot = slot;
 	c->peer_bits = ntx_win_bits(&c->pwin) + slot / 64;
 	c->peer_bit = 1ull << (slot % 64);
-	c->light = (c->pwin.flags & NTX_WIN_F_MEMBARRIER) &&
-		   ntx_ntb_membarrier_init();
+	c->light = c->pwin.flags & NTX_WIN_F_MEMBARRIER;
 }
 
 static struct ntx_be_conn *ntx_ntb_conn_new(struct ntx_be_ep *be,
@@ -377,7 +408,8 @@ static void ntx_ntb_ring_bell_conn(struct ntx_be_conn *c)
 	 * it. A light sender leaves that fence to the owner's membarrier
 	 * (ntx_ntb_fence_peers): a fence here would wait for the entry's
 	 * lines to leave our store buffer, the largest cost of a message. */
-	if (!c->light)
+	if (!c->light || !atomic_load_explicit(&ntx_ntb_mb_registered,
+					       memory_order_relaxed))
 		atomic_thread_fence(memory_order_seq_cst);
 	/* a bit still set means the owner will look at our ring (see
 	 * ntx_ntb_bits_clear for the one that is being taken back) */
