@@ -352,6 +352,12 @@ struct ntx_cq {
 	bool source_err;
 	pthread_mutex_t lock;  /* ring and errors (a leaf lock) */
 	struct ntx_scope scope; /* endpoints bound to the CQ */
+	/* fi_cq_read's own buffer while its progress runs and the ring is
+	 * empty: completions are written once, straight into it (only where
+	 * one thread at a time uses the CQ: ep_lockless domains) */
+	uint8_t *direct;
+	fi_addr_t *direct_src;
+	size_t direct_cap, direct_n, esz;
 };
 /* Called from progress: takes the CQ's own lock. */
 int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
