@@ -242,7 +242,14 @@ void ntx_comp_rma(struct ntx_req *req, int err);
 
 /* ---- virtual connections (ntx_vc.c) ---- */
 int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **vc);
-fi_addr_t ntx_vc_fi_addr(struct ntx_vc *vc);
+fi_addr_t ntx_vc_fi_addr_lookup(struct ntx_vc *vc);
+/* The peer's AV address (FI_ADDR_NOTAVAIL if it is not in the AV). */
+static inline fi_addr_t ntx_vc_fi_addr(struct ntx_vc *vc)
+{
+	if (vc->fi_addr != FI_ADDR_NOTAVAIL) /* known: every message */
+		return vc->fi_addr;
+	return ntx_vc_fi_addr_lookup(vc);
+}
 void ntx_vc_fail(struct ntx_vc *vc, int err);
 void ntx_vc_destroy(struct ntx_vc *vc);
 void ntx_vc_queue(struct ntx_vc *vc, struct ntx_req *req);

@@ -143,7 +143,7 @@ int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 	return 0;
 }
 
-fi_addr_t ntx_vc_fi_addr(struct ntx_vc *vc)
+fi_addr_t ntx_vc_fi_addr_lookup(struct ntx_vc *vc)
 {
 	if (vc->fi_addr == FI_ADDR_NOTAVAIL && vc->ep->av) {
 		struct ntx_ep *ep = vc->ep;
