@@ -178,39 +178,51 @@ static void ntx_scope_unlock(struct ntx_domain *d, struct ntx_scope *s,
 		ntx_cmutex_unlock(d, &s->lock);
 }
 
-/* The scope's endpoints, or every endpoint of the domain; scope locked */
+/* The scope's endpoints, or every endpoint of the domain, as an array
+ * (no cap: an array the size of the scope); scope locked. *eps is
+ * s->eps itself for a scope of its own, else an allocation the caller
+ * frees with ntx_scope_eps_put. */
 static size_t ntx_scope_eps(struct ntx_domain *d, struct ntx_scope *s,
-			    bool whole, struct ntx_ep **eps, size_t max)
+			    bool whole, struct ntx_ep ***eps)
 {
 	struct ntx_list *it;
-	size_t n = 0;
+	size_t n = 0, cap = 0;
 
 	if (!whole) {
-		for (; n < s->n && n < max; n++)
-			eps[n] = s->eps[n];
-		return n;
+		*eps = s->eps;
+		return s->n;
 	}
-	ntx_list_foreach(&d->eps, it) {
-		if (n == max)
-			break;
-		eps[n++] = ntx_container_of(it, struct ntx_ep, dom_entry);
-	}
+	ntx_list_foreach(&d->eps, it)
+		cap++;
+	*eps = cap ? malloc(cap * sizeof(**eps)) : NULL;
+	if (!*eps)
+		return 0;
+	ntx_list_foreach(&d->eps, it)
+		(*eps)[n++] = ntx_container_of(it, struct ntx_ep, dom_entry);
 	return n;
 }
 
-#define NTX_SCOPE_MAX 64
+static void ntx_scope_eps_put(struct ntx_scope *s, struct ntx_ep **eps)
+{
+	if (eps != s->eps)
+		free(eps);
+}
 
 void ntx_scope_progress(struct ntx_domain *d, struct ntx_scope *s)
 {
-	struct ntx_ep *eps[NTX_SCOPE_MAX];
-	size_t n;
+	struct ntx_list *it;
 	bool whole;
 
 	ntx_domain_note_poll(d);
 	whole = ntx_scope_lock(d, s);
-	n = ntx_scope_eps(d, s, whole, eps, NTX_SCOPE_MAX);
-	for (size_t i = 0; i < n; i++)
-		ntx_ep_poll(eps[i]);
+	if (whole) {
+		ntx_list_foreach(&d->eps, it)
+			ntx_ep_poll(ntx_container_of(it, struct ntx_ep,
+						     dom_entry));
+	} else {
+		for (size_t i = 0; i < s->n; i++)
+			ntx_ep_poll(s->eps[i]);
+	}
 	ntx_scope_unlock(d, s, whole);
 }
 
@@ -218,14 +230,14 @@ void ntx_scope_sleep(struct ntx_domain *d, struct ntx_scope *s,
 		     struct ntx_signal *sig, bool (*ready)(void *arg),
 		     void *arg, int timeout_ms)
 {
-	struct ntx_ep *eps[NTX_SCOPE_MAX];
-	struct pollfd pfd[1 + NTX_SCOPE_MAX * NTX_BE_MAX];
+	struct ntx_ep **eps;
+	struct pollfd *pfd = NULL;
 	size_t n, nfd = 1;
 	bool whole;
 
 	atomic_fetch_add(&sig->sleepers, 1);
 	whole = ntx_scope_lock(d, s);
-	n = ntx_scope_eps(d, s, whole, eps, NTX_SCOPE_MAX);
+	n = ntx_scope_eps(d, s, whole, &eps);
 	for (size_t i = 0; i < n; i++)
 		ntx_ep_arm(eps[i], true);
 	/* re-check after arming: anything that arrived before a sender saw
@@ -235,23 +247,27 @@ void ntx_scope_sleep(struct ntx_domain *d, struct ntx_scope *s,
 	if (ready(arg)) {
 		nfd = 0;
 	} else {
-		for (size_t i = 0; i < n; i++)
+		pfd = calloc(1 + n * NTX_BE_MAX, sizeof(*pfd));
+		for (size_t i = 0; pfd && i < n; i++)
 			for (int b = 0; b < NTX_BE_MAX; b++)
 				if (eps[i]->be[b].ops)
 					pfd[nfd++].fd = eps[i]->be[b].ops->wait_fd(
 						eps[i]->be[b].be);
 	}
+	ntx_scope_eps_put(s, eps);
 	ntx_scope_unlock(d, s, whole);
-	if (nfd) {
+	if (nfd && pfd) { /* without memory the caller polls again */
 		pfd[0].fd = sig->fd;
 		for (size_t i = 0; i < nfd; i++)
 			pfd[i].events = POLLIN;
 		poll(pfd, (nfds_t)nfd, timeout_ms);
 	}
+	free(pfd);
 	whole = ntx_scope_lock(d, s);
-	n = ntx_scope_eps(d, s, whole, eps, NTX_SCOPE_MAX);
+	n = ntx_scope_eps(d, s, whole, &eps);
 	for (size_t i = 0; i < n; i++)
 		ntx_ep_arm(eps[i], false);
+	ntx_scope_eps_put(s, eps);
 	ntx_scope_unlock(d, s, whole);
 	atomic_fetch_sub(&sig->sleepers, 1);
 }
@@ -260,7 +276,7 @@ int ntx_scope_trywait(struct ntx_domain *d, struct ntx_scope *s,
 		      struct ntx_signal *sig, bool (*ready)(void *arg),
 		      void *arg)
 {
-	struct ntx_ep *eps[NTX_SCOPE_MAX];
+	struct ntx_ep **eps;
 	size_t n;
 	bool whole;
 	int ret = 0;
@@ -268,7 +284,7 @@ int ntx_scope_trywait(struct ntx_domain *d, struct ntx_scope *s,
 	ntx_signal_arm(sig);
 	ntx_domain_note_poll(d);
 	whole = ntx_scope_lock(d, s);
-	n = ntx_scope_eps(d, s, whole, eps, NTX_SCOPE_MAX);
+	n = ntx_scope_eps(d, s, whole, &eps);
 	for (size_t i = 0; i < n; i++)
 		ntx_ep_poll(eps[i]);
 	/* arm, then re-check; the endpoint's next progress disarms */
@@ -281,6 +297,7 @@ int ntx_scope_trywait(struct ntx_domain *d, struct ntx_scope *s,
 		eps[i]->armed = true;
 		ntx_ep_unlock(eps[i]);
 	}
+	ntx_scope_eps_put(s, eps);
 	if (ready(arg))
 		ret = -FI_EAGAIN;
 	else

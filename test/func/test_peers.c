@@ -135,3 +135,89 @@ Test(peers, many_senders_with_quiet_spells_lose_nothing, .timeout = 60)
 	cr_assert_eq(t_join(pid), 0);
 	t_close(&t);
 }
+
+/* One CQ, one counter and 300 endpoints bound to them (no cap on the
+ * endpoints a CQ progresses): a message to each endpoint completes, on
+ * the receiving CQ and on the counter, whichever endpoint it went to.
+ * Two senders of their own share the 300 peers (FI_NTX_MAX_PEERS). */
+#define NEP 300
+#define NSEND 2
+
+Test(peers, three_hundred_endpoints_on_one_cq, .timeout = 120)
+{
+	static struct fid_ep *ep[NEP];
+	static fi_addr_t dst[NSEND][NEP];
+	static uint64_t in[NEP];
+	struct fi_info *hints = t_hints(FI_MSG | FI_TAGGED), *fi;
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED };
+	struct fi_cntr_attr na = { .events = FI_CNTR_EVENTS_COMP };
+	struct fi_av_attr aa = { .type = FI_AV_TABLE };
+	struct fid_fabric *fab;
+	struct fid_domain *dom;
+	struct fid_cq *cq;
+	struct fid_cntr *cntr;
+	struct fid_av *av;
+	struct tctx s[NSEND];
+	int got = 0;
+
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, NULL, 0, hints, &fi), 0);
+	cr_assert_eq(fi_fabric(fi->fabric_attr, &fab, NULL), 0);
+	cr_assert_eq(fi_domain(fab, fi, &dom, NULL), 0);
+	cr_assert_eq(fi_cq_open(dom, &ca, &cq, NULL), 0);
+	cr_assert_eq(fi_cntr_open(dom, &na, &cntr, NULL), 0);
+	cr_assert_eq(fi_av_open(dom, &aa, &av, NULL), 0);
+	for (int i = 0; i < NSEND; i++)
+		cr_assert_eq(t_open(&s[i], FI_MSG | FI_TAGGED), 0);
+	for (int e = 0; e < NEP; e++) {
+		char name[T_NAMELEN];
+		size_t len = sizeof(name);
+
+		cr_assert_eq(fi_endpoint(dom, fi, &ep[e], NULL), 0,
+			     "endpoint %d", e);
+		cr_assert_eq(fi_ep_bind(ep[e], &cq->fid, FI_TRANSMIT | FI_RECV),
+			     0);
+		cr_assert_eq(fi_ep_bind(ep[e], &cntr->fid, FI_RECV), 0);
+		cr_assert_eq(fi_ep_bind(ep[e], &av->fid, 0), 0);
+		cr_assert_eq(fi_enable(ep[e]), 0);
+		cr_assert_eq(fi_trecv(ep[e], &in[e], sizeof(in[e]), NULL,
+				      FI_ADDR_UNSPEC, 5, 0, &in[e]), 0);
+		cr_assert_eq(fi_getname(&ep[e]->fid, name, &len), 0);
+		cr_assert_eq(t_insert(&s[e % NSEND], name,
+				      &dst[e % NSEND][e]), 0);
+	}
+	for (int e = 0; e < NEP; e++) {
+		uint64_t v = (uint64_t)e + 1000;
+		struct tctx *t = &s[e % NSEND];
+
+		cr_assert_eq(T_RETRY(t, fi_tinject(t->ep, &v, sizeof(v),
+						   dst[e % NSEND][e], 5)), 0);
+	}
+	for (uint64_t end = 0; got < NEP && end < 60000000; end++) {
+		struct fi_cq_tagged_entry c;
+
+		for (int i = 0; i < NSEND; i++)
+			fi_cq_read(s[i].cq, NULL, 0);
+		if (fi_cq_read(cq, &c, 1) == 1) {
+			uint64_t *p = c.op_context;
+
+			cr_assert(p >= in && p < in + NEP);
+			cr_assert_eq(*p, (uint64_t)(p - in) + 1000,
+				     "endpoint %d got another's message",
+				     (int)(p - in));
+			got++;
+		}
+	}
+	cr_assert_eq(got, NEP, "%d of %d endpoints completed", got, NEP);
+	cr_assert_eq(fi_cntr_read(cntr), NEP);
+	for (int e = 0; e < NEP; e++)
+		cr_assert_eq(fi_close(&ep[e]->fid), 0);
+	for (int i = 0; i < NSEND; i++)
+		t_close(&s[i]);
+	fi_close(&av->fid);
+	fi_close(&cntr->fid);
+	fi_close(&cq->fid);
+	fi_close(&dom->fid);
+	fi_close(&fab->fid);
+	fi_freeinfo(fi);
+	fi_freeinfo(hints);
+}
