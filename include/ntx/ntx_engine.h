@@ -31,6 +31,7 @@ struct ntx_vc {
 	bool busy;
 	struct ntx_list pending; /* reqs waiting for the peer (FIN/ACK/DATA) */
 	uint32_t issued; /* reqs started and not complete: FI_FENCE waits */
+	uint32_t notify_credit; /* writes checked by RMA_CHECK: RMA_NOTIFY */
 };
 
 enum ntx_req_kind { NTX_REQ_SEND, NTX_REQ_RECV, NTX_REQ_CTRL };

@@ -434,6 +434,10 @@ int ntx_bulk_move(struct ntx_vc *vc, bool write, const struct iovec *local,
 	size_t nl, nr;
 	ssize_t n;
 
+	/* a peer may ask for a move this back end cannot make (a SPLIT
+	 * over tcp): refused, never a call through a missing op */
+	if (!(write ? ops->bulk_write : ops->bulk_read))
+		return -FI_EOPNOTSUPP;
 	while (len) {
 		ntx_iov_slice(local, nlocal, off, len, lsl, &nl);
 		ntx_wire_slice(remote, nremote, off, len, rsl, &nr);

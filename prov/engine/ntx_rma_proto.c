@@ -612,6 +612,8 @@ static int ntx_rma_check_part(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	if (ret || h->status != NTX_OP_ATOMIC)
 		return ret;
 	size = ntx_atomic_dt_size(dt);
+	if (!size) /* a datatype the peer made up */
+		return -FI_EOPNOTSUPP;
 	for (size_t i = 0; i < n; i++)
 		if (iov[i].iov_len % size ||
 		    !ntx_atomic_aligned(dt, (uintptr_t)iov[i].iov_base))
@@ -638,6 +640,9 @@ static void ntx_rma_on_check(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	for (uint16_t i = 0; i < h->niov && !ret; i++)
 		ret = ntx_rma_check_part(vc, h, &w[i]);
 	ntx_rma_mr_unlock(vc);
+	/* the remote CQ data of a checked write may follow (RMA_NOTIFY) */
+	if (!ret && h->status == NTX_OP_WRITE && vc->notify_credit < UINT32_MAX)
+		vc->notify_credit++;
 	q.status = NTX_RMA_CHECK_PART; /* the answer names the check */
 	ntx_rma_answer(vc, &q, ret, NULL, 0, 0);
 }
@@ -683,10 +688,15 @@ void ntx_rma_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_rma_on_check(vc, h, payload, len);
 		break;
 	case NTX_OP_RMA_NOTIFY:
-		if (len || !(h->flags & NTX_PF_DATA)) {
+		/* only after a write whose keys passed RMA_CHECK: without a
+		 * key nobody puts "remote write" entries into our CQ */
+		if (len || !(h->flags & NTX_PF_DATA) || !vc->notify_credit) {
+			NTX_WARN(FI_LOG_EP_DATA, "remote CQ data without a "
+				 "checked write from pid %u\n", vc->peer.pid);
 			ntx_vc_fail(vc, -FI_EREMOTEIO);
 			return;
 		}
+		vc->notify_credit--;
 		ntx_rma_on_notify(vc, h);
 		break;
 	default:
