@@ -21,21 +21,9 @@
 #include "ntx/ntx_backend.h"
 #include "ntx/ntx_fdwatch.h"
 #include "ntx/ntx_wire.h"
+#include "ntx_tcp_wire.h"
 
-#define NTX_TCP_MAGIC 0x4e54u /* "NT" */
-#define NTX_TCP_HELLO 1
-#define NTX_TCP_ENTRY 2
-#define NTX_TCP_MAX_PAYLOAD 8128
 #define NTX_TCP_OUT_MAX (8u << 20) /* queued bytes before -FI_EAGAIN */
-
-/* Frame prefix: validated before anything that follows is used. */
-struct ntx_tcp_frame {
-	uint16_t magic;
-	uint16_t type;
-	uint32_t len; /* payload bytes after the engine header */
-	struct ntx_wire_hdr hdr;
-};
-_Static_assert(sizeof(struct ntx_tcp_frame) == 64, "frame");
 
 enum ntx_tcp_state { NTX_TCP_CONNECTING, NTX_TCP_HELLO_WAIT, NTX_TCP_OPEN,
 		     NTX_TCP_FAILED };

@@ -1,0 +1,287 @@
+/*
+ * Hostile peers on the tcp domain: a forked process that speaks ntx's
+ * wire format itself (tcp frames, engine headers) and sends what a
+ * correct peer never would. The victim, an ordinary endpoint in the test
+ * process, must stay up, answer with errors, and write nothing into its
+ * CQ that the peer had no right to cause.
+ */
+#include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ntx_test.h"
+#include "ntx/ntx.h"
+#include "ntx_tcp_wire.h"
+
+#define VKEY 7
+#define VLEN 4096
+#define ADV_MS 10000
+
+/* ---- the attacker's side ------------------------------------------------ */
+
+static int adv_write(int fd, const void *buf, size_t len)
+{
+	return t_sock_write(fd, buf, len);
+}
+
+static int adv_frame(int fd, uint16_t type, const struct ntx_wire_hdr *h,
+		     const void *payload, uint32_t len)
+{
+	struct ntx_tcp_frame f = { .magic = NTX_TCP_MAGIC, .type = type,
+				   .len = len };
+
+	if (h)
+		f.hdr = *h;
+	return adv_write(fd, &f, sizeof(f)) || (len &&
+						adv_write(fd, payload, len));
+}
+
+/* The next ENTRY frame's header (its payload skipped); -1 at EOF or after
+ * ADV_MS. */
+static int adv_next(int fd, struct ntx_wire_hdr *h)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct ntx_tcp_frame f;
+	static char skip[NTX_TCP_MAX_PAYLOAD];
+
+	if (poll(&p, 1, ADV_MS) != 1 || t_sock_read(fd, &f, sizeof(f)) ||
+	    f.magic != NTX_TCP_MAGIC || f.len > sizeof(skip) ||
+	    (f.len && t_sock_read(fd, skip, f.len)))
+		return -1;
+	*h = f.hdr;
+	return f.type;
+}
+
+/* A name that no endpoint owns, on no host of ours. */
+static struct ntx_addr adv_name(uint16_t port)
+{
+	struct ntx_addr a;
+
+	memset(&a, 0, sizeof(a));
+	a.magic = NTX_ADDR_MAGIC;
+	a.version = NTX_ADDR_VERSION;
+	a.host = NTX_HOST_UNKNOWN;
+	a.pid = (uint32_t)getpid();
+	a.win_fd = -1;
+	a.epoch = 0x5eed;
+	a.ep_id = 77;
+	a.ip4 = htonl(INADDR_LOOPBACK);
+	a.port = port;
+	return a;
+}
+
+/* Connects to the victim and says hello with a made-up name. */
+static int adv_connect(const struct ntx_addr *victim)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				   .sin_port = victim->port };
+	struct ntx_addr me = adv_name(0);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    adv_frame(fd, NTX_TCP_HELLO, NULL, &me, sizeof(me))) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* ---- the victim's side ------------------------------------------------- */
+
+static int open_victim(struct tctx *t, struct fid_mr **mr, void *buf)
+{
+	struct fi_info *h = t_hints(T_RMA_CAPS | FI_TAGGED);
+
+	free(h->domain_attr->name);
+	h->domain_attr->name = strdup("tcp");
+	if (t_open_hints(t, h))
+		return -1;
+	return fi_mr_reg(t->dom, buf, VLEN, FI_REMOTE_WRITE | FI_REMOTE_READ,
+			 0, VKEY, 0, mr, NULL);
+}
+
+/* Drives progress until the attacker reports (one byte: its verdict),
+ * counting every completion that shows up meanwhile. */
+static int victim_serve(struct tctx *t, int sock, int *ncq)
+{
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	char verdict = 0;
+
+	for (;;) {
+		ssize_t n = fi_cq_read(t->cq, &e, 1);
+
+		if (n == 1)
+			(*ncq)++;
+		else if (n == -FI_EAVAIL && fi_cq_readerr(t->cq, &err, 0) == 1)
+			(*ncq)++;
+		if (poll(&p, 1, 0) == 1)
+			break;
+	}
+	if (read(sock, &verdict, 1) != 1)
+		return -1;
+	return verdict;
+}
+
+static int send_name(struct tctx *t, int sock)
+{
+	char name[T_NAMELEN];
+	size_t len = sizeof(name);
+
+	return fi_getname(&t->ep->fid, name, &len) ||
+	       t_sock_write(sock, name, sizeof(name));
+}
+
+/* 1. RMA_NOTIFY without a checked write: no "remote write, CQ data"
+ * entry appears, the connection is failed (closed). */
+static int adv_notify(int sock)
+{
+	struct ntx_addr v;
+	struct ntx_wire_hdr h = { .op = NTX_OP_RMA_NOTIFY,
+				  .flags = NTX_PF_DATA,
+				  .cq_data = 0xbad, .msg_len = 8 };
+	char verdict = 'x';
+	int fd;
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	fd = adv_connect(&v);
+	CHK(fd >= 0);
+	CHK(adv_frame(fd, NTX_TCP_ENTRY, &h, NULL, 0) == 0);
+	/* the victim closes the connection once it failed it */
+	if (adv_next(fd, &h) == -1)
+		verdict = 'k';
+	close(fd);
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+Test(adversary, remote_cq_data_needs_a_checked_write, .timeout = 60)
+{
+	static char buf[VLEN];
+	struct tctx t;
+	struct fid_mr *mr;
+	int sock, ncq = 0;
+	pid_t pid = t_fork(&sock, adv_notify);
+
+	cr_assert_eq(open_victim(&t, &mr, buf), 0);
+	cr_assert_eq(send_name(&t, sock), 0);
+	cr_assert_eq(victim_serve(&t, sock, &ncq), 'k',
+		     "the forged notify's connection stayed open");
+	cr_assert_eq(ncq, 0, "a forged remote CQ data entry appeared");
+	cr_assert_eq(t_join(pid), 0);
+	fi_close(&mr->fid);
+	t_close(&t);
+}
+
+/* 2. An atomic RMA_CHECK with a valid key and a datatype that does not
+ * exist: answered with an error, no crash. */
+static int adv_check_dt(int sock)
+{
+	struct ntx_addr v;
+	struct ntx_wire_riov w = { .addr = 0, .len = 8, .key = VKEY };
+	struct ntx_wire_hdr h = { .op = NTX_OP_RMA_CHECK, .niov = 1,
+				  .status = NTX_OP_ATOMIC, .sreq = 42,
+				  .rreq = (200u << 8) | FI_SUM };
+	char verdict = 'x';
+	int fd, type;
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	fd = adv_connect(&v);
+	CHK(fd >= 0);
+	CHK(adv_frame(fd, NTX_TCP_ENTRY, &h, &w, sizeof(w)) == 0);
+	while ((type = adv_next(fd, &h)) == NTX_TCP_ENTRY &&
+	       h.op != NTX_OP_RMA_RESP)
+		;
+	if (type == NTX_TCP_ENTRY && h.sreq == 42 && h.status > 0)
+		verdict = 'k';
+	close(fd);
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+Test(adversary, atomic_check_with_unknown_datatype_is_refused, .timeout = 60)
+{
+	static char buf[VLEN];
+	struct tctx t;
+	struct fid_mr *mr;
+	int sock, ncq = 0;
+	pid_t pid = t_fork(&sock, adv_check_dt);
+
+	cr_assert_eq(open_victim(&t, &mr, buf), 0);
+	cr_assert_eq(send_name(&t, sock), 0);
+	cr_assert_eq(victim_serve(&t, sock, &ncq), 'k',
+		     "no error answer to the bad datatype");
+	cr_assert_eq(t_join(pid), 0);
+	fi_close(&mr->fid);
+	t_close(&t);
+}
+
+/* 3. A receiver that answers a rendezvous RTS over tcp with SPLIT (a
+ * single-copy write the tcp back end cannot make): refused with DONE and
+ * an error, no call through a missing op. */
+static int adv_split(int sock)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sin);
+	struct ntx_wire_iov w = { .addr = 0x10000, .len = 4096, .key = 0 };
+	struct ntx_wire_hdr h;
+	struct ntx_addr me;
+	char verdict = 'x';
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd, type;
+
+	CHK(lfd >= 0 && bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+	CHK(listen(lfd, 4) == 0);
+	CHK(getsockname(lfd, (struct sockaddr *)&sin, &sl) == 0);
+	me = adv_name(sin.sin_port);
+	CHK(t_sock_write(sock, &me, sizeof(me)) == 0);
+	fd = accept(lfd, NULL, NULL);
+	CHK(fd >= 0);
+	CHK(adv_next(fd, &h) == NTX_TCP_HELLO);
+	while ((type = adv_next(fd, &h)) == NTX_TCP_ENTRY &&
+	       h.op != NTX_OP_RTS)
+		;
+	CHK(type == NTX_TCP_ENTRY);
+	h = (struct ntx_wire_hdr){ .op = NTX_OP_SPLIT, .niov = 1,
+				   .sreq = h.sreq, .rreq = 1, .offset = 0,
+				   .msg_len = w.len };
+	CHK(adv_frame(fd, NTX_TCP_ENTRY, &h, &w, sizeof(w)) == 0);
+	while ((type = adv_next(fd, &h)) == NTX_TCP_ENTRY &&
+	       h.op != NTX_OP_DONE)
+		;
+	if (type == NTX_TCP_ENTRY && h.status != 0)
+		verdict = 'k';
+	close(fd);
+	close(lfd);
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+Test(adversary, split_over_tcp_is_refused, .timeout = 60)
+{
+	static char buf[VLEN], big[1 << 17];
+	struct ntx_addr peer;
+	struct tctx t;
+	struct fid_mr *mr;
+	fi_addr_t dst;
+	int sock, ncq = 0;
+	pid_t pid = t_fork(&sock, adv_split);
+
+	cr_assert_eq(open_victim(&t, &mr, buf), 0);
+	cr_assert_eq(t_sock_read(sock, &peer, sizeof(peer)), 0);
+	cr_assert_eq(t_insert(&t, &peer, &dst), 0);
+	cr_assert_eq(fi_tsend(t.ep, big, sizeof(big), NULL, dst, 3, big), 0);
+	cr_assert_eq(victim_serve(&t, sock, &ncq), 'k',
+		     "no refusal of the split");
+	cr_assert_eq(t_join(pid), 0);
+	fi_close(&mr->fid);
+	t_close(&t);
+}
