@@ -2,8 +2,9 @@
  * A ping-pong of 8-byte tagged messages between two local processes on a
  * network domain (tcp by default), through the public libfabric API, for
  * counting system calls: run it under strace with two iteration counts.
- * Each process marks the timed loop with a getppid() before and after it,
- * so the count leaves out start-up (libfabric loads every provider). Every peer is on this host, so the traffic is all on the shm
+ * Each process marks the loop with getppid() before it and getpgrp()
+ * after it, so the count leaves out start-up (libfabric loads every
+ * provider) and shutdown. Every peer is on this host, so the traffic is all on the shm
  * window and the poll path must make no system call per message.
  * Usage: pingpong_sys ITERATIONS [DOMAIN]
  */
@@ -125,7 +126,7 @@ static void run(struct side *s, int sock, long iters, int first)
 			exit(1);
 		}
 	}
-	getppid(); /* marker: the loop ends */
+	getpgrp(); /* marker: the loop ends */
 }
 
 int main(int argc, char **argv)

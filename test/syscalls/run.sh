@@ -4,19 +4,22 @@
 # listening socket and connections must be looked at only when they have
 # news) and on the shm domain. Traces two ping-pongs of different lengths
 # with strace and counts the system calls each process makes between the
-# markers around its loop (getppid); the longer run may add a few
-# time-gated liveness checks, never one per message or per poll.
+# markers around its loop (getppid before, getpgrp after); the longer run
+# may add a few time-gated liveness checks (one a second here), never one
+# per message or per poll.
 set -u
 bin=${NTX_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}/test/syscalls/pingpong_sys
 command -v strace >/dev/null || { echo "FAIL: strace is needed (scripts/deps.sh)"; exit 1; }
 short=10000 long=200000 fail=0
 count() { # domain iterations -> system calls inside both loops
   local out; out=$(mktemp)
-  if ! timeout 120 strace -f -qq -o "$out" "$bin" "$2" "$1" >/dev/null; then
+  if ! FI_NTX_PEER_CHECK_MS=1000 timeout 120 strace -f -qq -o "$out" \
+       "$bin" "$2" "$1" >/dev/null; then
     rm -f "$out"; echo -1; return
   fi
-  awk '/getppid\(\)/ { inside[$1] = !inside[$1]; next }
-       inside[$1] { n++ } END { print n + 0 }' "$out"
+  # "PID getppid(" also matches the <unfinished ...> form of the line
+  awk '/ getppid\(/ { inside[$1] = 1; next } / getpgrp\(/ { inside[$1] = 0 }
+       inside[$1] && !/resumed>/ { n++ } END { print n + 0 }' "$out"
   rm -f "$out"
 }
 for domain in tcp shm; do
