@@ -96,6 +96,8 @@ static inline bool ntx_be_ops_is_valid(const struct ntx_be_ops *ops)
 }
 
 extern const struct ntx_be_ops ntx_ntb_shm_ops;
+/* Waits for the shm back end's helper work before the provider unloads. */
+void ntx_ntb_shm_fini(void);
 extern const struct ntx_be_ops ntx_ntb_tcp_ops;
 
 #ifdef NTX_HAVE_VERBS

@@ -4,9 +4,11 @@
  */
 #include "config.h"
 #include "ntx/ntx.h"
+#include "ntx/ntx_backend.h"
 
 static void ntx_cleanup(void)
 {
+	ntx_ntb_shm_fini();
 }
 
 struct fi_provider ntx_prov = {

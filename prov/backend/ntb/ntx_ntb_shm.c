@@ -92,6 +92,8 @@ static atomic_uint ntx_ntb_next_ep_id;
 static atomic_int ntx_ntb_mb_query;
 static atomic_bool ntx_ntb_mb_registered;
 static pthread_once_t ntx_ntb_mb_once = PTHREAD_ONCE_INIT;
+static pthread_t ntx_ntb_mb_thread;
+static bool ntx_ntb_mb_joinable; /* joined before the provider unloads */
 
 static void *ntx_ntb_mb_register(void *arg)
 {
@@ -108,8 +110,6 @@ static void *ntx_ntb_mb_register(void *arg)
 static void ntx_ntb_mb_start(void)
 {
 	long q = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-	pthread_attr_t attr;
-	pthread_t th;
 	sigset_t all, old;
 
 	if (q <= 0 || !(q & MEMBARRIER_CMD_GLOBAL_EXPEDITED)) {
@@ -121,12 +121,21 @@ static void ntx_ntb_mb_start(void)
 	atomic_store(&ntx_ntb_mb_query, 1);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old); /* no signal of the app's */
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&th, &attr, ntx_ntb_mb_register, NULL))
-		ntx_ntb_mb_register(NULL);
-	pthread_attr_destroy(&attr);
+	ntx_ntb_mb_joinable = !pthread_create(&ntx_ntb_mb_thread, NULL,
+					      ntx_ntb_mb_register, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!ntx_ntb_mb_joinable)
+		ntx_ntb_mb_register(NULL);
+}
+
+/* The registration thread runs our code: it must be done before the
+ * provider is unloaded (fi_fini at exit). */
+void ntx_ntb_shm_fini(void)
+{
+	if (ntx_ntb_mb_joinable) {
+		pthread_join(ntx_ntb_mb_thread, NULL);
+		ntx_ntb_mb_joinable = false;
+	}
 }
 
 /* This kernel has membarrier(GLOBAL_EXPEDITED); starts our registration. */
