@@ -107,8 +107,18 @@ static void *ntx_ntb_mb_register(void *arg)
 	return NULL;
 }
 
+/* A forked child has a new mm that is not registered, and no thread. */
+static void ntx_ntb_mb_atfork_child(void)
+{
+	atomic_store(&ntx_ntb_mb_registered, false);
+	ntx_ntb_mb_joinable = false;
+	ntx_ntb_mb_once = (pthread_once_t)PTHREAD_ONCE_INIT;
+}
+
 static void ntx_ntb_mb_start(void)
 {
+	static bool atfork;
+
 	long q = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
 	sigset_t all, old;
 
@@ -119,6 +129,8 @@ static void ntx_ntb_mb_start(void)
 		return;
 	}
 	atomic_store(&ntx_ntb_mb_query, 1);
+	if (!atfork)
+		atfork = !pthread_atfork(NULL, NULL, ntx_ntb_mb_atfork_child);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old); /* no signal of the app's */
 	ntx_ntb_mb_joinable = !pthread_create(&ntx_ntb_mb_thread, NULL,
