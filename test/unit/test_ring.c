@@ -37,6 +37,7 @@ Test(ring, entries_of_every_size_go_round_without_overlap)
 		if (ntx_ring_wraps(pos, lines, n))
 			pos = 0; /* skip: the receiver follows it to line 0 */
 		cr_assert_leq(pos + lines, n, "an entry never wraps");
+		cr_assert_eq(pos % NTX_RING_ALIGN, 0, "entries start on a block");
 		for (uint32_t k = 0; k < lines; k++) {
 			cr_assert_eq(owner[pos + k], 0, "line %u still in use",
 				     pos + k);
@@ -54,24 +55,28 @@ Test(ring, entries_of_every_size_go_round_without_overlap)
 
 Test(ring, positions_and_room)
 {
-	cr_assert_eq(ntx_ring_lines(0), 1);
-	cr_assert_eq(ntx_ring_lines(1), 2);
-	cr_assert_eq(ntx_ring_lines(64), 2);
-	cr_assert_eq(ntx_ring_lines(65), 3);
-	cr_assert_eq(ntx_ring_used(5, 5, 16), 0, "equal means empty");
-	cr_assert_eq(ntx_ring_used(2, 14, 16), 4, "wrapped distance");
-	cr_assert_eq(ntx_ring_advance(14, 4, 16), 2);
-	cr_assert(ntx_ring_room(0, 0, 15, 16), "n - 1 lines fit");
-	cr_assert_not(ntx_ring_room(0, 0, 16, 16), "one line stays free");
-	cr_assert(ntx_ring_wraps(12, 5, 16));
-	cr_assert_not(ntx_ring_room(12, 4, 5, 16),
-		      "a skip of 4 and an entry of 5 need 10 of 8 free lines");
-	cr_assert(ntx_ring_room(12, 12, 5, 16));
+	const uint32_t A = NTX_RING_ALIGN;
+
+	cr_assert_eq(ntx_ring_lines(0), A, "a header alone takes a block");
+	cr_assert_eq(ntx_ring_lines(16), A);
+	cr_assert_eq(ntx_ring_lines((A - 1) * 64), A);
+	cr_assert_eq(ntx_ring_lines((A - 1) * 64 + 1), 2 * A);
+	cr_assert_eq(ntx_ring_used(8, 8, 32), 0, "equal means empty");
+	cr_assert_eq(ntx_ring_used(4, 28, 32), 8, "wrapped distance");
+	cr_assert_eq(ntx_ring_advance(28, 8, 32), 4);
+	cr_assert(ntx_ring_room(0, 0, 28, 32), "all but one block fit");
+	cr_assert_not(ntx_ring_room(0, 0, 32, 32), "one block stays free");
+	cr_assert(ntx_ring_wraps(24, 12, 32));
+	cr_assert_not(ntx_ring_room(24, 8, 12, 32),
+		      "a skip of 8 and an entry of 12 need 21 of 16 free lines");
+	cr_assert(ntx_ring_room(24, 24, 12, 32));
+	cr_assert(ntx_ring_lines_valid(384));
+	cr_assert_not(ntx_ring_lines_valid(36), "not whole blocks of 8");
 	/* the largest entry fits an empty ring wherever it starts */
-	for (uint32_t p = 0; p < 16; p++)
+	for (uint32_t p = 0; p < 32; p += A)
 		cr_assert(ntx_ring_room(p, p,
-					ntx_ring_lines(ntx_ring_max_payload(16)),
-					16), "at %u", p);
+					ntx_ring_lines(ntx_ring_max_payload(32)),
+					32), "at %u", p);
 }
 
 Test(ring, shared_layouts_are_cache_line_multiples)
@@ -146,7 +151,9 @@ Test(ring, stale_payload_never_reads_as_the_next_header)
 		if (!span[rpos]) {
 			rpos = 0;
 		} else {
-			for (uint32_t k = 1; k < span[rpos]; k++)
+			/* only where an entry can start */
+			for (uint32_t k = NTX_RING_ALIGN; k < span[rpos];
+			     k += NTX_RING_ALIGN)
 				word[rpos + k] = 0;
 			rpos = ntx_ring_advance(rpos, span[rpos], n);
 		}

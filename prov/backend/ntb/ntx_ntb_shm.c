@@ -264,7 +264,8 @@ static bool ntx_win_hdr_valid(const struct ntx_win_hdr *h, size_t fsize,
 
 	if (h->magic != NTX_WIN_MAGIC || h->version != NTX_WIN_VERSION ||
 	    h->epoch != peer->epoch || h->pid != peer->pid ||
-	    h->nslots == 0 || h->nslots > 4096 || h->ring_lines < 8 ||
+	    h->nslots == 0 || h->nslots > 4096 ||
+	    !ntx_ring_lines_valid(h->ring_lines) ||
 	    h->ring_lines > (1u << 16) ||
 	    h->max_payload > ntx_ring_max_payload(h->ring_lines))
 		return false;
@@ -645,13 +646,14 @@ static void ntx_ntb_publish_cons(struct ntx_be_conn *c)
 	c->rx_published = c->rx_pos;
 }
 
-/* A consumed entry's payload lines must never read as a header when the
- * ring comes round: clear their sequence words. Old header lines need
- * nothing, their numbers are behind. Ordered before the peer may reuse
- * the lines by the release of our consumer position. */
+/* A consumed entry's payload lines where a later entry can start must
+ * never read as a header when the ring comes round: clear their sequence
+ * words. Old header lines need nothing, their numbers are behind.
+ * Ordered before the peer may reuse the lines by the release of our
+ * consumer position. */
 static void ntx_ntb_clear_payload(struct ntx_win_entry *e, uint32_t lines)
 {
-	for (uint32_t k = 1; k < lines; k++)
+	for (uint32_t k = NTX_RING_ALIGN; k < lines; k += NTX_RING_ALIGN)
 		atomic_store_explicit(&((struct ntx_win_entry *)
 					((uint8_t *)e + (size_t)k *
 					 NTX_CACHELINE))->seq, 0,

@@ -10,17 +10,18 @@
  * Nobody reads peer memory on the fast path: each side polls only its own
  * window (the NTB rule: remote reads are expensive).
  *
- * A ring is a run of cache lines, any count n >= 8. An entry takes one
- * header line (length, sequence number, engine header) and as many lines
- * as its payload needs, so a small message touches one line and a peer
- * that sends only small messages costs only a few pages. Entries never
+ * A ring is a run of cache lines, a multiple of 2 * NTX_RING_ALIGN. An
+ * entry takes one header line (length, sequence number, engine header)
+ * and as many lines as its payload needs, and starts on a multiple of
+ * NTX_RING_ALIGN lines; a small message writes one line. Entries never
  * wrap: one that would cross the end is preceded by a skip entry that
- * covers the rest of the lap. The receiver looks for the next entry at
- * the line after the last one; what it finds there from an earlier lap is
- * an old header, whose number is behind, or payload, whose sequence word
- * the receiver cleared when it consumed that entry: never a match. (The
- * sender clearing the next line instead would put a second cache line on
- * the latency path of every message.) One line always stays free, so that
+ * covers the rest of the lap. The receiver looks for the next entry where
+ * the last one ended; what it finds there from an earlier lap is an old
+ * header, whose number is behind, or payload, whose sequence word the
+ * receiver cleared when it consumed that entry (only the lines where an
+ * entry can start: one in NTX_RING_ALIGN): never a match. (The sender
+ * clearing the next line instead would put a second cache line on the
+ * latency path of every message.) One block always stays free, so that
  * "position equals consumer" means empty.
  */
 #ifndef NTX_RING_H
@@ -142,10 +143,14 @@ static inline void ntx_win_geom_init(struct ntx_win_geom *g, uint32_t nslots,
 
 /* ---- ring math: positions are line numbers in [0, n) ------------------ */
 
-/* Lines an entry with len payload bytes takes. */
+#define NTX_RING_ALIGN 4 /* lines: entries start on multiples of this */
+
+/* Lines an entry with len payload bytes takes, up to the next start. */
 static inline uint32_t ntx_ring_lines(uint32_t len)
 {
-	return 1 + (len + NTX_CACHELINE - 1) / NTX_CACHELINE;
+	uint32_t l = 1 + (len + NTX_CACHELINE - 1) / NTX_CACHELINE;
+
+	return (l + NTX_RING_ALIGN - 1) & ~(uint32_t)(NTX_RING_ALIGN - 1);
 }
 
 /* Lines written and not yet consumed. */
@@ -179,11 +184,18 @@ static inline bool ntx_ring_room(uint32_t pos, uint32_t cons, uint32_t lines,
 	return need <= n - ntx_ring_used(pos, cons, n);
 }
 
-/* The largest payload one entry can carry in a ring of n lines. */
+/* The largest payload one entry can carry in a ring of n lines (a
+ * multiple of 2 * NTX_RING_ALIGN). */
 static inline uint32_t ntx_ring_max_payload(uint32_t n)
 {
 	/* an entry must fit with its skip: at most half the ring */
 	return (n / 2 - 1) * NTX_CACHELINE;
+}
+
+/* A ring length the math above holds for. */
+static inline bool ntx_ring_lines_valid(uint32_t n)
+{
+	return n >= 4 * NTX_RING_ALIGN && n % (2 * NTX_RING_ALIGN) == 0;
 }
 
 #endif /* NTX_RING_H */
