@@ -53,8 +53,8 @@ void ntx_params_init(void)
 		       &ntx_params.eager_max, 4096, 65536);
 	ntx_param_size("ring_size",
 		       "bytes of each per-peer receive ring in the shm window "
-		       "(a multiple of 64, at least twice FI_NTX_EAGER_MAX plus "
-		       "two lines)",
+		       "(blocks of 512 bytes, at least twice FI_NTX_EAGER_MAX "
+		       "plus two lines)",
 		       &ntx_params.ring_size, 1024, 1u << 22);
 	/* whole blocks of 8 lines (the ring math of ntx_ring.h) */
 	ntx_params.ring_size &= ~(size_t)(8 * NTX_CACHELINE - 1);
