@@ -141,13 +141,18 @@ static void ntx_ntb_mb_start(void)
 }
 
 /* The registration thread runs our code: it must be done before the
- * provider is unloaded (fi_fini at exit). */
+ * provider is unloaded (fi_fini at exit); joined at the first endpoint
+ * close, or then. */
 void ntx_ntb_shm_fini(void)
 {
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+	pthread_mutex_lock(&lock); /* endpoints may close on several threads */
 	if (ntx_ntb_mb_joinable) {
 		pthread_join(ntx_ntb_mb_thread, NULL);
 		ntx_ntb_mb_joinable = false;
 	}
+	pthread_mutex_unlock(&lock);
 }
 
 /* This kernel has membarrier(GLOBAL_EXPEDITED); starts our registration. */
@@ -1207,6 +1212,8 @@ free_be:
 static void ntx_ntb_close(struct ntx_be_ep *be)
 {
 	struct ntx_list *it, *tmp;
+
+	ntx_ntb_shm_fini(); /* the registration is done by now: join it */
 
 	/* release: peers that see CLOSED stop using their connections */
 	atomic_store_explicit(&ntx_win_hdr(&be->win)->state, NTX_WIN_CLOSED,
