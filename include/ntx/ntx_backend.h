@@ -55,6 +55,9 @@ struct ntx_be_ops {
 	int (*connect)(struct ntx_be_ep *be, const struct ntx_addr *peer,
 		       void *vc, struct ntx_be_conn **conn);
 	void (*disconnect)(struct ntx_be_conn *conn);
+	/* the largest payload this peer accepts in one packet, when peers
+	 * may differ (optional: max_payload otherwise) */
+	size_t (*conn_mtu)(const struct ntx_be_conn *conn);
 	/* one packet; -FI_EAGAIN when the peer's ring is full */
 	int (*send)(struct ntx_be_conn *conn, const void *hdr,
 		    const struct iovec *iov, size_t iovcnt, size_t len);

@@ -13,8 +13,17 @@ static void ntx_mrecv_unref(struct ntx_req *r);
 
 size_t ntx_vc_mtu(const struct ntx_vc *vc)
 {
-	return ntx_params.eager_max < vc->ops->max_payload
-		       ? ntx_params.eager_max : vc->ops->max_payload;
+	size_t m = ntx_params.eager_max < vc->ops->max_payload
+			   ? ntx_params.eager_max : vc->ops->max_payload;
+
+	/* a peer started with a smaller FI_NTX_EAGER_MAX takes less */
+	if (vc->ops->conn_mtu && vc->conn) {
+		size_t p = vc->ops->conn_mtu(vc->conn);
+
+		if (p < m)
+			m = p;
+	}
+	return m;
 }
 
 static uint8_t ntx_pkt_flags(const struct ntx_req *req)

@@ -20,6 +20,7 @@ static const size_t sizes[] = { 0, 1, 4096, 8192, 8193, 65536, 1 << 20,
 				16 << 20 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 static bool g_tagged;
+static const char *g_child_eager; /* the receiver's FI_NTX_EAGER_MAX */
 
 /* Receives every size, checks the bytes, then echoes a 1-byte ack. */
 static int child_recv_sizes(int sock)
@@ -29,6 +30,8 @@ static int child_recv_sizes(int sock)
 	fi_addr_t peer, src;
 	char *buf = malloc(16 << 20);
 
+	if (g_child_eager)
+		setenv("FI_NTX_EAGER_MAX", g_child_eager, 1);
 	CHK(buf && t_open(&t, CAPS) == 0);
 	CHK(t_xchg_name(&t, sock, &peer) == 0);
 	for (size_t i = 0; i < NSIZES; i++) {
@@ -106,6 +109,14 @@ Test(msg, thread_domain_all_sizes, .timeout = 60)
 {
 	/* FI_THREAD_DOMAIN drops the domain lock */
 	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1);
+	send_sizes(true);
+}
+
+Test(msg, receiver_with_a_smaller_eager_size, .timeout = 60)
+{
+	/* 8192 bytes are eager for the sender, not for the receiver: the
+	 * sender follows the receiver's limit (issue: EMSGSIZE before) */
+	g_child_eager = "4096";
 	send_sizes(true);
 }
 

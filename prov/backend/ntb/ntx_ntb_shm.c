@@ -272,6 +272,7 @@ static bool ntx_win_hdr_valid(const struct ntx_win_hdr *h, size_t fsize,
 	    h->nslots == 0 || h->nslots > 4096 ||
 	    !ntx_ring_lines_valid(h->ring_lines) ||
 	    h->ring_lines > (1u << 16) ||
+	    h->max_payload < 4096 || /* FI_NTX_EAGER_MAX's least */
 	    h->max_payload > ntx_ring_max_payload(h->ring_lines))
 		return false;
 	ntx_win_geom_init(&g, h->nslots, h->ring_lines);
@@ -894,6 +895,12 @@ static void ntx_ntb_put(struct ntx_be_conn *c, uint32_t lines, uint32_t len,
 	atomic_store_explicit(&e->seq, ++c->tx_seq, memory_order_release);
 }
 
+/* The peer's FI_NTX_EAGER_MAX, from its window header (checked at map). */
+static size_t ntx_ntb_conn_mtu(const struct ntx_be_conn *c)
+{
+	return c->pwin.max_payload;
+}
+
 static int ntx_ntb_send(struct ntx_be_conn *c, const void *hdr,
 			const struct iovec *iov, size_t iovcnt, size_t len)
 {
@@ -1251,6 +1258,7 @@ const struct ntx_be_ops ntx_ntb_shm_ops = {
 	.getname = ntx_ntb_getname,
 	.connect = ntx_ntb_connect,
 	.disconnect = ntx_ntb_disconnect,
+	.conn_mtu = ntx_ntb_conn_mtu,
 	.send = ntx_ntb_send,
 	.bulk_read = ntx_ntb_bulk_read,
 	.bulk_write = ntx_ntb_bulk_write,
