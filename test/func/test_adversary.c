@@ -220,7 +220,35 @@ Test(adversary, atomic_check_with_unknown_datatype_is_refused, .timeout = 60)
 	victim_attacked(adv_check_dt, "no error answer to the bad datatype");
 }
 
-/* 3. A receiver that answers a rendezvous RTS over tcp with SPLIT (a
+/* 3. A connection that never says hello is closed (within a few
+ * seconds), instead of holding a socket forever. */
+static int adv_silent(int sock)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct pollfd p;
+	struct ntx_addr v;
+	char verdict = 'x', c;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	sin.sin_port = v.port;
+	CHK(fd >= 0 && connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+	p = (struct pollfd){ .fd = fd, .events = POLLIN };
+	/* closed by the victim: readable, and a read says end of file */
+	if (poll(&p, 1, ADV_MS) == 1 && read(fd, &c, 1) == 0)
+		verdict = 'k';
+	close(fd);
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+Test(adversary, a_connection_without_hello_is_closed, .timeout = 60)
+{
+	victim_attacked(adv_silent, "the silent connection stayed open");
+}
+
+/* 4. A receiver that answers a rendezvous RTS over tcp with SPLIT (a
  * single-copy write the tcp back end cannot make): refused with DONE and
  * an error, no call through a missing op. */
 static int adv_split(int sock)

@@ -24,6 +24,8 @@
 #include "ntx_tcp_wire.h"
 
 #define NTX_TCP_OUT_MAX (8u << 20) /* queued bytes before -FI_EAGAIN */
+/* an accepted connection that has not said hello by then is closed */
+#define NTX_TCP_HELLO_NS 2000000000ull
 
 enum ntx_tcp_state { NTX_TCP_CONNECTING, NTX_TCP_HELLO_WAIT, NTX_TCP_OPEN,
 		     NTX_TCP_FAILED };
@@ -40,6 +42,7 @@ struct ntx_be_conn {
 	int fd;
 	enum ntx_tcp_state state;
 	struct ntx_buf in, out;
+	uint64_t hello_by_ns; /* HELLO_WAIT: deadline of the hello */
 };
 
 struct ntx_be_ep {
@@ -298,6 +301,7 @@ static void ntx_tcp_accept(struct ntx_be_ep *be)
 			continue;
 		}
 		c->state = NTX_TCP_HELLO_WAIT;
+		c->hello_by_ns = ntx_now_ns() + NTX_TCP_HELLO_NS;
 	}
 }
 
@@ -357,8 +361,24 @@ static int ntx_tcp_poll(struct ntx_be_ep *be)
 	return cnt;
 }
 
+/* Connections that never said hello hold a socket and a buffer for
+ * nobody: closed after NTX_TCP_HELLO_NS. */
 static void ntx_tcp_check_peers(struct ntx_be_ep *be)
 {
+	struct ntx_list *it, *tmp;
+	uint64_t now = ntx_now_ns();
+
+	ntx_list_foreach_safe(&be->conns, it, tmp) {
+		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
+							 entry);
+
+		if (c->state == NTX_TCP_HELLO_WAIT && now > c->hello_by_ns) {
+			NTX_WARN(FI_LOG_EP_CTRL, "closing a connection that "
+				 "sent no hello in %llu s\n",
+				 NTX_TCP_HELLO_NS / 1000000000ull);
+			ntx_tcp_disconnect(c); /* no VC knows it yet */
+		}
+	}
 }
 
 /* Sockets need no arming: the next poll must look at them, though. */
