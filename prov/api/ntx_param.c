@@ -12,6 +12,7 @@ struct ntx_params ntx_params = {
 	.shm_cma = 1,
 	.shm_split_min = 262144,
 	.peer_check_ms = 200,
+	.tcp_hello_ms = 30000,
 	.cq_size = 1024,
 	.min_multi_recv = 64,
 	.progress_idle_us = 10000,
@@ -85,6 +86,10 @@ void ntx_params_init(void)
 		      &ntx_params.peer_check_ms, FI_PARAM_INT);
 	if (ntx_params.peer_check_ms < 1)
 		ntx_params.peer_check_ms = 1;
+	ntx_param_size("tcp_hello_ms",
+		       "tcp: milliseconds an accepted connection may take to "
+		       "say hello before it is closed",
+		       &ntx_params.tcp_hello_ms, 100, 3600000);
 	ntx_param_int("local_via_network",
 		      "tcp domain: reach peers on this host through the network "
 		      "back end instead of the shm window (for tests)",

@@ -24,8 +24,6 @@
 #include "ntx_tcp_wire.h"
 
 #define NTX_TCP_OUT_MAX (8u << 20) /* queued bytes before -FI_EAGAIN */
-/* an accepted connection that has not said hello by then is closed */
-#define NTX_TCP_HELLO_NS 2000000000ull
 
 enum ntx_tcp_state { NTX_TCP_CONNECTING, NTX_TCP_HELLO_WAIT, NTX_TCP_OPEN,
 		     NTX_TCP_FAILED };
@@ -301,7 +299,8 @@ static void ntx_tcp_accept(struct ntx_be_ep *be)
 			continue;
 		}
 		c->state = NTX_TCP_HELLO_WAIT;
-		c->hello_by_ns = ntx_now_ns() + NTX_TCP_HELLO_NS;
+		c->hello_by_ns = ntx_now_ns() +
+				 (uint64_t)ntx_params.tcp_hello_ms * 1000000;
 	}
 }
 
@@ -362,7 +361,7 @@ static int ntx_tcp_poll(struct ntx_be_ep *be)
 }
 
 /* Connections that never said hello hold a socket and a buffer for
- * nobody: closed after NTX_TCP_HELLO_NS. */
+ * nobody: closed after FI_NTX_TCP_HELLO_MS (checked with the peers). */
 static void ntx_tcp_check_peers(struct ntx_be_ep *be)
 {
 	struct ntx_list *it, *tmp;
@@ -374,8 +373,8 @@ static void ntx_tcp_check_peers(struct ntx_be_ep *be)
 
 		if (c->state == NTX_TCP_HELLO_WAIT && now > c->hello_by_ns) {
 			NTX_WARN(FI_LOG_EP_CTRL, "closing a connection that "
-				 "sent no hello in %llu s\n",
-				 NTX_TCP_HELLO_NS / 1000000000ull);
+				 "sent no hello in %zu ms\n",
+				 ntx_params.tcp_hello_ms);
 			ntx_tcp_disconnect(c); /* no VC knows it yet */
 		}
 	}
