@@ -61,7 +61,6 @@ struct ntx_req {
 	size_t len;
 	uint64_t tag, ignore, data;
 	uint64_t seq;   /* recv: post order, across the tme's queues */
-	bool exact;     /* recv: posted in a tag bucket (ntx_tme_unpost) */
 	fi_addr_t addr; /* send: destination; recv: source or UNSPEC */
 	/* rendezvous */
 	uint64_t peer_req;
@@ -272,7 +271,7 @@ struct ntx_unexp *ntx_tme_match_unexp(struct ntx_tme *tme, bool tagged,
 				      fi_addr_t src, uint64_t tag,
 				      uint64_t ignore, void *claim_ctx);
 void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req);
-/* Takes a posted receive off its queue. */
+/* Takes a posted receive off its queue (once). */
 void ntx_tme_unpost(struct ntx_tme *tme, struct ntx_req *req);
 void ntx_tme_add_unexp(struct ntx_tme *tme, struct ntx_unexp *u);
 void ntx_tme_del_unexp(struct ntx_unexp *u);

@@ -129,36 +129,19 @@ int ntx_cq_push_err(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 	return 0;
 }
 
-static void ntx_cq_copy(struct ntx_cq *cq, void *dst, const struct ntx_cq_ent *e)
-{
-	switch (cq->format) {
-	case FI_CQ_FORMAT_CONTEXT:
-		((struct fi_cq_entry *)dst)->op_context = e->e.op_context;
-		break;
-	case FI_CQ_FORMAT_MSG:
-		memcpy(dst, &e->e, sizeof(struct fi_cq_msg_entry));
-		break;
-	case FI_CQ_FORMAT_DATA:
-		memcpy(dst, &e->e, sizeof(struct fi_cq_data_entry));
-		break;
-	default:
-		memcpy(dst, &e->e, sizeof(struct fi_cq_tagged_entry));
-		break;
-	}
-}
-
 /* Called with the CQ's lock held. */
 static ssize_t ntx_cq_read_locked(struct ntx_cq *cq, void *buf, size_t count,
 				  fi_addr_t *src)
 {
-	size_t esz = ntx_cq_entry_size(cq->format), n;
+	size_t esz = cq->esz, n;
 
 	if (!ntx_list_empty(&cq->errs))
 		return -FI_EAVAIL;
 	for (n = 0; n < count && cq->count; n++) {
 		struct ntx_cq_ent *e = &cq->ring[cq->head];
 
-		ntx_cq_copy(cq, (uint8_t *)buf + n * esz, e);
+		ntx_cq_put(cq, (uint8_t *)buf + n * esz, e->e.op_context,
+			   e->e.flags, e->e.len, e->e.buf, e->e.data, e->e.tag);
 		if (src)
 			src[n] = e->src;
 		if (++cq->head == cq->cap)

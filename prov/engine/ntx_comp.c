@@ -6,21 +6,20 @@
 
 #include "ntx/ntx_engine.h"
 
-static uint64_t ntx_comp_kind(const struct ntx_req *req)
+static uint64_t ntx_comp_kind(uint64_t op_flags)
 {
-	return req->flags & FI_TAGGED ? FI_TAGGED : FI_MSG;
+	return op_flags & FI_TAGGED ? FI_TAGGED : FI_MSG;
 }
 
-static bool ntx_comp_wanted(bool selective, const struct ntx_req *req)
+static bool ntx_comp_wanted(bool selective, uint64_t op_flags)
 {
-	return !selective || (req->flags & FI_COMPLETION);
+	return !selective || (op_flags & FI_COMPLETION);
 }
 
 void ntx_comp_send(struct ntx_ep *ep, void *context, uint64_t flags)
 {
-	if (ep->tx_cq && (!ep->tx_selective || (flags & FI_COMPLETION)))
-		ntx_cq_push(ep->tx_cq, context,
-			    FI_SEND | (flags & FI_TAGGED ? FI_TAGGED : FI_MSG),
+	if (ep->tx_cq && ntx_comp_wanted(ep->tx_selective, flags))
+		ntx_cq_push(ep->tx_cq, context, FI_SEND | ntx_comp_kind(flags),
 			    0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
 	if (ep->send_cntr)
 		ntx_cntr_inc(ep->send_cntr);
@@ -44,7 +43,7 @@ void ntx_comp_tx_err(struct ntx_req *req, int err)
 
 	if (ep->tx_cq)
 		ntx_cq_push_err(ep->tx_cq, req->context,
-				FI_SEND | ntx_comp_kind(req), 0, NULL, 0,
+				FI_SEND | ntx_comp_kind(req->flags), 0, NULL, 0,
 				req->tag, 0, err, FI_ADDR_NOTAVAIL, NULL);
 	if (ep->send_cntr)
 		ntx_cntr_inc_err(ep->send_cntr);
@@ -55,7 +54,7 @@ void ntx_comp_rx(struct ntx_req *req, size_t len, uint64_t flags,
 		 size_t olen, const struct ntx_addr *src_name)
 {
 	struct ntx_ep *ep = req->ep;
-	uint64_t f = FI_RECV | ntx_comp_kind(req) | flags;
+	uint64_t f = FI_RECV | ntx_comp_kind(req->flags) | flags;
 
 	if (olen) {
 		if (ep->rx_cq)
@@ -75,7 +74,7 @@ void ntx_comp_rx(struct ntx_req *req, size_t len, uint64_t flags,
 			ntx_cntr_inc_err(ep->recv_cntr);
 		return;
 	}
-	if (ep->rx_cq && (ntx_comp_wanted(ep->rx_selective, req) ||
+	if (ep->rx_cq && (ntx_comp_wanted(ep->rx_selective, req->flags) ||
 			  (flags & FI_MULTI_RECV)))
 		ntx_cq_push(ep->rx_cq, req->context, f, len, buf, data, tag,
 			    src);
@@ -90,7 +89,7 @@ void ntx_comp_rx_err(struct ntx_req *req, int err, size_t len, size_t olen,
 
 	if (ep->rx_cq)
 		ntx_cq_push_err(ep->rx_cq, req->context,
-				FI_RECV | ntx_comp_kind(req), len, NULL, data,
+				FI_RECV | ntx_comp_kind(req->flags), len, NULL, data,
 				tag, olen, err, FI_ADDR_NOTAVAIL, NULL);
 	if (ep->recv_cntr)
 		ntx_cntr_inc_err(ep->recv_cntr);
@@ -114,7 +113,7 @@ void ntx_comp_rma(struct ntx_req *req, int err)
 		return;
 	}
 	if (ep->tx_cq && !req->silent &&
-	    ntx_comp_wanted(ep->tx_selective, req))
+	    ntx_comp_wanted(ep->tx_selective, req->flags))
 		ntx_cq_push(ep->tx_cq, req->context, req->cq_flags, 0, NULL, 0,
 			    0, FI_ADDR_NOTAVAIL);
 	if (c)

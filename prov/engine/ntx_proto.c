@@ -26,10 +26,10 @@ size_t ntx_vc_mtu(const struct ntx_vc *vc)
 	return m;
 }
 
-static uint8_t ntx_pkt_flags(const struct ntx_req *req)
+static uint8_t ntx_pkt_flags(uint64_t op_flags)
 {
-	return (req->flags & FI_TAGGED ? NTX_PF_TAGGED : 0) |
-	       (req->flags & FI_REMOTE_CQ_DATA ? NTX_PF_DATA : 0);
+	return (op_flags & FI_TAGGED ? NTX_PF_TAGGED : 0) |
+	       (op_flags & FI_REMOTE_CQ_DATA ? NTX_PF_DATA : 0);
 }
 
 /* ---- send side ------------------------------------------------------------ */
@@ -63,7 +63,7 @@ static int ntx_tx_eager(struct ntx_req *r)
 {
 	struct ntx_wire_hdr h = {
 		.op = NTX_OP_EAGER,
-		.flags = ntx_pkt_flags(r),
+		.flags = ntx_pkt_flags(r->flags),
 		.tag = r->tag,
 		.cq_data = r->data,
 		.msg_len = r->len,
@@ -109,7 +109,7 @@ static int ntx_tx_rts(struct ntx_req *r)
 	struct ntx_wire_iov wiov[NTX_MAX_IOV];
 	struct ntx_wire_hdr h = {
 		.op = NTX_OP_RTS,
-		.flags = ntx_pkt_flags(r),
+		.flags = ntx_pkt_flags(r->flags),
 		.niov = (uint16_t)r->iov_count,
 		.tag = r->tag,
 		.cq_data = r->data,
@@ -226,9 +226,7 @@ int ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 	struct ntx_vc *vc = dest < ep->vc_cap ? ep->vc_tab[dest] : NULL;
 	struct ntx_wire_hdr h = {
 		.op = NTX_OP_EAGER,
-		.flags = NTX_PF_INLINE |
-			 (flags & FI_TAGGED ? NTX_PF_TAGGED : 0) |
-			 (flags & FI_REMOTE_CQ_DATA ? NTX_PF_DATA : 0),
+		.flags = NTX_PF_INLINE | ntx_pkt_flags(flags),
 		.tag = tag,
 		.cq_data = data,
 		.msg_len = len,
@@ -257,8 +255,7 @@ ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
 	struct ntx_req *r;
 	struct ntx_wire_hdr h = {
 		.op = NTX_OP_EAGER,
-		.flags = (flags & FI_TAGGED ? NTX_PF_TAGGED : 0) |
-			 (flags & FI_REMOTE_CQ_DATA ? NTX_PF_DATA : 0),
+		.flags = ntx_pkt_flags(flags),
 		.tag = tag,
 		.cq_data = data,
 		.msg_len = len,

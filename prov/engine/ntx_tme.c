@@ -30,13 +30,17 @@ void ntx_tme_init(struct ntx_tme *tme)
 	}
 }
 
+/* A posted receive lives in a tag bucket when it is tagged and exact. */
+static bool ntx_tme_exact(const struct ntx_req *req)
+{
+	return (req->flags & FI_TAGGED) && !req->ignore;
+}
+
 void ntx_tme_unpost(struct ntx_tme *tme, struct ntx_req *req)
 {
 	ntx_list_remove(&req->entry);
-	if (req->exact) {
-		req->exact = false;
+	if (ntx_tme_exact(req))
 		tme->nexact--;
-	}
 }
 
 static bool ntx_tme_tag_match(uint64_t want, uint64_t ignore, uint64_t tag)
@@ -125,8 +129,7 @@ void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req)
 
 	req->state = NTX_RS_POSTED;
 	req->seq = ++tme->seq;
-	req->exact = tagged && !req->ignore;
-	if (req->exact) {
+	if (ntx_tme_exact(req)) {
 		tme->nexact++;
 		ntx_list_insert_tail(&tme->posted_tag[ntx_tme_bucket(req->tag)],
 				     &req->entry);

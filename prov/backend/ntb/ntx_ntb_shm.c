@@ -30,8 +30,7 @@ enum ntx_conn_state { NTX_CONN_CONNECTING, NTX_CONN_CONNECTED, NTX_CONN_FAILED }
  * at map time; the peer can change its header later, we never re-read it. */
 struct ntx_win {
 	uint8_t *base;
-	struct ntx_win_geom g;
-	uint32_t n;           /* ring lines */
+	struct ntx_win_geom g; /* g.ring_lines: lines of each ring */
 	uint32_t max_payload; /* largest entry payload the owner accepts */
 	uint32_t flags;       /* NTX_WIN_F_* of the owner */
 };
@@ -212,10 +211,9 @@ static int ntx_ntb_win_create(struct ntx_be_ep *be)
 	struct ntx_win_hdr *hdr;
 	char name[64];
 
-	be->win.n = (uint32_t)(ntx_params.ring_size / NTX_CACHELINE);
 	be->win.max_payload = (uint32_t)ntx_params.eager_max;
 	ntx_win_geom_init(&be->win.g, (uint32_t)ntx_params.max_peers,
-			  be->win.n);
+			  (uint32_t)(ntx_params.ring_size / NTX_CACHELINE));
 	if (be->addr.service)
 		snprintf(name, sizeof(name), "ntx-svc-%u-%u", getuid(),
 			 be->addr.service);
@@ -246,7 +244,7 @@ static int ntx_ntb_win_create(struct ntx_be_ep *be)
 	hdr->epoch = be->addr.epoch;
 	hdr->size = be->win.g.size;
 	hdr->nslots = be->win.g.nslots;
-	hdr->ring_lines = be->win.n;
+	hdr->ring_lines = be->win.g.ring_lines;
 	hdr->max_payload = be->win.max_payload;
 	hdr->ep_id = be->addr.ep_id;
 	hdr->flags = ntx_ntb_membarrier_init() ? NTX_WIN_F_MEMBARRIER : 0;
@@ -307,7 +305,6 @@ static int ntx_ntb_win_map(const struct ntx_addr *peer, struct ntx_win *w)
 		goto close_fd;
 	}
 	ntx_win_geom_init(&w->g, hdr.nslots, hdr.ring_lines);
-	w->n = hdr.ring_lines;
 	w->max_payload = hdr.max_payload;
 	w->flags = hdr.flags;
 	base = mmap(NULL, w->g.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -641,7 +638,7 @@ static void ntx_ntb_poll_connecting(struct ntx_be_ep *be)
  * ever unpublished, so it never stalls. */
 static void ntx_ntb_publish_cons(struct ntx_be_conn *c)
 {
-	uint32_t n = c->be->win.n;
+	uint32_t n = c->be->win.g.ring_lines;
 
 	if (ntx_ring_used(c->rx_pos, c->rx_published, n) < n / 4)
 		return;
@@ -666,21 +663,17 @@ static void ntx_ntb_clear_payload(struct ntx_win_entry *e, uint32_t lines)
 				      memory_order_relaxed);
 }
 
-/* Drains the peer's ring in our window; returns entries handled, or -1
- * when it stopped at NTX_NTB_DRAIN_MAX with entries left. */
+/* Drains the peer's ring in our window; returns entries handled, at most
+ * NTX_NTB_DRAIN_MAX, so one busy peer cannot hold the poll. */
 static int ntx_ntb_drain(struct ntx_be_conn *c)
 {
 	struct ntx_be_ep *be = c->be;
 	struct ntx_win_entry *e;
 	struct ntx_wire_hdr hdr;
-	uint32_t len, lines, n = be->win.n;
+	uint32_t len, lines, n = be->win.g.ring_lines;
 	int cnt = 0;
 
-	while (c->state == NTX_CONN_CONNECTED) {
-		if (cnt == NTX_NTB_DRAIN_MAX) {
-			cnt = -1;
-			break;
-		}
+	while (c->state == NTX_CONN_CONNECTED && cnt < NTX_NTB_DRAIN_MAX) {
 		e = ntx_win_entry(&be->win, c->my_slot, c->rx_pos);
 		/* acquire: the entry's body was written before its number; any
 		 * other number (stale or garbage) means not yet */
@@ -741,6 +734,17 @@ static int ntx_ntb_wait_fd(struct ntx_be_ep *be)
 	return be->wake;
 }
 
+/* The connected peer behind a ready bit, or NULL. */
+static struct ntx_be_conn *ntx_ntb_slot_conn(struct ntx_be_ep *be,
+					     uint32_t w, uint64_t bit)
+{
+	uint32_t slot = w * 64 + (uint32_t)__builtin_ctzll(bit);
+	struct ntx_be_conn *c = slot < be->win.g.nslots ? be->slots[slot]
+							: NULL;
+
+	return c && c->state == NTX_CONN_CONNECTED ? c : NULL;
+}
+
 /* Drains the rings whose ready bits are set; one cache line per 512
  * slots whatever the number of peers. A bit stays set while its ring is
  * busy, so a busy sender only reads it (no store, no fence, no cache line
@@ -759,19 +763,13 @@ static int ntx_ntb_poll_bits(struct ntx_be_ep *be)
 		 * entries */
 		b = atomic_load_explicit(&bits[w], memory_order_acquire);
 		for (; b; b &= b - 1) {
-			uint32_t slot = w * 64 + (uint32_t)__builtin_ctzll(b);
-
-			c = slot < be->win.g.nslots ? be->slots[slot] : NULL;
-			if (!c || c->state != NTX_CONN_CONNECTED) {
-				be->idle[w] |= b & -b;
-				continue;
-			}
-			got = ntx_ntb_drain(c);
+			c = ntx_ntb_slot_conn(be, w, b & -b);
+			got = c ? ntx_ntb_drain(c) : 0;
 			if (got)
 				be->idle[w] &= ~(b & -b);
 			else
 				be->idle[w] |= b & -b;
-			cnt += got < 0 ? NTX_NTB_DRAIN_MAX : got;
+			cnt += got;
 		}
 	}
 	return cnt;
@@ -807,15 +805,12 @@ static int ntx_ntb_bits_clear(struct ntx_be_ep *be)
 	ntx_ntb_fence_peers();
 	for (uint32_t w = 0; w < words; w++) {
 		for (m = be->idle[w]; m; m &= m - 1) {
-			uint32_t slot = w * 64 + (uint32_t)__builtin_ctzll(m);
-			struct ntx_be_conn *c = slot < be->win.g.nslots
-							? be->slots[slot]
-							: NULL;
+			struct ntx_be_conn *c = ntx_ntb_slot_conn(be, w, m & -m);
 
-			if (!c || c->state != NTX_CONN_CONNECTED)
+			if (!c)
 				continue;
 			got = ntx_ntb_drain(c);
-			cnt += got < 0 ? NTX_NTB_DRAIN_MAX : got;
+			cnt += got;
 			if (got) /* busy again: make sure its bit is set */
 				atomic_fetch_or_explicit(&bits[w], m & -m,
 							 memory_order_relaxed);
@@ -864,7 +859,7 @@ static int ntx_ntb_poll(struct ntx_be_ep *be)
 		if (c->state != NTX_CONN_CONNECTED)
 			continue;
 		got = ntx_ntb_drain(c);
-		cnt += got < 0 ? NTX_NTB_DRAIN_MAX : got;
+		cnt += got;
 	}
 	return cnt;
 }
@@ -875,7 +870,8 @@ static void ntx_ntb_put(struct ntx_be_conn *c, uint32_t lines, uint32_t len,
 			const void *hdr, const struct iovec *iov,
 			size_t iovcnt)
 {
-	uint32_t n = c->pwin.n, next = ntx_ring_advance(c->tx_pos, lines, n);
+	uint32_t n = c->pwin.g.ring_lines;
+	uint32_t next = ntx_ring_advance(c->tx_pos, lines, n);
 	struct ntx_win_entry *e = ntx_win_entry(&c->pwin, c->peer_slot,
 						c->tx_pos);
 	uint8_t *dst = e->payload;
@@ -904,7 +900,7 @@ static size_t ntx_ntb_conn_mtu(const struct ntx_be_conn *c)
 static int ntx_ntb_send(struct ntx_be_conn *c, const void *hdr,
 			const struct iovec *iov, size_t iovcnt, size_t len)
 {
-	uint32_t cons, lines, n = c->pwin.n;
+	uint32_t cons, lines, n = c->pwin.g.ring_lines;
 
 	if (c->state != NTX_CONN_CONNECTED)
 		return c->state == NTX_CONN_FAILED ? -FI_ECONNRESET : -FI_EAGAIN;
