@@ -25,6 +25,8 @@ status=0
 for t in test/unit/test_unit test/func/test_func; do
   timeout 1200 "$t" -j1 > "../$(basename "$t").log" 2>&1 || status=1
   grep -E "Synthesis" "../$(basename "$t").log" || status=1
+  # what failed, with the lines the test printed just before
+  grep -B12 "^\[FAIL\]" "../$(basename "$t").log" | head -80
 done
 if grep -l "ERROR: AddressSanitizer\|runtime error:" ../*.log; then
   grep -h -A12 "ERROR: AddressSanitizer\|runtime error:" ../*.log | head -60

@@ -205,8 +205,13 @@ int t_sock_read(int sock, void *buf, size_t len)
 	while (got < len) {
 		ssize_t n = read(sock, (char *)buf + got, len - got);
 
-		if (n <= 0)
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			fprintf(stderr, "t_sock_read: %zd after %zu of %zu: %s\n",
+				n, got, len, n ? strerror(errno) : "EOF");
 			return -1;
+		}
 		got += (size_t)n;
 	}
 	return 0;
@@ -219,8 +224,13 @@ int t_sock_write(int sock, const void *buf, size_t len)
 	while (put < len) {
 		ssize_t n = write(sock, (const char *)buf + put, len - put);
 
-		if (n <= 0)
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			fprintf(stderr, "t_sock_write: %zd after %zu of %zu: %s\n",
+				n, put, len, strerror(errno));
 			return -1;
+		}
 		put += (size_t)n;
 	}
 	return 0;

@@ -42,24 +42,10 @@ struct tstat {
 	uint64_t rwrite, rread, mr_cntr, ncqdata, cqdata, cqlen, cqflags;
 };
 
-static int sock_read(int sock, void *buf, size_t len)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = read(sock, (char *)buf + got, len - got);
-
-		if (n <= 0)
-			return -1;
-		got += (size_t)n;
-	}
-	return 0;
-}
-
-static int sock_write(int sock, const void *buf, size_t len)
-{
-	return write(sock, buf, len) == (ssize_t)len ? 0 : -1;
-}
+/* whole buffers: a blocking write of 16 MiB returns early when a signal or
+ * task work (io_uring) interrupts it */
+#define sock_read t_sock_read
+#define sock_write t_sock_write
 
 static struct fi_info *rma_hints(uint64_t mr_mode)
 {
