@@ -50,7 +50,7 @@ step "make check" check
 step "install, fi_info and man page" install
 step "verbs back end on soft-RoCE (rxe0 under qemu)" test/rxe/run-rxe-tests.sh
 for mode in msg tagged; do
-  envs=(); opts=(-p ntx -e rdm -m "$mode" -S all -c)
+  envs=(); opts=(-p ntx -d shm -e rdm -m "$mode" -S all -c)
   pp "fi_pingpong shm $mode"
   envs=(FI_NTX_SHM_CMA=0); pp "fi_pingpong shm no-CMA $mode"
   envs=(FI_NTX_LOCAL_VIA_NETWORK=1); opts=(-p ntx -d tcp -e rdm -m "$mode" -S all -c)

@@ -57,6 +57,7 @@ struct ntx_params {
 	size_t shm_split_min;  /* rendezvous size from which both sides copy */
 	int peer_check_ms;     /* period of the liveness check of peers */
 	size_t tcp_hello_ms;   /* an accepted tcp connection's hello time */
+	size_t tcp_timeout_ms; /* tcp: unacknowledged data, silence, connect */
 	int local_via_network; /* same-host peers through the network too */
 	size_t progress_idle_us; /* auto progress: helper waits this long */
 	char *progress_cpus;     /* auto progress: cpuset of the helper */

@@ -6,8 +6,10 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ntx/ntx.h"
@@ -23,27 +25,62 @@ static uint64_t ntx_fnv1a(const char *s, size_t n)
 	return h;
 }
 
+static _Atomic uint32_t ntx_host_id_cached;
+
+/* A forked child may enter other namespaces (setns, unshare) before it
+ * opens anything: it works its identity out again. */
+static void ntx_host_id_atfork_child(void)
+{
+	atomic_store(&ntx_host_id_cached, 0);
+}
+
+static void ntx_host_id_register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, ntx_host_id_atfork_child);
+}
+
+/* Where a peer's window can be reached: the same kernel (boot id) and the
+ * same network namespace (the abstract sockets of services and wake-ups),
+ * pid namespace (/proc/PID/fd of the window, process_vm_readv) and user
+ * namespace (ptrace rights for single copy). Two containers on one kernel
+ * get different identities and reach each other through the network
+ * (DESIGN §4, "locality"). */
 uint32_t ntx_host_id(void)
 {
-	static _Atomic uint32_t id;
-	uint64_t h;
-	char buf[64] = "";
+	static const char *const ns[] = { "net", "pid", "user" };
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	_Atomic uint32_t *id = &ntx_host_id_cached;
+	char buf[160] = "";
+	size_t len = 0;
 	ssize_t n = 0;
+	uint64_t h;
 	int fd;
 
-	if (id)
-		return id;
+	if (*id)
+		return *id;
+	pthread_once(&once, ntx_host_id_register_atfork);
 	fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf));
+		n = read(fd, buf, 64);
 		close(fd);
 	}
 	if (n <= 0)
-		n = gethostname(buf, sizeof(buf)) ? 0 : (ssize_t)strlen(buf);
-	h = ntx_fnv1a(buf, (size_t)n);
+		n = gethostname(buf, 64) ? 0 : (ssize_t)strlen(buf);
+	len = (size_t)n;
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		char path[32];
+		struct stat st;
+
+		snprintf(path, sizeof(path), "/proc/self/ns/%s", ns[i]);
+		if (!stat(path, &st))
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len,
+						":%llx", (unsigned long long)
+						st.st_ino);
+	}
+	h = ntx_fnv1a(buf, len);
 	/* odd: never 0 (invalid) nor NTX_HOST_UNKNOWN */
-	id = (uint32_t)(h ^ (h >> 32)) | 1;
-	return id;
+	*id = (uint32_t)(h ^ (h >> 32)) | 1;
+	return *id;
 }
 
 uint64_t ntx_random64(void)

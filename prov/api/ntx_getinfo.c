@@ -37,16 +37,14 @@ struct ntx_dom_desc {
 };
 #define NTX_MAX_DOMS 18
 
+/* Domains that reach every peer come first: applications (MPICH's
+ * ch4:ofi) take the first entry and copy its capabilities, and shm
+ * cannot reach another host. Verbs devices, then tcp, then shm. */
 static size_t ntx_doms(struct ntx_dom_desc *d)
 {
 	size_t n = 0;
 
 	memset(d, 0, NTX_MAX_DOMS * sizeof(*d));
-	strcpy(d[n].name, NTX_DOMAIN_SHM);
-	d[n++].caps = FI_LOCAL_COMM;
-	strcpy(d[n].name, NTX_DOMAIN_TCP);
-	d[n].net = true;
-	d[n++].caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 #ifdef NTX_HAVE_VERBS
 	{
 		struct ntx_vb_devinfo v[NTX_MAX_DOMS - 2];
@@ -68,6 +66,11 @@ static size_t ntx_doms(struct ntx_dom_desc *d)
 		}
 	}
 #endif
+	strcpy(d[n].name, NTX_DOMAIN_TCP);
+	d[n].net = true;
+	d[n++].caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+	strcpy(d[n].name, NTX_DOMAIN_SHM);
+	d[n++].caps = FI_LOCAL_COMM;
 	return n;
 }
 #define NTX_TX_OP_FLAGS                                                    \
@@ -509,8 +512,12 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 		return -FI_ENOMEM;
 	ntx_apply_hints(fi, hints, version);
 
-	if ((node || service) && (flags & FI_SOURCE))
+	if ((node || service) && (flags & FI_SOURCE)) {
+		/* no node: listen on every address, not only loopback */
+		if (!node)
+			addr.ip4 = 0;
 		ret = ntx_set_addr(&fi->src_addr, &fi->src_addrlen, &addr);
+	}
 	else if (node || service)
 		ret = ntx_set_addr(&fi->dest_addr, &fi->dest_addrlen, &addr);
 	if (!ret && hints && hints->src_addr && !fi->src_addr)

@@ -13,6 +13,7 @@ struct ntx_params ntx_params = {
 	.shm_split_min = 262144,
 	.peer_check_ms = 200,
 	.tcp_hello_ms = 30000,
+	.tcp_timeout_ms = 15000,
 	.cq_size = 1024,
 	.min_multi_recv = 64,
 	.progress_idle_us = 10000,
@@ -90,6 +91,12 @@ void ntx_params_init(void)
 		       "tcp: milliseconds an accepted connection may take to "
 		       "say hello before it is closed",
 		       &ntx_params.tcp_hello_ms, 100, 3600000);
+	ntx_param_size("tcp_timeout_ms",
+		       "tcp: milliseconds a connection may go without an "
+		       "acknowledgement of its data or keepalive probes (a peer "
+		       "whose host vanished), or take to connect, before it "
+		       "fails with error completions",
+		       &ntx_params.tcp_timeout_ms, 1000, 3600000);
 	ntx_param_int("local_via_network",
 		      "tcp domain: reach peers on this host through the network "
 		      "back end instead of the shm window (for tests)",

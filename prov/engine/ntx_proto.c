@@ -26,6 +26,21 @@ size_t ntx_vc_mtu(const struct ntx_vc *vc)
 	return m;
 }
 
+/* DATA segments of a streamed rendezvous: as large as the peer accepts,
+ * not bounded by the eager size (on tcp a segment is one frame). */
+static size_t ntx_vc_seg_max(const struct ntx_vc *vc)
+{
+	size_t m = vc->ops->max_payload;
+
+	if (vc->ops->conn_mtu && vc->conn) {
+		size_t p = vc->ops->conn_mtu(vc->conn);
+
+		if (p < m)
+			m = p;
+	}
+	return m;
+}
+
 static uint8_t ntx_pkt_flags(uint64_t op_flags)
 {
 	return (op_flags & FI_TAGGED ? NTX_PF_TAGGED : 0) |
@@ -137,7 +152,7 @@ static int ntx_tx_rts(struct ntx_req *r)
 static int ntx_tx_stream(struct ntx_req *r)
 {
 	struct iovec seg[NTX_MAX_IOV];
-	size_t nseg, chunk = ntx_vc_mtu(r->vc);
+	size_t nseg, chunk = ntx_vc_seg_max(r->vc);
 	int ret;
 
 	while (r->done < r->want) {

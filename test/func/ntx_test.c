@@ -1,5 +1,8 @@
 /* Helpers of the functional tests (see ntx_test.h). */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +144,24 @@ int t_drain(struct tctx *t, int timeout_ms)
 	return cnt;
 }
 
+/* NTX_TEST_PEER_NETNS names a network namespace (test/hosts): the forked
+ * peer enters it, so it is another host to ntx, reached over its network. */
+static void t_peer_host(void)
+{
+	const char *ns = getenv("NTX_TEST_PEER_NETNS");
+	int fd;
+
+	if (!ns)
+		return;
+	fd = open(ns, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET)) {
+		fprintf(stderr, "peer: cannot enter %s: %s\n", ns,
+			strerror(errno));
+		_exit(99);
+	}
+	close(fd);
+}
+
 pid_t t_fork(int *sock, t_child_fn fn)
 {
 	int sv[2];
@@ -151,6 +172,7 @@ pid_t t_fork(int *sock, t_child_fn fn)
 	pid = fork();
 	if (pid == 0) {
 		close(sv[0]);
+		t_peer_host();
 		_exit(fn(sv[1]));
 	}
 	close(sv[1]);

@@ -436,6 +436,8 @@ static void ntx_ntb_ring_bell_conn(struct ntx_be_conn *c)
 	if (!c->light || !atomic_load_explicit(&ntx_ntb_mb_registered,
 					       memory_order_relaxed))
 		atomic_thread_fence(memory_order_seq_cst);
+	else /* the compiler must not move the loads below above the entry */
+		atomic_signal_fence(memory_order_seq_cst);
 	/* a bit still set means the owner will look at our ring (see
 	 * ntx_ntb_bits_clear for the one that is being taken back) */
 	if (atomic_load_explicit(&ph->bits_on, memory_order_relaxed) &&

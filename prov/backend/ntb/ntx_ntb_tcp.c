@@ -40,7 +40,7 @@ struct ntx_be_conn {
 	int fd;
 	enum ntx_tcp_state state;
 	struct ntx_buf in, out;
-	uint64_t hello_by_ns; /* HELLO_WAIT: deadline of the hello */
+	uint64_t deadline_ns; /* CONNECTING, HELLO_WAIT: when it fails */
 };
 
 struct ntx_be_ep {
@@ -50,8 +50,17 @@ struct ntx_be_ep {
 	struct ntx_addr addr; /* the endpoint's whole name, sent in hellos */
 	struct ntx_list conns;
 	struct ntx_fdwatch watch; /* news of epfd without a syscall */
-	bool busy; /* a connection has work in flight: look every poll */
+	bool busy;    /* look at the sockets every poll */
+	bool walk;    /* a connection is connecting, has bytes queued or
+		       * failed before reaching the engine: walk the list */
+	uint64_t busy_until_ns; /* traffic keeps busy set until then */
 };
+
+/* After traffic, the sockets are looked at every poll (one epoll_wait)
+ * for this long; then readiness comes from the io_uring watch again. A
+ * ping-pong across hosts stays on the direct path; an idle domain makes
+ * no system call per poll. */
+#define NTX_TCP_BUSY_NS 2000000u
 
 static int ntx_buf_reserve(struct ntx_buf *b, size_t more)
 {
@@ -63,6 +72,14 @@ static int ntx_buf_reserve(struct ntx_buf *b, size_t more)
 	need = b->len + more;
 	if (need <= b->cap)
 		return 0;
+	/* a partial frame at the end: move it to the front rather than
+	 * grow (a peer streaming bytes must not grow the buffer) */
+	if (b->off && need - b->off <= b->cap) {
+		memmove(b->data, b->data + b->off, b->len - b->off);
+		b->len -= b->off;
+		b->off = 0;
+		return 0;
+	}
 	while (cap < need)
 		cap *= 2;
 	d = realloc(b->data, cap);
@@ -80,6 +97,7 @@ static void ntx_tcp_fail(struct ntx_be_conn *c, int err)
 	if (old == NTX_TCP_FAILED)
 		return;
 	c->state = NTX_TCP_FAILED;
+	c->be->walk = true; /* one that never reached the engine is freed */
 	if (c->vc && old != NTX_TCP_HELLO_WAIT)
 		c->be->cb.failed(c->vc, err);
 }
@@ -123,6 +141,64 @@ static int ntx_tcp_queue(struct ntx_be_conn *c, const struct ntx_tcp_frame *f,
 	return 0;
 }
 
+/* Queues the bytes of [frame, iov) from 'skip' on: what a direct send left. */
+static int ntx_tcp_queue_rest(struct ntx_be_conn *c, const struct iovec *v,
+			      size_t n, size_t skip)
+{
+	size_t total = 0;
+	uint8_t *dst;
+
+	for (size_t i = 0; i < n; i++)
+		total += v[i].iov_len;
+	if (ntx_buf_reserve(&c->out, total - skip))
+		return -FI_ENOMEM;
+	dst = c->out.data + c->out.len;
+	for (size_t i = 0; i < n; i++) {
+		size_t m = v[i].iov_len;
+
+		if (skip >= m) {
+			skip -= m;
+			continue;
+		}
+		memcpy(dst, (uint8_t *)v[i].iov_base + skip, m - skip);
+		dst += m - skip;
+		skip = 0;
+	}
+	c->out.len = (size_t)(dst - c->out.data);
+	return 0;
+}
+
+/* Nothing queued: the frame leaves straight from the caller's buffers
+ * (sendmsg, no copy); only what the socket does not take is queued. */
+static int ntx_tcp_send_direct(struct ntx_be_conn *c,
+			       const struct ntx_tcp_frame *f,
+			       const struct iovec *iov, size_t iovcnt,
+			       size_t len)
+{
+	struct iovec v[NTX_MAX_IOV + 1];
+	struct msghdr mh = { .msg_iov = v };
+	size_t n = 1;
+	ssize_t sent;
+
+	v[0] = (struct iovec){ (void *)f, sizeof(*f) };
+	for (size_t i = 0; i < iovcnt && len && n < NTX_MAX_IOV + 1; i++) {
+		size_t m = iov[i].iov_len < len ? iov[i].iov_len : len;
+
+		v[n++] = (struct iovec){ iov[i].iov_base, m };
+		len -= m;
+	}
+	mh.msg_iovlen = n;
+	sent = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (sent < 0) {
+		if (errno != EAGAIN && errno != EINTR) {
+			ntx_tcp_fail(c, -FI_ECONNRESET);
+			return -FI_ECONNRESET;
+		}
+		sent = 0;
+	}
+	return ntx_tcp_queue_rest(c, v, n, (size_t)sent);
+}
+
 static int ntx_tcp_send(struct ntx_be_conn *c, const void *hdr,
 			const struct iovec *iov, size_t iovcnt, size_t len)
 {
@@ -135,28 +211,52 @@ static int ntx_tcp_send(struct ntx_be_conn *c, const void *hdr,
 		return -FI_ECONNRESET;
 	if (c->state != NTX_TCP_OPEN)
 		return -FI_EAGAIN;
-	if (len > NTX_TCP_MAX_PAYLOAD)
+	if (len > NTX_TCP_MAX_PAYLOAD || iovcnt > NTX_MAX_IOV)
 		return -FI_EMSGSIZE;
 	if (c->out.len - c->out.off > NTX_TCP_OUT_MAX)
 		return -FI_EAGAIN;
 	memcpy(&f.hdr, hdr, sizeof(f.hdr));
-	ret = ntx_tcp_queue(c, &f, iov, iovcnt, len);
-	if (!ret)
-		ntx_tcp_flush(c);
+	if (c->out.off == c->out.len) {
+		ret = ntx_tcp_send_direct(c, &f, iov, iovcnt, len);
+	} else {
+		ret = ntx_tcp_queue(c, &f, iov, iovcnt, len);
+		if (!ret)
+			ntx_tcp_flush(c);
+	}
 	if (c->out.off < c->out.len)
-		c->be->busy = true; /* EPOLLOUT is not watched */
+		c->be->busy = c->be->walk = true; /* EPOLLOUT is not watched */
 	return ret;
+}
+
+/* Every connection: no Nagle delay (frames are whole messages); a peer
+ * whose host vanished without a FIN is found by keepalive probes while
+ * idle and by the user time-out while data waits for its acknowledgement
+ * (FI_NTX_TCP_TIMEOUT_MS either way). Buffer sizes stay with the
+ * kernel's autotuning on purpose: SO_SNDBUF/SO_RCVBUF would turn it off
+ * and are capped lower (net.core.rmem_max) than autotuning goes
+ * (DESIGN §4, "tcp"). */
+static void ntx_tcp_sockopts(int fd)
+{
+	unsigned int tmo = (unsigned int)ntx_params.tcp_timeout_ms;
+	int one = 1, idle = (int)(tmo / 2000) ? (int)(tmo / 2000) : 1;
+	int intvl = 1, cnt = 3;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &tmo, sizeof(tmo));
 }
 
 static struct ntx_be_conn *ntx_tcp_conn_new(struct ntx_be_ep *be, int fd)
 {
 	struct ntx_be_conn *c = calloc(1, sizeof(*c));
 	struct epoll_event ev = { .events = EPOLLIN };
-	int one = 1;
 
 	if (!c)
 		return NULL;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	ntx_tcp_sockopts(fd);
 	ev.data.ptr = c;
 	epoll_ctl(be->epfd, EPOLL_CTL_ADD, fd, &ev);
 	c->be = be;
@@ -187,8 +287,8 @@ static int ntx_tcp_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 	struct ntx_be_conn *c;
 	int fd;
 
-	/* a peer on this host is reached over loopback */
-	if (peer->host == ntx_host_id())
+	/* the address the peer listens on; loopback when it gave none */
+	if (!peer->ip4)
 		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -208,7 +308,9 @@ static int ntx_tcp_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 	}
 	c->vc = vc;
 	c->state = NTX_TCP_CONNECTING;
-	be->busy = true;
+	c->deadline_ns = ntx_now_ns() +
+			 (uint64_t)ntx_params.tcp_timeout_ms * 1000000;
+	be->busy = be->walk = true;
 	/* the hello leaves first once the connection is up */
 	if (ntx_tcp_queue(c, &hello, &iov, 1, sizeof(be->addr))) {
 		ntx_tcp_disconnect(c);
@@ -243,46 +345,57 @@ static void ntx_tcp_on_frame(struct ntx_be_conn *c,
 	c->be->cb.recv(c->vc, &f->hdr, p, f->len);
 }
 
-/* Reads what the socket has and applies every whole frame. */
-static int ntx_tcp_read(struct ntx_be_conn *c)
+/* Applies every whole frame in the receive buffer. */
+static int ntx_tcp_apply(struct ntx_be_conn *c)
 {
 	struct ntx_tcp_frame f;
 	int cnt = 0;
+
+	while (c->in.len - c->in.off >= sizeof(f) &&
+	       c->state != NTX_TCP_FAILED) {
+		memcpy(&f, c->in.data + c->in.off, sizeof(f));
+		if (f.magic != NTX_TCP_MAGIC || f.len > NTX_TCP_MAX_PAYLOAD) {
+			NTX_WARN(FI_LOG_EP_DATA, "bad frame from peer\n");
+			ntx_tcp_fail(c, -FI_EREMOTEIO);
+			break;
+		}
+		if (c->in.len - c->in.off < sizeof(f) + f.len)
+			break;
+		ntx_tcp_on_frame(c, &f, c->in.data + c->in.off + sizeof(f));
+		c->in.off += sizeof(f) + f.len;
+		cnt++;
+	}
+	return cnt;
+}
+
+/* Reads what the socket has and applies every whole frame. A read that
+ * leaves room in the buffer drained the socket: epoll (level triggered)
+ * reports anything that arrives later. */
+static int ntx_tcp_read(struct ntx_be_conn *c)
+{
+	int cnt = 0;
+	size_t room;
 	ssize_t n;
 
-	for (;;) {
+	do {
 		if (ntx_buf_reserve(&c->in, 65536)) {
 			ntx_tcp_fail(c, -FI_ENOMEM);
 			return cnt;
 		}
-		n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len,
-			 MSG_DONTWAIT);
-		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-			ntx_tcp_fail(c, -FI_ECONNRESET);
-			return cnt;
-		}
-		if (n < 0)
+		room = c->in.cap - c->in.len;
+		n = recv(c->fd, c->in.data + c->in.len, room, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			break;
-		c->in.len += (size_t)n;
-		while (c->in.len - c->in.off >= sizeof(f) &&
-		       c->state != NTX_TCP_FAILED) {
-			memcpy(&f, c->in.data + c->in.off, sizeof(f));
-			if (f.magic != NTX_TCP_MAGIC ||
-			    f.len > NTX_TCP_MAX_PAYLOAD) {
-				NTX_WARN(FI_LOG_EP_DATA, "bad frame from peer\n");
-				ntx_tcp_fail(c, -FI_EREMOTEIO);
-				return cnt;
-			}
-			if (c->in.len - c->in.off < sizeof(f) + f.len)
-				break;
-			ntx_tcp_on_frame(c, &f, c->in.data + c->in.off +
-						       sizeof(f));
-			c->in.off += sizeof(f) + f.len;
-			cnt++;
-		}
-		if (c->state == NTX_TCP_FAILED)
+		if (n <= 0) {
+			NTX_WARN(FI_LOG_EP_DATA, "tcp connection lost: %s\n",
+				 n ? strerror(errno) : "closed by the peer");
+			ntx_tcp_fail(c, errno == ETIMEDOUT && n ? -FI_ETIMEDOUT
+							      : -FI_ECONNRESET);
 			return cnt;
-	}
+		}
+		c->in.len += (size_t)n;
+		cnt += ntx_tcp_apply(c);
+	} while ((size_t)n == room && c->state != NTX_TCP_FAILED);
 	return cnt;
 }
 
@@ -299,7 +412,7 @@ static void ntx_tcp_accept(struct ntx_be_ep *be)
 			continue;
 		}
 		c->state = NTX_TCP_HELLO_WAIT;
-		c->hello_by_ns = ntx_now_ns() +
+		c->deadline_ns = ntx_now_ns() +
 				 (uint64_t)ntx_params.tcp_hello_ms * 1000000;
 	}
 }
@@ -322,20 +435,14 @@ static void ntx_tcp_check_connect(struct ntx_be_conn *c)
 	c->be->cb.connected(c->vc);
 }
 
-static int ntx_tcp_poll(struct ntx_be_ep *be)
+/* Connections that need a look without being readable: connecting ones
+ * (EPOLLOUT is not watched), those with queued bytes, failed ones the
+ * engine never saw. Returns true while some still need it. */
+static bool ntx_tcp_walk(struct ntx_be_ep *be)
 {
 	struct ntx_list *it, *tmp;
-	int cnt = 0;
-	bool busy = false;
-	bool news = ntx_fdwatch_pending(&be->watch) &&
-		    ntx_fdwatch_news(&be->watch);
+	bool again = false;
 
-	/* sockets cost a syscall each: look at them only when the epoll set
-	 * has news or a connection has work in flight, so that a domain whose
-	 * traffic is all on the shm window makes no syscall per poll */
-	if (!be->busy && !news)
-		return 0;
-	ntx_tcp_accept(be);
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
 		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
 							 entry);
@@ -347,21 +454,60 @@ static int ntx_tcp_poll(struct ntx_be_ep *be)
 			continue;
 		}
 		if (c->state == NTX_TCP_CONNECTING) {
-			busy = true; /* EPOLLOUT is not watched */
+			again = true;
 			continue;
 		}
 		ntx_tcp_flush(c);
-		cnt += ntx_tcp_read(c);
-		busy |= c->out.off < c->out.len;
+		again |= c->out.off < c->out.len;
 	}
-	/* after traffic, look once more: the peer likely answers soon */
-	be->busy = busy || cnt;
-	ntx_fdwatch_rearm(&be->watch); /* every socket was drained */
+	return again;
+}
+
+/* One epoll_wait says which sockets have something: the listener (no
+ * pointer) or a connection. */
+static int ntx_tcp_poll_ready(struct ntx_be_ep *be)
+{
+	struct epoll_event ev[32];
+	int n, cnt = 0;
+
+	do {
+		n = epoll_wait(be->epfd, ev, 32, 0);
+		for (int i = 0; i < n; i++) {
+			struct ntx_be_conn *c = ev[i].data.ptr;
+
+			if (!c)
+				ntx_tcp_accept(be);
+			else if (c->state == NTX_TCP_OPEN ||
+				 c->state == NTX_TCP_HELLO_WAIT)
+				cnt += ntx_tcp_read(c);
+		}
+	} while (n == 32);
+	return cnt;
+}
+
+static int ntx_tcp_poll(struct ntx_be_ep *be)
+{
+	uint64_t now;
+	int cnt;
+
+	if (!be->busy && !(ntx_fdwatch_pending(&be->watch) &&
+			   ntx_fdwatch_news(&be->watch)))
+		return 0;
+	cnt = ntx_tcp_poll_ready(be);
+	if (be->walk)
+		be->walk = ntx_tcp_walk(be);
+	now = ntx_now_ns();
+	if (cnt || be->walk)
+		be->busy_until_ns = now + NTX_TCP_BUSY_NS;
+	be->busy = now < be->busy_until_ns;
+	if (!be->busy)
+		ntx_fdwatch_rearm(&be->watch); /* every socket was drained */
 	return cnt;
 }
 
 /* Connections that never said hello hold a socket and a buffer for
- * nobody: closed after FI_NTX_TCP_HELLO_MS (checked with the peers). */
+ * nobody: closed after FI_NTX_TCP_HELLO_MS. A connect that has not
+ * completed in FI_NTX_TCP_TIMEOUT_MS fails (checked with the peers). */
 static void ntx_tcp_check_peers(struct ntx_be_ep *be)
 {
 	struct ntx_list *it, *tmp;
@@ -371,11 +517,16 @@ static void ntx_tcp_check_peers(struct ntx_be_ep *be)
 		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
 							 entry);
 
-		if (c->state == NTX_TCP_HELLO_WAIT && now > c->hello_by_ns) {
+		if (c->state == NTX_TCP_HELLO_WAIT && now > c->deadline_ns) {
 			NTX_WARN(FI_LOG_EP_CTRL, "closing a connection that "
 				 "sent no hello in %zu ms\n",
 				 ntx_params.tcp_hello_ms);
 			ntx_tcp_disconnect(c); /* no VC knows it yet */
+		} else if (c->state == NTX_TCP_CONNECTING &&
+			   now > c->deadline_ns) {
+			NTX_WARN(FI_LOG_EP_CTRL, "connect timed out after %zu "
+				 "ms\n", ntx_params.tcp_timeout_ms);
+			ntx_tcp_fail(c, -FI_ETIMEDOUT);
 		}
 	}
 }
@@ -383,7 +534,7 @@ static void ntx_tcp_check_peers(struct ntx_be_ep *be)
 /* Sockets need no arming: the next poll must look at them, though. */
 static void ntx_tcp_arm(struct ntx_be_ep *be)
 {
-	be->busy = true;
+	be->busy = be->walk = true;
 }
 
 static void ntx_tcp_disarm(struct ntx_be_ep *be)
@@ -439,7 +590,8 @@ static int ntx_tcp_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 		be->addr.ip4 = want->ip4;
 	else
 		ntx_tcp_local_ip(&be->addr.ip4);
-	sin.sin_addr.s_addr = htonl(INADDR_ANY);
+	/* a named address is the only one we listen on */
+	sin.sin_addr.s_addr = want && want->ip4 ? want->ip4 : htonl(INADDR_ANY);
 	sin.sin_port = want ? htons((uint16_t)want->service) : 0;
 	be->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (be->lfd < 0)

@@ -15,7 +15,7 @@
 #define NTX_TCP_MAGIC 0x4e54u /* "NT" */
 #define NTX_TCP_HELLO 1
 #define NTX_TCP_ENTRY 2
-#define NTX_TCP_MAX_PAYLOAD 8128
+#define NTX_TCP_MAX_PAYLOAD (65536 - 64) /* a frame is at most 64 KiB */
 
 struct ntx_tcp_frame {
 	uint16_t magic;

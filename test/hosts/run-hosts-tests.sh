@@ -1,0 +1,176 @@
+#!/bin/bash
+# ntx across hosts: two hosts made of namespaces (hosts.sh), joined by veth
+# pairs on a bridge. Runs, on the tcp domain (and the first fi_info entry,
+# which must be one that reaches another host):
+#   - fi_pingpong -c, msg and tagged, every size, host 2 -> host 1;
+#   - the same with nftables dropping 2 % and duplicating 1 % of the
+#     packets on both hosts: nothing lost, nothing delivered twice;
+#   - the functional suite's two-process tests with the peer on host 2;
+#   - Open MPI, 2 hosts x 2 ranks (shm window inside a host, tcp across),
+#     launched through an rsh agent that enters the hosts (rsh-agent.sh);
+#   - a link taken down in the middle of a 1 MiB stream: the sender gets
+#     an error completion within FI_NTX_TCP_TIMEOUT_MS (3 s here) plus
+#     the time its next check takes, and nothing hangs.
+# Needs root (namespaces, veth, nftables). Usage: test/hosts/run-hosts-tests.sh
+# Environment: HOSTS_STEPS (subset of "pingpong loss func mpi linkdown"),
+# HOSTS_ITERS (fi_pingpong iterations per size, default 20).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+. "$here/hosts.sh"
+export FI_PROVIDER_PATH=$top/.libs
+steps=${HOSTS_STEPS:-pingpong loss func mpi linkdown}
+iters=${HOSTS_ITERS:-20}
+pass=0 fail=0
+want() { [[ " $steps " == *" $1 "* ]]; }
+step() { # name, command...
+  local name=$1; shift
+  echo "=== $name"
+  if "$@"; then echo "PASS $name"; pass=$((pass + 1))
+  else echo "FAIL $name"; fail=$((fail + 1)); fi
+}
+[ "$(id -u)" = 0 ] || { echo "run-hosts-tests: needs root"; exit 1; }
+command -v nft >/dev/null || { echo "run-hosts-tests: needs nftables"; exit 1; }
+work=$(mktemp -d)
+trap 'hosts_down; rm -rf "$work"' EXIT
+hosts_up 2 || exit 1
+echo "hosts: 1 = $(hosts_ip 1) (holder ${HOSTS_HOLDER[1]}), 2 = $(hosts_ip 2) (holder ${HOSTS_HOLDER[2]})"
+
+port=$((20000 + RANDOM % 20000))
+# fi_pingpong: server on host 1, client on host 2; both must pass
+pingpong() { # fi_pingpong options...
+  port=$((port + 1))
+  hosts_run 1 timeout 300 fi_pingpong "$@" -B "$port" > "$work/server" 2>&1 &
+  local server=$!
+  # the server listens before the client starts: poll for its port
+  local end=$((SECONDS + 30))
+  until hosts_run 1 ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; do
+    [ $SECONDS -lt $end ] && kill -0 $server 2>/dev/null || break
+    sleep 0.05 # polling for the listener, bounded by the deadline
+  done
+  hosts_run 2 timeout 300 fi_pingpong "$@" -P "$port" "$(hosts_ip 1)" \
+    > "$work/client" 2>&1
+  local rc=$?
+  wait $server; local src=$?
+  tail -n 2 "$work/client"
+  [ $rc = 0 ] && [ $src = 0 ] && return 0
+  echo "client rc $rc:"; tail -n 5 "$work/client"
+  echo "server rc $src:"; tail -n 5 "$work/server"
+  return 1
+}
+
+if want pingpong; then
+  for mode in msg tagged; do
+    step "fi_pingpong -d tcp -m $mode -c across hosts" \
+      pingpong -p ntx -d tcp -e rdm -m "$mode" -S all -I "$iters" -c
+  done
+  # no -d: the first fi_info entry (tcp, or a verbs device) reaches
+  # another host; shm, which cannot, is listed last
+  step "fi_pingpong, first fi_info entry, across hosts" \
+    pingpong -p ntx -e rdm -m tagged -S 1024 -I "$iters" -c
+fi
+
+lossy() {
+  local i
+  for i in 1 2; do
+    hosts_nft "$i" "ip daddr $HOSTS_NET.0/24 numgen random mod 100 < 2 drop
+    ip daddr $HOSTS_NET.0/24 numgen random mod 100 < 1 dup to ip daddr device \"eth0\"" ||
+      return 1
+  done
+}
+if want loss; then
+  if lossy; then
+    for mode in msg tagged; do
+      step "fi_pingpong -d tcp -m $mode -c across hosts, 2 % dropped, 1 % duplicated" \
+        pingpong -p ntx -d tcp -e rdm -m "$mode" -S all -I "$iters" -c
+    done
+    # the rules really dropped packets
+    hosts_run 2 nft list table ip ntxhosts | grep -q drop
+  else
+    step "nftables loss rules" false
+  fi
+  hosts_nft_clear 1; hosts_nft_clear 2
+fi
+
+if want func; then
+  # the functional suite's peer process enters host 2's network: the
+  # tests' messages, RMA and atomics cross the link on the tcp domain
+  func() {
+    hosts_run 1 env NTX_TEST_DOMAIN=tcp FI_PROVIDER=ntx \
+      NTX_TEST_PEER_NETNS="$(hosts_netns 2)" timeout 900 \
+      "$top/test/func/test_func" -j1 --filter "$1" > "$work/func" 2>&1
+    local rc=$?
+    grep -B 8 '^\[FAIL\]' "$work/func" | head -60
+    grep Synthesis "$work/func"
+    return $rc
+  }
+  [ -x "$top/test/func/test_func" ] ||
+    make -C "$top" -j"$(nproc)" check TESTS= > /dev/null
+  step "functional suite, peer on host 2: msg" func 'msg/*'
+  step "functional suite, peer on host 2: tagged" func 'tagged/*'
+  step "functional suite, peer on host 2: rma" func 'rma/*'
+  step "functional suite, peer on host 2: atomics" func 'atomic*/*'
+fi
+
+if want mpi; then
+  mpi() {
+    mpicc -O2 -Wall -o "$work/mpi_msg" "$top/test/mpi/mpi_msg.c" || return 1
+    HOSTS_HOLDERS="${HOSTS_HOLDER[*]}" HOSTS_NET=$HOSTS_NET \
+      timeout 300 mpirun.openmpi --allow-run-as-root -np 4 \
+      --host "$(hosts_ip 1):2,$(hosts_ip 2):2" \
+      --mca plm_rsh_agent "$here/rsh-agent.sh" --mca plm_rsh_no_tree_spawn 1 \
+      --mca oob_tcp_if_include "$HOSTS_NET.0/24" \
+      --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include ntx \
+      --mca mtl_base_verbose 100 --mca mtl_ofi_verbose 100 \
+      -x FI_PROVIDER=ntx -x FI_PROVIDER_PATH \
+      -x NTX_MPI_HOSTNAME=1 "$work/mpi_msg" "$1" > "$work/mpi" 2>&1
+    local rc=$?
+    grep -v "^\[.*mca:" "$work/mpi" | tail -n 8
+    [ $rc = 0 ] && grep -q "mtl:ofi:prov: ntx" "$work/mpi" &&
+      grep -q PASS "$work/mpi"
+  }
+  step "Open MPI, 2 hosts x 2 ranks, ofi MTL on ntx, single" mpi single
+  step "Open MPI, 2 hosts x 2 ranks, ofi MTL on ntx, multiple" mpi multiple
+fi
+
+if want linkdown; then
+  linkdown() {
+    local tmo=3000 port=$((port + 7)) end client server t0 rc
+    hosts_link 2 up
+    hosts_run 1 env FI_NTX_TCP_TIMEOUT_MS=$tmo timeout 120 fi_pingpong -p ntx \
+      -d tcp -e rdm -m tagged -S 1048576 -I 1000000 -B "$port" \
+      > "$work/server" 2>&1 &
+    server=$!
+    end=$((SECONDS + 30))
+    until hosts_run 1 ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; do
+      [ $SECONDS -lt $end ] || return 1
+      sleep 0.05 # polling for the listener, bounded by the deadline
+    done
+    hosts_run 2 env FI_NTX_TCP_TIMEOUT_MS=$tmo timeout 120 fi_pingpong -p ntx \
+      -d tcp -e rdm -m tagged -S 1048576 -I 1000000 -P "$port" \
+      "$(hosts_ip 1)" > "$work/client" 2>&1 &
+    client=$!
+    # in the middle of the stream: host 1 has received 64 MB
+    end=$((SECONDS + 60))
+    until hosts_run 1 ss -Htin state established 2>/dev/null |
+          grep -o 'bytes_received:[0-9]*' |
+          awk -F: '$2 > 64000000 { f = 1 } END { exit !f }'; do
+      [ $SECONDS -lt $end ] || { echo "no stream"; return 1; }
+      sleep 0.05 # polling for progress, bounded by the deadline
+    done
+    t0=$(date +%s%N)
+    hosts_link 2 down
+    wait $client; rc=$?
+    local ms=$((($(date +%s%N) - t0) / 1000000))
+    echo "link down: the client ended (rc $rc) after $ms ms:"
+    tail -n 2 "$work/client"
+    wait $server; echo "server ended (rc $?):"; tail -n 2 "$work/server"
+    hosts_link 2 up
+    # an error, not a time-out (124) or success, and in time
+    [ $rc != 0 ] && [ $rc != 124 ] && [ $ms -le $((tmo + 5000)) ]
+  }
+  step "a link down in the middle of a stream: error completions in time" linkdown
+fi
+
+echo "hosts: $pass passed, $fail failed"
+[ $fail = 0 ]
