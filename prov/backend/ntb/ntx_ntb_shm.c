@@ -27,6 +27,8 @@
 #include "ntx_ring.h"
 
 enum ntx_conn_state { NTX_CONN_CONNECTING, NTX_CONN_CONNECTED, NTX_CONN_FAILED };
+/* how a peer's liveness is watched (see "liveness" below) */
+enum ntx_watch { NTX_WATCH_NONE, NTX_WATCH_PIDFD, NTX_WATCH_PROC };
 
 /* A mapped window: ours or a peer's. Geometry is copied and validated once
  * at map time; the peer can change its header later, we never re-read it. */
@@ -56,10 +58,9 @@ struct ntx_be_conn {
 	_Atomic uint64_t *peer_bits; /* our ready bit's word in pwin */
 	uint64_t peer_bit;
 	bool light; /* the peer fences its senders with membarrier */
-	/* liveness: a pidfd in be->epfd, or (-1) the start time of the
-	 * peer process read from /proc */
-	int pidfd;
-	uint64_t start;
+	enum ntx_watch watch;
+	int pidfd;      /* NTX_WATCH_PIDFD: in be->epfd */
+	uint64_t start; /* NTX_WATCH_PROC: the peer's start time */
 	bool dead; /* its pidfd said it exited; failed by the next check */
 };
 
@@ -74,7 +75,8 @@ struct ntx_be_ep {
 	int wake;   /* datagram socket peers write to when we sleep */
 	/* our wait fd: an epoll set of wake, the peers' pidfds and timer */
 	int epfd;
-	int timer;  /* timerfd: ticks while a peer is watched by /proc */
+	int timer;  /* timerfd: ticks while a peer is watched by /proc (-1
+		     * until one is) */
 	uint32_t proc_watched; /* peers without a pidfd */
 	bool check; /* a peer may have died: check before the next poll */
 	bool armed;
@@ -380,6 +382,26 @@ static bool ntx_ntb_proc_alive(pid_t pid, uint64_t *start)
 	return state != 'Z' && state != 'X' && state != 'x';
 }
 
+/* The wait set's timer, made the first time a peer is watched through
+ * /proc (no fd spent where every peer has a pidfd). */
+static int ntx_ntb_timer_open(struct ntx_be_ep *be)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &be->timer };
+
+	if (be->timer >= 0)
+		return 0;
+	be->timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (be->timer >= 0 &&
+	    !epoll_ctl(be->epfd, EPOLL_CTL_ADD, be->timer, &ev))
+		return 0;
+	NTX_WARN(FI_LOG_EP_CTRL, "peer check timer: %s; blocking waits may "
+		 "miss dead peers\n", strerror(errno));
+	if (be->timer >= 0)
+		close(be->timer);
+	be->timer = -1;
+	return -1;
+}
+
 /* The fallback's bound on sleeping: a periodic timer in the wait set while
  * some peer is watched through /proc only. */
 static void ntx_ntb_timer_set(struct ntx_be_ep *be, bool on)
@@ -387,6 +409,8 @@ static void ntx_ntb_timer_set(struct ntx_be_ep *be, bool on)
 	long ms = ntx_params.peer_check_ms;
 	struct itimerspec its = { 0 };
 
+	if (on && ntx_ntb_timer_open(be))
+		return;
 	if (on) {
 		its.it_interval.tv_sec = ms / 1000;
 		its.it_interval.tv_nsec = (ms % 1000) * 1000000;
@@ -405,16 +429,22 @@ static void ntx_ntb_watch(struct ntx_be_conn *c)
 	struct ntx_be_ep *be = c->be;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 
+	c->pidfd = -1;
+	if (c->peer.pid == be->addr.pid)
+		return; /* our own endpoint: it dies with us (no fd spent) */
 	c->pidfd = ntx_ntb_pidfd_open((pid_t)c->peer.pid);
 	if (c->pidfd >= 0 &&
-	    !epoll_ctl(be->epfd, EPOLL_CTL_ADD, c->pidfd, &ev))
+	    !epoll_ctl(be->epfd, EPOLL_CTL_ADD, c->pidfd, &ev)) {
+		c->watch = NTX_WATCH_PIDFD;
 		return;
+	}
 	NTX_INFO(FI_LOG_EP_CTRL, "no pidfd for peer pid %u (%s): checked "
 		 "through /proc every %d ms\n", c->peer.pid, strerror(errno),
 		 ntx_params.peer_check_ms);
 	if (c->pidfd >= 0)
 		close(c->pidfd);
 	c->pidfd = -1;
+	c->watch = NTX_WATCH_PROC;
 	if (!ntx_ntb_proc_alive((pid_t)c->peer.pid, &c->start))
 		c->dead = true; /* the window map fails too */
 	if (!be->proc_watched++)
@@ -426,14 +456,15 @@ static void ntx_ntb_unwatch(struct ntx_be_conn *c)
 {
 	struct ntx_be_ep *be = c->be;
 
-	if (c->pidfd >= 0) {
+	if (c->watch == NTX_WATCH_PIDFD) {
 		/* a dead peer's pidfd stays readable: out of the wait set */
 		epoll_ctl(be->epfd, EPOLL_CTL_DEL, c->pidfd, NULL);
 		close(c->pidfd);
 		c->pidfd = -1;
-	} else if (!--be->proc_watched) {
+	} else if (c->watch == NTX_WATCH_PROC && !--be->proc_watched) {
 		ntx_ntb_timer_set(be, false);
 	}
+	c->watch = NTX_WATCH_NONE;
 }
 
 /* The peer exited, or (without a pidfd) /proc says so. */
@@ -441,7 +472,7 @@ static bool ntx_ntb_peer_dead(struct ntx_be_conn *c)
 {
 	uint64_t start;
 
-	if (c->dead || c->pidfd >= 0)
+	if (c->dead || c->watch != NTX_WATCH_PROC)
 		return c->dead;
 	return !ntx_ntb_proc_alive((pid_t)c->peer.pid, &start) ||
 	       start != c->start;
@@ -481,23 +512,15 @@ static void ntx_ntb_events(struct ntx_be_ep *be, bool drain_wake)
 		ntx_ntb_event(be, ev[i].data.ptr, drain_wake);
 }
 
-/* The wait set, with our wake socket and the fallback's timer. */
+/* The wait set, with our wake socket. */
 static int ntx_ntb_wait_open(struct ntx_be_ep *be)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &be->wake };
 
 	be->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (be->epfd < 0 || epoll_ctl(be->epfd, EPOLL_CTL_ADD, be->wake, &ev))
-		goto fail;
-	be->timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	ev.data.ptr = &be->timer;
-	if (be->timer < 0 || epoll_ctl(be->epfd, EPOLL_CTL_ADD, be->timer, &ev))
-		goto fail;
-	return 0;
-fail:
+	if (be->epfd >= 0 && !epoll_ctl(be->epfd, EPOLL_CTL_ADD, be->wake, &ev))
+		return 0;
 	NTX_WARN(FI_LOG_EP_CTRL, "wait set: %s\n", strerror(errno));
-	if (be->timer >= 0)
-		close(be->timer);
 	if (be->epfd >= 0)
 		close(be->epfd);
 	return -FI_ENOMEM;
@@ -1401,7 +1424,6 @@ close_svc:
 	if (be->svc_fd >= 0)
 		close(be->svc_fd);
 close_wait:
-	close(be->timer);
 	close(be->epfd);
 close_wake:
 	close(be->wake);
@@ -1426,7 +1448,8 @@ static void ntx_ntb_close(struct ntx_be_ep *be)
 	close(be->fd);
 	if (be->svc_fd >= 0)
 		close(be->svc_fd);
-	close(be->timer);
+	if (be->timer >= 0)
+		close(be->timer);
 	close(be->epfd);
 	close(be->wake);
 	free(be->slots);
