@@ -83,7 +83,9 @@ void ntx_params_init(void)
 		       &ntx_params.shm_split_min, 0, SIZE_MAX);
 	ntx_param_int("peer_check_ms",
 		      "milliseconds between liveness checks of peers with "
-		      "outstanding operations",
+		      "outstanding operations (a local peer's exit is seen at "
+		      "once through its pidfd; without pidfds also the longest "
+		      "a blocking wait sleeps)",
 		      &ntx_params.peer_check_ms, FI_PARAM_INT);
 	if (ntx_params.peer_check_ms < 1)
 		ntx_params.peer_check_ms = 1;
