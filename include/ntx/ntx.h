@@ -56,6 +56,7 @@ struct ntx_params {
 	int shm_cma;           /* single-copy bulk moves with process_vm_readv */
 	size_t shm_split_min;  /* rendezvous size from which both sides copy */
 	int peer_check_ms;     /* period of the liveness check of peers */
+	int peer_pidfd;        /* watch local peers with pidfds (0: /proc) */
 	size_t tcp_hello_ms;   /* an accepted tcp connection's hello time */
 	size_t tcp_timeout_ms; /* tcp: unacknowledged data, silence, connect */
 	int local_via_network; /* same-host peers through the network too */

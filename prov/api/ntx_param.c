@@ -12,6 +12,7 @@ struct ntx_params ntx_params = {
 	.shm_cma = 1,
 	.shm_split_min = 262144,
 	.peer_check_ms = 200,
+	.peer_pidfd = 1,
 	.tcp_hello_ms = 30000,
 	.tcp_timeout_ms = 15000,
 	.cq_size = 1024,
@@ -83,10 +84,18 @@ void ntx_params_init(void)
 		       &ntx_params.shm_split_min, 0, SIZE_MAX);
 	ntx_param_int("peer_check_ms",
 		      "milliseconds between liveness checks of peers with "
-		      "outstanding operations",
+		      "outstanding operations (a local peer's exit is seen at "
+		      "once through its pidfd; without pidfds also the longest "
+		      "a blocking wait sleeps)",
 		      &ntx_params.peer_check_ms, FI_PARAM_INT);
 	if (ntx_params.peer_check_ms < 1)
 		ntx_params.peer_check_ms = 1;
+	ntx_param_int("peer_pidfd",
+		      "shm: watch each peer process with a pidfd, so a waiter "
+		      "wakes at once when one dies; 0 reads /proc/PID/stat and "
+		      "wakes waiters every FI_NTX_PEER_CHECK_MS instead (what "
+		      "is done where pidfd_open fails)",
+		      &ntx_params.peer_pidfd, FI_PARAM_BOOL);
 	ntx_param_size("tcp_hello_ms",
 		       "tcp: milliseconds an accepted connection may take to "
 		       "say hello before it is closed",

@@ -42,8 +42,14 @@ static const uint64_t t_cntr_flags[T_NCNTR] = {
 
 int t_open_cntrs(struct tctx *t, struct fi_info *hints, unsigned cntrs)
 {
+	return t_open_cq_wait(t, hints, cntrs, FI_WAIT_NONE);
+}
+
+int t_open_cq_wait(struct tctx *t, struct fi_info *hints, unsigned cntrs,
+		   enum fi_wait_obj cq_wait)
+{
 	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED,
-				 .wait_obj = FI_WAIT_NONE };
+				 .wait_obj = cq_wait };
 	struct fi_cntr_attr na = { .events = FI_CNTR_EVENTS_COMP,
 				   .wait_obj = FI_WAIT_UNSPEC };
 	struct fi_av_attr aa = { .type = FI_AV_TABLE };

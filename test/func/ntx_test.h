@@ -47,6 +47,9 @@ int t_open_hints(struct tctx *t, struct fi_info *hints);
 /* t_open_hints, with a counter (FI_WAIT_UNSPEC) bound for each T_CBIT
  * in cntrs before fi_enable. */
 int t_open_cntrs(struct tctx *t, struct fi_info *hints, unsigned cntrs);
+/* The same with a CQ that blocking reads can wait on (cq_wait). */
+int t_open_cq_wait(struct tctx *t, struct fi_info *hints, unsigned cntrs,
+		   enum fi_wait_obj cq_wait);
 void t_close(struct tctx *t);
 int t_insert(struct tctx *t, const void *name, fi_addr_t *addr);
 

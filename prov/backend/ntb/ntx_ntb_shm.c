@@ -13,11 +13,13 @@
 #include <stdlib.h>
 #include <dirent.h>
 #include <linux/membarrier.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -25,6 +27,8 @@
 #include "ntx_ring.h"
 
 enum ntx_conn_state { NTX_CONN_CONNECTING, NTX_CONN_CONNECTED, NTX_CONN_FAILED };
+/* how a peer's liveness is watched (see "liveness" below) */
+enum ntx_watch { NTX_WATCH_NONE, NTX_WATCH_PIDFD, NTX_WATCH_PROC };
 
 /* A mapped window: ours or a peer's. Geometry is copied and validated once
  * at map time; the peer can change its header later, we never re-read it. */
@@ -54,6 +58,10 @@ struct ntx_be_conn {
 	_Atomic uint64_t *peer_bits; /* our ready bit's word in pwin */
 	uint64_t peer_bit;
 	bool light; /* the peer fences its senders with membarrier */
+	enum ntx_watch watch;
+	int pidfd;      /* NTX_WATCH_PIDFD: in be->epfd */
+	uint64_t start; /* NTX_WATCH_PROC: the peer's start time */
+	bool dead; /* its pidfd said it exited; failed by the next check */
 };
 
 struct ntx_be_ep {
@@ -65,6 +73,12 @@ struct ntx_be_ep {
 	struct ntx_be_conn **slots; /* local slot -> connection */
 	struct ntx_list conns;
 	int wake;   /* datagram socket peers write to when we sleep */
+	/* our wait fd: an epoll set of wake, the peers' pidfds and timer */
+	int epfd;
+	int timer;  /* timerfd: ticks while a peer is watched by /proc (-1
+		     * until one is) */
+	uint32_t proc_watched; /* peers without a pidfd */
+	bool check; /* a peer may have died: check before the next poll */
 	bool armed;
 	uint64_t conn_bell_seen;
 	uint32_t nconns;
@@ -172,6 +186,7 @@ static void ntx_ntb_fence_peers(void)
 }
 
 static void ntx_ntb_svc_drain(struct ntx_be_ep *be);
+static void ntx_ntb_check_peers(struct ntx_be_ep *be);
 
 static inline struct ntx_win_hdr *ntx_win_hdr(const struct ntx_win *w)
 {
@@ -321,6 +336,196 @@ close_fd:
 	return ret;
 }
 
+/* ---- liveness (DESIGN §4) ---------------------------------------------------
+ * Each peer's pidfd is in the epoll set that is our wait fd, so a waiter
+ * sleeping on it (fi_cq_sread, fi_cntr_wait, an FI_GETWAIT fd) wakes when
+ * a peer exits: a pidfd is readable from the exit on, while the peer is
+ * still an unreaped zombie, and it cannot name a reused pid. Where
+ * pidfd_open fails (old kernel, seccomp) the peer's /proc/PID/stat is read
+ * instead, and a timer in the same set bounds every sleep to
+ * FI_NTX_PEER_CHECK_MS so that reading happens. */
+
+static int ntx_ntb_pidfd_open(pid_t pid)
+{
+#ifdef __NR_pidfd_open
+	if (ntx_params.peer_pidfd) /* glibc before 2.36 has no wrapper */
+		return (int)syscall(__NR_pidfd_open, pid, 0);
+#endif
+	errno = ENOSYS;
+	return -1;
+}
+
+/* A process that runs (not a zombie), with its start time (field 22 of
+ * /proc/PID/stat: a reused pid has another one). */
+static bool ntx_ntb_proc_alive(pid_t pid, uint64_t *start)
+{
+	char path[64], buf[512], *p, state;
+	unsigned long long t;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the command name may hold anything */
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+			 "%*u %*u %*d %*d %*d %*d %*d %*d %llu", &state,
+			 &t) != 2)
+		return false;
+	*start = t;
+	return state != 'Z' && state != 'X' && state != 'x';
+}
+
+/* The wait set's timer, made the first time a peer is watched through
+ * /proc (no fd spent where every peer has a pidfd). */
+static int ntx_ntb_timer_open(struct ntx_be_ep *be)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &be->timer };
+
+	if (be->timer >= 0)
+		return 0;
+	be->timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (be->timer >= 0 &&
+	    !epoll_ctl(be->epfd, EPOLL_CTL_ADD, be->timer, &ev))
+		return 0;
+	NTX_WARN(FI_LOG_EP_CTRL, "peer check timer: %s; blocking waits may "
+		 "miss dead peers\n", strerror(errno));
+	if (be->timer >= 0)
+		close(be->timer);
+	be->timer = -1;
+	return -1;
+}
+
+/* The fallback's bound on sleeping: a periodic timer in the wait set while
+ * some peer is watched through /proc only. */
+static void ntx_ntb_timer_set(struct ntx_be_ep *be, bool on)
+{
+	long ms = ntx_params.peer_check_ms;
+	struct itimerspec its = { 0 };
+
+	if (on && ntx_ntb_timer_open(be))
+		return;
+	if (on) {
+		its.it_interval.tv_sec = ms / 1000;
+		its.it_interval.tv_nsec = (ms % 1000) * 1000000;
+		its.it_value = its.it_interval;
+	}
+	if (be->timer >= 0 && timerfd_settime(be->timer, 0, &its, NULL))
+		NTX_WARN(FI_LOG_EP_CTRL, "timerfd_settime: %s\n",
+			 strerror(errno));
+}
+
+/* Watches a peer; called before its window is mapped: had its pid been
+ * reused in between, the new process would have no such window and the
+ * map would fail, so what we watch is the window's owner. */
+static void ntx_ntb_watch(struct ntx_be_conn *c)
+{
+	struct ntx_be_ep *be = c->be;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+
+	c->pidfd = -1;
+	if (c->peer.pid == be->addr.pid)
+		return; /* our own endpoint: it dies with us (no fd spent) */
+	c->pidfd = ntx_ntb_pidfd_open((pid_t)c->peer.pid);
+	if (c->pidfd >= 0 &&
+	    !epoll_ctl(be->epfd, EPOLL_CTL_ADD, c->pidfd, &ev)) {
+		c->watch = NTX_WATCH_PIDFD;
+		return;
+	}
+	NTX_INFO(FI_LOG_EP_CTRL, "no pidfd for peer pid %u (%s): checked "
+		 "through /proc every %d ms\n", c->peer.pid, strerror(errno),
+		 ntx_params.peer_check_ms);
+	if (c->pidfd >= 0)
+		close(c->pidfd);
+	c->pidfd = -1;
+	c->watch = NTX_WATCH_PROC;
+	if (!ntx_ntb_proc_alive((pid_t)c->peer.pid, &c->start))
+		c->dead = true; /* the window map fails too */
+	if (!be->proc_watched++)
+		ntx_ntb_timer_set(be, true);
+}
+
+/* Once per connection: at its failure or its end. */
+static void ntx_ntb_unwatch(struct ntx_be_conn *c)
+{
+	struct ntx_be_ep *be = c->be;
+
+	if (c->watch == NTX_WATCH_PIDFD) {
+		/* a dead peer's pidfd stays readable: out of the wait set */
+		epoll_ctl(be->epfd, EPOLL_CTL_DEL, c->pidfd, NULL);
+		close(c->pidfd);
+		c->pidfd = -1;
+	} else if (c->watch == NTX_WATCH_PROC && !--be->proc_watched) {
+		ntx_ntb_timer_set(be, false);
+	}
+	c->watch = NTX_WATCH_NONE;
+}
+
+/* The peer exited, or (without a pidfd) /proc says so. */
+static bool ntx_ntb_peer_dead(struct ntx_be_conn *c)
+{
+	uint64_t start;
+
+	if (c->dead || c->watch != NTX_WATCH_PROC)
+		return c->dead;
+	return !ntx_ntb_proc_alive((pid_t)c->peer.pid, &start) ||
+	       start != c->start;
+}
+
+static void ntx_ntb_event(struct ntx_be_ep *be, void *what, bool drain_wake)
+{
+	uint64_t ticks;
+	char buf[64];
+
+	if (what == &be->wake) {
+		while (drain_wake &&
+		       recv(be->wake, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+			;
+	} else if (what == &be->timer) {
+		if (read(be->timer, &ticks, sizeof(ticks)) < 0 &&
+		    errno != EAGAIN)
+			NTX_DBG(FI_LOG_EP_CTRL, "timerfd: %s\n",
+				strerror(errno));
+		be->check = true;
+	} else {
+		((struct ntx_be_conn *)what)->dead = true;
+		be->check = true;
+	}
+}
+
+/* Takes what the wait set holds without blocking: peers' exits and timer
+ * ticks ask for a check. Wake-ups are drained only by disarm: a re-check
+ * after arming that drained one could lose a sender's wake-up. Events
+ * beyond the first 64 stay pending (level-triggered) for the next call. */
+static void ntx_ntb_events(struct ntx_be_ep *be, bool drain_wake)
+{
+	struct epoll_event ev[64];
+	int n = epoll_wait(be->epfd, ev, 64, 0);
+
+	for (int i = 0; i < n; i++)
+		ntx_ntb_event(be, ev[i].data.ptr, drain_wake);
+}
+
+/* The wait set, with our wake socket. */
+static int ntx_ntb_wait_open(struct ntx_be_ep *be)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &be->wake };
+
+	be->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (be->epfd >= 0 && !epoll_ctl(be->epfd, EPOLL_CTL_ADD, be->wake, &ev))
+		return 0;
+	NTX_WARN(FI_LOG_EP_CTRL, "wait set: %s\n", strerror(errno));
+	if (be->epfd >= 0)
+		close(be->epfd);
+	return -FI_ENOMEM;
+}
+
 /* ---- connections --------------------------------------------------------- */
 
 static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
@@ -381,8 +586,9 @@ static struct ntx_be_conn *ntx_ntb_conn_new(struct ntx_be_ep *be,
 	c->be = be;
 	c->vc = vc;
 	c->peer = *peer;
-	if (ntx_ntb_win_map(peer, &c->pwin))
-		goto free_conn;
+	ntx_ntb_watch(c);
+	if (c->dead || ntx_ntb_win_map(peer, &c->pwin))
+		goto unwatch;
 	if (ntx_ntb_slot_alloc(be, c))
 		goto unmap;
 	ntx_list_insert_tail(&be->conns, &c->entry);
@@ -390,7 +596,8 @@ static struct ntx_be_conn *ntx_ntb_conn_new(struct ntx_be_ep *be,
 	return c;
 unmap:
 	munmap(c->pwin.base, c->pwin.g.size);
-free_conn:
+unwatch:
+	ntx_ntb_unwatch(c);
 	free(c);
 	return NULL;
 }
@@ -503,6 +710,7 @@ static void ntx_ntb_conn_fail(struct ntx_be_conn *c, int err)
 	if (c->state == NTX_CONN_FAILED)
 		return;
 	c->state = NTX_CONN_FAILED;
+	ntx_ntb_unwatch(c);
 	c->be->cb.failed(c->vc, err);
 }
 
@@ -525,6 +733,8 @@ static void ntx_ntb_disconnect(struct ntx_be_conn *c)
 
 	ntx_list_remove(&c->entry);
 	be->nconns--;
+	if (c->state != NTX_CONN_FAILED) /* failing unwatched it */
+		ntx_ntb_unwatch(c);
 	ntx_ntb_slot_release(be, c->my_slot);
 	munmap(c->pwin.base, c->pwin.g.size);
 	free(c);
@@ -718,22 +928,21 @@ static void ntx_ntb_arm(struct ntx_be_ep *be)
 	be->rescan = true;
 }
 
+/* Awake: drains the wake-ups and notes which peers died meanwhile (the
+ * next poll fails them). */
 static void ntx_ntb_disarm(struct ntx_be_ep *be)
 {
-	char buf[64];
-
 	if (!be->armed)
 		return;
 	be->armed = false;
 	atomic_store_explicit(&ntx_win_hdr(&be->win)->waiters, 0,
 			      memory_order_relaxed);
-	while (recv(be->wake, buf, sizeof(buf), MSG_DONTWAIT) > 0)
-		;
+	ntx_ntb_events(be, true);
 }
 
 static int ntx_ntb_wait_fd(struct ntx_be_ep *be)
 {
-	return be->wake;
+	return be->epfd;
 }
 
 /* The connected peer behind a ready bit, or NULL. */
@@ -828,6 +1037,8 @@ static int ntx_ntb_poll(struct ntx_be_ep *be)
 	uint64_t bell;
 	int cnt = 0, got;
 
+	if (be->check) /* a peer died while we slept */
+		ntx_ntb_check_peers(be);
 	bell = atomic_load_explicit(&ntx_win_hdr(&be->win)->conn_bell,
 				    memory_order_acquire);
 	if (bell != be->conn_bell_seen || be->rescan) {
@@ -991,6 +1202,8 @@ static void ntx_ntb_check_peers(struct ntx_be_ep *be)
 	struct ntx_list *it, *tmp;
 
 	ntx_ntb_svc_drain(be);
+	ntx_ntb_events(be, false);
+	be->check = false;
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
 		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
 							 entry);
@@ -998,7 +1211,7 @@ static void ntx_ntb_check_peers(struct ntx_be_ep *be)
 
 		if (c->state == NTX_CONN_FAILED)
 			continue;
-		if (kill((pid_t)c->peer.pid, 0) && errno == ESRCH) {
+		if (ntx_ntb_peer_dead(c)) {
 			NTX_INFO(FI_LOG_EP_CTRL, "peer pid %u is gone\n",
 				 c->peer.pid);
 			ntx_ntb_conn_fail(c, -FI_ECONNRESET);
@@ -1179,13 +1392,18 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	be->addr.service = want ? want->service : 0;
 	be->addr.epoch = ntx_random64();
 	be->svc_fd = -1;
+	be->epfd = -1;
+	be->timer = -1;
 	ret = ntx_ntb_wake_open(be);
 	if (ret)
 		goto free_be;
+	ret = ntx_ntb_wait_open(be);
+	if (ret)
+		goto close_wake;
 	if (be->addr.service) {
 		ret = ntx_ntb_svc_claim(be);
 		if (ret)
-			goto close_wake;
+			goto close_wait;
 	}
 	ret = ntx_ntb_win_create(be);
 	if (ret)
@@ -1207,6 +1425,8 @@ unmap:
 close_svc:
 	if (be->svc_fd >= 0)
 		close(be->svc_fd);
+close_wait:
+	close(be->epfd);
 close_wake:
 	close(be->wake);
 free_be:
@@ -1230,6 +1450,9 @@ static void ntx_ntb_close(struct ntx_be_ep *be)
 	close(be->fd);
 	if (be->svc_fd >= 0)
 		close(be->svc_fd);
+	if (be->timer >= 0)
+		close(be->timer);
+	close(be->epfd);
 	close(be->wake);
 	free(be->slots);
 	free(be->idle);
