@@ -49,6 +49,8 @@ step build build
 step "make check" check
 step "install, fi_info and man page" install
 step "verbs back end on soft-RoCE (rxe0 under qemu)" test/rxe/run-rxe-tests.sh
+step "two hosts of namespaces: tcp, loss, functional suite, Open MPI 2x2, link down" \
+  test/hosts/run-hosts-tests.sh
 for mode in msg tagged; do
   envs=(); opts=(-p ntx -d shm -e rdm -m "$mode" -S all -c)
   pp "fi_pingpong shm $mode"
