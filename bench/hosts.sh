@@ -22,11 +22,8 @@ one() { # provider-and-domain options, size, iterations
   port=$((port + 1))
   hosts_run 1 timeout 120 taskset -c 0 fi_pingpong $1 -e rdm -m tagged \
     -S "$size" -I "$it" -B "$port" > /dev/null 2>&1 &
-  local srv=$! end=$((SECONDS + 30))
-  until hosts_run 1 ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; do
-    [ $SECONDS -lt $end ] || break
-    sleep 0.05 # polling for the listener, bounded by the deadline
-  done
+  local srv=$!
+  hosts_wait_listen 1 "$port" $srv
   out=$(hosts_run 2 timeout 120 taskset -c 1 fi_pingpong $1 -e rdm -m tagged \
     -S "$size" -I "$it" -P "$port" "$(hosts_ip 1)" 2>&1 | tail -n 1)
   wait $srv

@@ -11,23 +11,10 @@
 
 static void ntx_mrecv_unref(struct ntx_req *r);
 
-size_t ntx_vc_mtu(const struct ntx_vc *vc)
-{
-	size_t m = ntx_params.eager_max < vc->ops->max_payload
-			   ? ntx_params.eager_max : vc->ops->max_payload;
-
-	/* a peer started with a smaller FI_NTX_EAGER_MAX takes less */
-	if (vc->ops->conn_mtu && vc->conn) {
-		size_t p = vc->ops->conn_mtu(vc->conn);
-
-		if (p < m)
-			m = p;
-	}
-	return m;
-}
-
-/* DATA segments of a streamed rendezvous: as large as the peer accepts,
- * not bounded by the eager size (on tcp a segment is one frame). */
+/* The largest packet payload this peer accepts: the back end's, or less
+ * where peers may differ (a peer started with a smaller
+ * FI_NTX_EAGER_MAX). DATA segments of a streamed rendezvous use all of
+ * it (on tcp a segment is one frame). */
 static size_t ntx_vc_seg_max(const struct ntx_vc *vc)
 {
 	size_t m = vc->ops->max_payload;
@@ -39,6 +26,14 @@ static size_t ntx_vc_seg_max(const struct ntx_vc *vc)
 			m = p;
 	}
 	return m;
+}
+
+/* The largest message sent eagerly to this peer. */
+size_t ntx_vc_mtu(const struct ntx_vc *vc)
+{
+	size_t m = ntx_vc_seg_max(vc);
+
+	return ntx_params.eager_max < m ? ntx_params.eager_max : m;
 }
 
 static uint8_t ntx_pkt_flags(uint64_t op_flags)

@@ -11,6 +11,7 @@
 #
 #   hosts_up N        make hosts 1..N (HOSTS_PREFIX names them)
 #   hosts_run I CMD   run CMD on host I (environment passed through)
+#   hosts_wait_listen I PORT [PID]  until host I listens on PORT
 #   hosts_ip I        host I's address
 #   hosts_netns I     host I's network namespace, as a file
 #   hosts_nft I RULES nftables rules in host I's output path (table ip)
@@ -81,6 +82,17 @@ hosts_wait_reach() {
   done
   echo "host $1 cannot reach $2"
   return 1
+}
+
+# Waits (bounded, 30 s) until something listens on TCP port $2 of host
+# $1; gives up early when process $3 (the server, if given) is gone.
+hosts_wait_listen() {
+  local end=$((SECONDS + 30))
+  until hosts_run "$1" ss -Hltn "sport = :$2" 2>/dev/null | grep -q .; do
+    [ $SECONDS -lt $end ] || return 1
+    [ -z "${3:-}" ] || kill -0 "$3" 2>/dev/null || return 1
+    sleep 0.05 # polling for the listener, bounded by the deadline
+  done
 }
 
 hosts_run() {

@@ -42,12 +42,9 @@ pingpong() { # fi_pingpong options...
   port=$((port + 1))
   hosts_run 1 timeout 300 fi_pingpong "$@" -B "$port" > "$work/server" 2>&1 &
   local server=$!
-  # the server listens before the client starts: poll for its port
-  local end=$((SECONDS + 30))
-  until hosts_run 1 ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; do
-    [ $SECONDS -lt $end ] && kill -0 $server 2>/dev/null || break
-    sleep 0.05 # polling for the listener, bounded by the deadline
-  done
+  # the server listens before the client starts (the client reports a
+  # server that never did)
+  hosts_wait_listen 1 "$port" $server
   hosts_run 2 timeout 300 fi_pingpong "$@" -P "$port" "$(hosts_ip 1)" \
     > "$work/client" 2>&1
   local rc=$?
@@ -140,11 +137,7 @@ if want linkdown; then
       -d tcp -e rdm -m tagged -S 1048576 -I 1000000 -B "$port" \
       > "$work/server" 2>&1 &
     server=$!
-    end=$((SECONDS + 30))
-    until hosts_run 1 ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; do
-      [ $SECONDS -lt $end ] || return 1
-      sleep 0.05 # polling for the listener, bounded by the deadline
-    done
+    hosts_wait_listen 1 "$port" $server || return 1
     hosts_run 2 env FI_NTX_TCP_TIMEOUT_MS=$tmo timeout 120 fi_pingpong -p ntx \
       -d tcp -e rdm -m tagged -S 1048576 -I 1000000 -P "$port" \
       "$(hosts_ip 1)" > "$work/client" 2>&1 &

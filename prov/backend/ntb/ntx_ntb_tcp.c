@@ -120,28 +120,26 @@ static void ntx_tcp_flush(struct ntx_be_conn *c)
 	c->out.off = c->out.len = 0;
 }
 
-static int ntx_tcp_queue(struct ntx_be_conn *c, const struct ntx_tcp_frame *f,
-			 const struct iovec *iov, size_t iovcnt, size_t len)
+/* The frame's prefix and the first len bytes of iov, as one iovec
+ * array v (NTX_MAX_IOV + 1 entries); returns its count. */
+static size_t ntx_tcp_frame_iov(const struct ntx_tcp_frame *f,
+				const struct iovec *iov, size_t iovcnt,
+				size_t len, struct iovec *v)
 {
-	uint8_t *dst;
+	size_t n = 1;
 
-	if (ntx_buf_reserve(&c->out, sizeof(*f) + len))
-		return -FI_ENOMEM;
-	dst = c->out.data + c->out.len;
-	memcpy(dst, f, sizeof(*f));
-	dst += sizeof(*f);
-	for (size_t i = 0; i < iovcnt && len; i++) {
+	v[0] = (struct iovec){ (void *)f, sizeof(*f) };
+	for (size_t i = 0; i < iovcnt && len && n < NTX_MAX_IOV + 1; i++) {
 		size_t m = iov[i].iov_len < len ? iov[i].iov_len : len;
 
-		memcpy(dst, iov[i].iov_base, m);
-		dst += m;
+		v[n++] = (struct iovec){ iov[i].iov_base, m };
 		len -= m;
 	}
-	c->out.len = (size_t)(dst - c->out.data);
-	return 0;
+	return n;
 }
 
-/* Queues the bytes of [frame, iov) from 'skip' on: what a direct send left. */
+/* Queues the bytes of v from 'skip' on: a whole frame, or what a direct
+ * send left of one. */
 static int ntx_tcp_queue_rest(struct ntx_be_conn *c, const struct iovec *v,
 			      size_t n, size_t skip)
 {
@@ -168,6 +166,15 @@ static int ntx_tcp_queue_rest(struct ntx_be_conn *c, const struct iovec *v,
 	return 0;
 }
 
+static int ntx_tcp_queue(struct ntx_be_conn *c, const struct ntx_tcp_frame *f,
+			 const struct iovec *iov, size_t iovcnt, size_t len)
+{
+	struct iovec v[NTX_MAX_IOV + 1];
+
+	return ntx_tcp_queue_rest(c, v, ntx_tcp_frame_iov(f, iov, iovcnt, len,
+							  v), 0);
+}
+
 /* Nothing queued: the frame leaves straight from the caller's buffers
  * (sendmsg, no copy); only what the socket does not take is queued. */
 static int ntx_tcp_send_direct(struct ntx_be_conn *c,
@@ -177,17 +184,9 @@ static int ntx_tcp_send_direct(struct ntx_be_conn *c,
 {
 	struct iovec v[NTX_MAX_IOV + 1];
 	struct msghdr mh = { .msg_iov = v };
-	size_t n = 1;
 	ssize_t sent;
 
-	v[0] = (struct iovec){ (void *)f, sizeof(*f) };
-	for (size_t i = 0; i < iovcnt && len && n < NTX_MAX_IOV + 1; i++) {
-		size_t m = iov[i].iov_len < len ? iov[i].iov_len : len;
-
-		v[n++] = (struct iovec){ iov[i].iov_base, m };
-		len -= m;
-	}
-	mh.msg_iovlen = n;
+	mh.msg_iovlen = ntx_tcp_frame_iov(f, iov, iovcnt, len, v);
 	sent = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (sent < 0) {
 		if (errno != EAGAIN && errno != EINTR) {
@@ -196,7 +195,7 @@ static int ntx_tcp_send_direct(struct ntx_be_conn *c,
 		}
 		sent = 0;
 	}
-	return ntx_tcp_queue_rest(c, v, n, (size_t)sent);
+	return ntx_tcp_queue_rest(c, v, mh.msg_iovlen, (size_t)sent);
 }
 
 static int ntx_tcp_send(struct ntx_be_conn *c, const void *hdr,
@@ -389,8 +388,8 @@ static int ntx_tcp_read(struct ntx_be_conn *c)
 		if (n <= 0) {
 			NTX_WARN(FI_LOG_EP_DATA, "tcp connection lost: %s\n",
 				 n ? strerror(errno) : "closed by the peer");
-			ntx_tcp_fail(c, errno == ETIMEDOUT && n ? -FI_ETIMEDOUT
-							      : -FI_ECONNRESET);
+			ntx_tcp_fail(c, n < 0 && errno == ETIMEDOUT
+						? -FI_ETIMEDOUT : -FI_ECONNRESET);
 			return cnt;
 		}
 		c->in.len += (size_t)n;
