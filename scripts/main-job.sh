@@ -1,7 +1,8 @@
 #!/bin/bash
 # The main job: install dependencies, build and install ntx, then run a
-# ping-pong between two processes over the default (shm) domain and print
-# the latency/bandwidth table, for plain and tagged messages.
+# ping-pong between two processes of this host on the first domain fi_info
+# lists (tcp, or a verbs device; local peers go through the shm window) and
+# print the latency/bandwidth table, for plain and tagged messages.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
