@@ -172,10 +172,9 @@ struct ntx_domain {
 	const struct ntx_be_ops *net_ops;
 	uint64_t mr_mode;
 	struct fid_eq *eq;
-	/* MR table: key = [index | generation] (DESIGN §6) */
+	/* MR table: key = [random:32 | index:32] (DESIGN §6) */
 	struct ntx_mr **mr_table;
 	uint32_t mr_cap;
-	uint32_t mr_gen_seed;
 	bool progress_busy; /* recursion guard */
 	int wait_sets[16];  /* epoll fds given out by FI_GETWAIT */
 	int nwait_sets;

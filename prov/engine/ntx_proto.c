@@ -569,7 +569,7 @@ static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
 		NTX_INFO(FI_LOG_EP_DATA, "single copy not allowed; pipelining "
 			 "rendezvous through the window\n");
 		if (!vc->ops->bulk_keyed)
-			ep->cma_ok = false;
+			vc->no_cma = true;
 	}
 	if (!r->want) { /* nothing fits: the sender is done */
 		reply.op = NTX_OP_FIN;

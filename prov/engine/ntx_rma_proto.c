@@ -315,7 +315,7 @@ static void ntx_rma_on_resp(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			 "data goes through the window\n");
 		r->redo |= (uint8_t)(1u << h->niov);
 		if (!vc->ops->bulk_keyed)
-			vc->ep->cma_ok = false;
+			vc->no_cma = true;
 	} else if (h->status) {
 		if (len)
 			goto bad;
@@ -362,6 +362,40 @@ static void ntx_rma_mr_unlock(struct ntx_vc *vc)
 }
 
 /* err: 0, a negative FI_E* code, or NTX_RMA_RETRY */
+/* Key guessing is bounded (DESIGN §7, "keys"): a connection that has
+ * NTX_KEY_STRIKES remote accesses rejected in a row is failed; once the
+ * endpoint has rejected NTX_KEY_BUDGET accesses from all its peers, the
+ * first rejection fails a connection. Each new connection costs the
+ * guesser a handshake. */
+#define NTX_KEY_STRIKES 8
+#define NTX_KEY_BUDGET 1024
+
+/* Counts an answer of the target, once per request (sreq); true when the
+ * VC must be failed. */
+static bool ntx_rma_strike(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+			   int err)
+{
+	struct ntx_ep *ep = vc->ep;
+
+	if (err != -FI_EKEYREJECTED) {
+		if (!err)
+			vc->key_strikes = 0;
+		return false;
+	}
+	/* every packet of a large request is checked: one strike each */
+	if (vc->key_strikes && h->sreq == vc->strike_sreq)
+		return false;
+	vc->strike_sreq = h->sreq;
+	ep->key_rejects++;
+	if (++vc->key_strikes < NTX_KEY_STRIKES &&
+	    ep->key_rejects <= NTX_KEY_BUDGET)
+		return false;
+	NTX_WARN(FI_LOG_EP_DATA, "pid %u: %u remote accesses rejected in a "
+		 "row (%llu in all): connection closed\n", vc->peer.pid,
+		 vc->key_strikes, (unsigned long long)ep->key_rejects);
+	return true;
+}
+
 static void ntx_rma_answer(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			   int err, const struct iovec *iov, size_t iovcnt,
 			   size_t len)
@@ -374,8 +408,12 @@ static void ntx_rma_answer(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		.rreq = h->rreq,
 	};
 
+	bool strike = ntx_rma_strike(vc, h, err);
+
 	if (ntx_vc_ctrl_data(vc, &a, iov, iovcnt, len))
 		ntx_vc_fail(vc, -FI_ENOMEM); /* the initiator would hang */
+	else if (strike)
+		ntx_vc_fail(vc, -FI_EACCES);
 }
 
 /* The operation's last packet landed: counters and remote CQ data. */

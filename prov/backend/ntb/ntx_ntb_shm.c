@@ -62,6 +62,7 @@ struct ntx_be_conn {
 	int pidfd;      /* NTX_WATCH_PIDFD: in be->epfd */
 	uint64_t start; /* NTX_WATCH_PROC: the peer's start time */
 	bool dead; /* its pidfd said it exited; failed by the next check */
+	bool peered; /* peer_slot is known: we can tell the peer we close */
 };
 
 struct ntx_be_ep {
@@ -537,6 +538,7 @@ static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 			continue;
 		ctl = ntx_win_ctl(&be->win, i);
 		atomic_store_explicit(&ctl->resp, 0, memory_order_relaxed);
+		atomic_store_explicit(&ctl->closed, 0, memory_order_relaxed);
 		atomic_store_explicit(&ctl->cons, 0, memory_order_relaxed);
 		/* a released ring was zeroed (ntx_ntb_slot_release) */
 		/* the reset is published by the release that follows (cell
@@ -570,6 +572,7 @@ static void ntx_ntb_slot_release(struct ntx_be_ep *be, uint32_t slot)
 static void ntx_ntb_peer_slot(struct ntx_be_conn *c, uint32_t slot)
 {
 	c->peer_slot = slot;
+	c->peered = true;
 	c->peer_bits = ntx_win_bits(&c->pwin) + slot / 64;
 	c->peer_bit = 1ull << (slot % 64);
 	c->light = c->pwin.flags & NTX_WIN_F_MEMBARRIER;
@@ -733,6 +736,13 @@ static void ntx_ntb_disconnect(struct ntx_be_conn *c)
 
 	ntx_list_remove(&c->entry);
 	be->nconns--;
+	if (c->peered) {
+		/* release: our last entries before the flag; the peer drains
+		 * them, then fails its side instead of waiting on us */
+		atomic_store_explicit(&ntx_win_ctl(&c->pwin, c->peer_slot)->closed,
+				      1, memory_order_release);
+		ntx_ntb_ring_conn_bell(c);
+	}
 	if (c->state != NTX_CONN_FAILED) /* failing unwatched it */
 		ntx_ntb_unwatch(c);
 	ntx_ntb_slot_release(be, c->my_slot);
@@ -842,6 +852,30 @@ static void ntx_ntb_poll_connecting(struct ntx_be_ep *be)
 		ntx_ntb_peer_slot(c, r - 1);
 		c->state = NTX_CONN_CONNECTED;
 		be->cb.connected(c->vc);
+	}
+}
+
+static int ntx_ntb_drain(struct ntx_be_conn *c);
+
+/* Connections the peer closed (ntx_win_ctl.closed): what it wrote before
+ * is delivered, then the connection fails. Runs on the connect bell. */
+static void ntx_ntb_poll_closed(struct ntx_be_ep *be)
+{
+	struct ntx_list *it, *tmp;
+
+	ntx_list_foreach_safe(&be->conns, it, tmp) {
+		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
+							 entry);
+		if (c->state != NTX_CONN_CONNECTED ||
+		    !atomic_load_explicit(&ntx_win_ctl(&be->win,
+						       c->my_slot)->closed,
+					  memory_order_acquire))
+			continue;
+		while (c->state == NTX_CONN_CONNECTED && ntx_ntb_drain(c))
+			;
+		NTX_INFO(FI_LOG_EP_CTRL, "peer pid %u closed the connection\n",
+			 c->peer.pid);
+		ntx_ntb_conn_fail(c, -FI_ECONNRESET);
 	}
 }
 
@@ -1046,6 +1080,7 @@ static int ntx_ntb_poll(struct ntx_be_ep *be)
 		be->rescan = false;
 		ntx_ntb_poll_cells(be);
 		ntx_ntb_poll_connecting(be);
+		ntx_ntb_poll_closed(be);
 	}
 	/* With many peers, drain only the rings whose ready bits are set,
 	 * so an idle peer costs nothing. With few, read each ring's next

@@ -90,7 +90,9 @@ _Static_assert(sizeof(struct ntx_win_cell) == NTX_CACHELINE,
 struct ntx_win_ctl {
 	/* written by the peer: its slot for us + 1 (connect response) */
 	_Atomic uint32_t resp;
-	uint32_t pad0;
+	/* written by the peer: it closed this connection (after a
+	 * protocol violation of ours, or fi_close); we drain and fail it */
+	_Atomic uint32_t closed;
 	uint64_t resp_epoch;
 	/* written by the peer: consumer position of our ring in its window */
 	_Alignas(NTX_CACHELINE) _Atomic uint32_t cons;
