@@ -64,6 +64,7 @@ struct ntx_params {
 	char *progress_cpus;     /* auto progress: cpuset of the helper */
 	size_t cq_size;        /* default CQ depth */
 	size_t min_multi_recv; /* default FI_OPT_MIN_MULTI_RECV */
+	size_t peer_unexp_max; /* unexpected bytes one peer may hold */
 };
 extern struct ntx_params ntx_params;
 void ntx_params_init(void);
@@ -361,6 +362,11 @@ struct ntx_cq {
 	fi_addr_t *direct_src;
 	size_t direct_cap, direct_n, esz;
 };
+/* Entries a CQ may hold before peers' remote CQ data is refused (the
+ * peer's connection fails): a peer cannot grow it without bound. */
+#define NTX_CQ_REMOTE_MAX (1u << 20)
+/* Room for one more entry that a peer caused (takes the CQ's lock). */
+bool ntx_cq_room_for_peer(struct ntx_cq *cq);
 /* Called from progress: takes the CQ's own lock. */
 int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 		void *buf, uint64_t data, uint64_t tag, fi_addr_t src);

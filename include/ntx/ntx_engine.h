@@ -36,6 +36,10 @@ struct ntx_vc {
 			       * accepted one (ntx_rma_strike) */
 	uint64_t strike_sreq; /* the request of the last strike */
 	bool no_cma; /* single copy with this peer failed: use the window */
+	/* what this peer holds of ours (limits of DESIGN §7, "limits") */
+	uint32_t ctrl_queued; /* answers waiting for room in its ring */
+	int doom;             /* fail it (this error) at the next reap */
+	size_t unexp_bytes;   /* its unexpected messages, with headers */
 };
 
 enum ntx_req_kind { NTX_REQ_SEND, NTX_REQ_RECV, NTX_REQ_CTRL };
@@ -169,6 +173,7 @@ struct ntx_ep {
 	size_t vc_cap;
 	struct ntx_tme tme;
 	struct ntx_list unexp_free; /* ntx_unexp pool */
+	uint32_t unexp_pooled;      /* entries in unexp_free */
 	struct ntx_req **reqtab; /* id -> request, for the wire */
 	uint32_t reqtab_cap;
 	uint32_t req_gen;

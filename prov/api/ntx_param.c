@@ -17,6 +17,7 @@ struct ntx_params ntx_params = {
 	.tcp_timeout_ms = 15000,
 	.cq_size = 1024,
 	.min_multi_recv = 64,
+	.peer_unexp_max = 256u << 20,
 	.progress_idle_us = 10000,
 	.progress_cpus = NULL,
 };
@@ -122,6 +123,11 @@ void ntx_params_init(void)
 	fi_param_get_str(&ntx_prov, "progress_cpus", &ntx_params.progress_cpus);
 	ntx_param_size("cq_size", "default completion queue depth",
 		       &ntx_params.cq_size, 1, 1 << 24);
+	ntx_param_size("peer_unexp_max",
+		       "bytes of unexpected messages (payload plus about 1 KiB "
+		       "per message) one peer may have waiting at an endpoint; "
+		       "a peer that sends more fails its own connection",
+		       &ntx_params.peer_unexp_max, 1u << 20, SIZE_MAX);
 	ntx_param_size("min_multi_recv",
 		       "default FI_OPT_MIN_MULTI_RECV of an endpoint",
 		       &ntx_params.min_multi_recv, 0, SIZE_MAX);

@@ -188,6 +188,7 @@ int ntx_proto_tx(struct ntx_req *r)
 				       r->len ? 1 : 0, r->len);
 		if (ret == -FI_EAGAIN)
 			return ret;
+		r->vc->ctrl_queued--;
 		ntx_req_put(r);
 		return 0;
 	}
@@ -594,6 +595,7 @@ static struct ntx_unexp *ntx_unexp_get(struct ntx_ep *ep, size_t len)
 		u = ntx_container_of(ntx_list_first(&ep->unexp_free),
 				     struct ntx_unexp, entry);
 		ntx_list_remove(&u->entry);
+		ep->unexp_pooled--;
 	} else if (!(u = calloc(1, sizeof(*u)))) {
 		return NULL;
 	}
@@ -602,6 +604,7 @@ static struct ntx_unexp *ntx_unexp_get(struct ntx_ep *ep, size_t len)
 
 		if (!d) {
 			ntx_list_insert_head(&ep->unexp_free, &u->entry);
+			ep->unexp_pooled++;
 			return NULL;
 		}
 		u->data = d;
@@ -613,11 +616,36 @@ static struct ntx_unexp *ntx_unexp_get(struct ntx_ep *ep, size_t len)
 	return u;
 }
 
+/* What an unexpected message counts against its peer's limit. */
+static size_t ntx_unexp_cost(size_t len)
+{
+	return sizeof(struct ntx_unexp) + len;
+}
+
+/* Entries kept for reuse, and the largest buffer one keeps: a burst of
+ * large unexpected messages (or a hostile peer's) is given back. */
+#define NTX_UNEXP_POOL 256
+#define NTX_UNEXP_KEEP_CAP 65536
+
 static void ntx_unexp_free(struct ntx_unexp *u)
 {
+	struct ntx_ep *ep = u->vc->ep;
+
 	ntx_tme_del_unexp(u);
+	u->vc->unexp_bytes -= ntx_unexp_cost(u->cap);
+	if (ep->unexp_pooled >= NTX_UNEXP_POOL) {
+		free(u->data);
+		free(u);
+		return;
+	}
+	if (u->cap > NTX_UNEXP_KEEP_CAP) {
+		free(u->data);
+		u->data = NULL;
+		u->cap = 0;
+	}
 	/* kept for reuse: no allocation for unexpected messages once warm */
-	ntx_list_insert_head(&u->vc->ep->unexp_free, &u->entry);
+	ntx_list_insert_head(&ep->unexp_free, &u->entry);
+	ep->unexp_pooled++;
 }
 
 /* Hands an unexpected message to a receive that matched it. */
@@ -760,6 +788,13 @@ static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			ntx_rx_rndv(r, vc, h, riov, niov);
 		return;
 	}
+	if (vc->unexp_bytes + ntx_unexp_cost(len) > ntx_params.peer_unexp_max) {
+		NTX_WARN(FI_LOG_EP_DATA, "pid %u has %zu bytes of unexpected "
+			 "messages waiting (FI_NTX_PEER_UNEXP_MAX): connection "
+			 "closed\n", vc->peer.pid, vc->unexp_bytes);
+		ntx_vc_fail(vc, -FI_ENOSPC);
+		return;
+	}
 	u = ntx_unexp_get(ep, h->op == NTX_OP_EAGER ? len : 0);
 	if (!u) {
 		NTX_WARN(FI_LOG_EP_DATA, "no memory for an unexpected message\n");
@@ -767,6 +802,7 @@ static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		return;
 	}
 	u->vc = vc;
+	vc->unexp_bytes += ntx_unexp_cost(u->cap);
 	u->hdr = *h;
 	if (h->op == NTX_OP_EAGER) {
 		memcpy(u->data, payload, len);
@@ -961,6 +997,7 @@ void ntx_proto_vc_failed(struct ntx_vc *vc)
 							     entry);
 			ntx_list_remove(&r->entry);
 			if (r->kind == NTX_REQ_CTRL) {
+				vc->ctrl_queued--;
 				ntx_req_put(r);
 			} else if (r->kind == NTX_REQ_SEND) {
 				ntx_proto_send_fail(r, -err);

@@ -416,6 +416,25 @@ static void ntx_rma_answer(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_vc_fail(vc, -FI_EACCES);
 }
 
+/* A remote CQ data entry, unless the CQ already holds NTX_CQ_REMOTE_MAX
+ * entries that nobody reads: then the peer's connection fails. */
+static void ntx_rma_remote_data(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
+{
+	struct ntx_cq *cq = vc->ep->rx_cq;
+
+	if (!ntx_cq_room_for_peer(cq)) {
+		if (!vc->doom)
+			NTX_WARN(FI_LOG_CQ, "CQ full of entries nobody reads; "
+				 "remote CQ data of pid %u refused\n",
+				 vc->peer.pid);
+		vc->doom = -FI_ENOSPC;
+		vc->ep->reap = true;
+		return;
+	}
+	ntx_cq_push(cq, NULL, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
+		    h->msg_len, NULL, h->cq_data, 0, ntx_vc_fi_addr(vc));
+}
+
 /* The operation's last packet landed: counters and remote CQ data. */
 static void ntx_rma_target_event(struct ntx_vc *vc,
 				 const struct ntx_wire_hdr *h,
@@ -432,10 +451,7 @@ static void ntx_rma_target_event(struct ntx_vc *vc,
 	if (mr->cntr && (mr->cntr_flags & what) && mr->cntr != c)
 		ntx_cntr_inc(mr->cntr);
 	if ((h->flags & NTX_PF_DATA) && what == FI_REMOTE_WRITE && ep->rx_cq)
-		ntx_cq_push(ep->rx_cq, NULL,
-			    FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
-			    h->msg_len, NULL, h->cq_data, 0,
-			    ntx_vc_fi_addr(vc));
+		ntx_rma_remote_data(vc, h);
 }
 
 static void ntx_rma_on_write(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
@@ -691,10 +707,7 @@ static void ntx_rma_on_notify(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 	struct ntx_ep *ep = vc->ep;
 
 	if (ep->rx_cq)
-		ntx_cq_push(ep->rx_cq, NULL,
-			    FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
-			    h->msg_len, NULL, h->cq_data, 0,
-			    ntx_vc_fi_addr(vc));
+		ntx_rma_remote_data(vc, h);
 	ntx_rma_answer(vc, h, 0, NULL, 0, 0);
 }
 
