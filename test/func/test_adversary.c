@@ -5,8 +5,12 @@
  * process, must stay up, answer with errors, and write nothing into its
  * CQ that the peer had no right to cause.
  */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -308,5 +312,49 @@ Test(adversary, split_over_tcp_is_refused, .timeout = 60)
 		     "no refusal of the split");
 	cr_assert_eq(t_join(pid), 0);
 	fi_close(&mr->fid);
+	t_close(&t);
+}
+
+/* 8. A same-user process that opens a window through /proc cannot change
+ * its size (memfd seals): no SIGBUS in the owner or its peers. */
+static int adv_truncate(int sock)
+{
+	struct ntx_addr v;
+	char path[64], verdict = 'x';
+	int fd, seals;
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	snprintf(path, sizeof(path), "/proc/%u/fd/%d", v.pid, v.win_fd);
+	fd = open(path, O_RDWR);
+	CHK(fd >= 0);
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_GROW) &&
+	    ftruncate(fd, 4096) < 0 && errno == EPERM &&
+	    ftruncate(fd, 1 << 30) < 0 && errno == EPERM)
+		verdict = 'k';
+	close(fd);
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+Test(adversary, a_window_cannot_be_resized, .timeout = 60)
+{
+	struct ntx_addr a;
+	size_t len = sizeof(a);
+	struct tctx t;
+	char verdict = 0;
+	int sock;
+	pid_t pid;
+
+	setenv("NTX_TEST_DOMAIN", "shm", 1);
+	cr_assert_eq(t_open(&t, FI_MSG), 0);
+	cr_assert_eq(fi_getname(&t.ep->fid, &a, &len), 0);
+	cr_assert_geq(a.win_fd, 0, "the shm domain names its window");
+	pid = t_fork(&sock, adv_truncate);
+	cr_assert_gt(pid, 0);
+	cr_assert_eq(t_sock_write(sock, &a, sizeof(a)), 0);
+	cr_assert_eq(t_sock_read(sock, &verdict, 1), 0);
+	cr_assert_eq(verdict, 'k', "the window could be resized");
+	cr_assert_eq(t_join(pid), 0);
 	t_close(&t);
 }

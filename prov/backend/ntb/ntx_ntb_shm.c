@@ -222,6 +222,9 @@ static inline struct ntx_win_entry *ntx_win_entry(const struct ntx_win *w,
 
 /* ---- our window ----------------------------------------------------------- */
 
+/* A window's size can never change once it is mapped. */
+#define NTX_WIN_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
 static int ntx_ntb_win_create(struct ntx_be_ep *be)
 {
 	struct ntx_win_hdr *hdr;
@@ -235,15 +238,18 @@ static int ntx_ntb_win_create(struct ntx_be_ep *be)
 			 be->addr.service);
 	else
 		snprintf(name, sizeof(name), "ntx-ep-%d", getpid());
-	/* memfd: owner-only, no name in /dev/shm, gone with the last map */
-	be->fd = memfd_create(name, MFD_CLOEXEC);
+	/* memfd: owner-only, no name in /dev/shm, gone with the last map;
+	 * sealed at its size below, so that nobody (a same-user process
+	 * through /proc included) can shrink it under its mappings */
+	be->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (be->fd < 0) {
 		NTX_WARN(FI_LOG_EP_CTRL, "memfd_create: %s\n", strerror(errno));
 		return -FI_ENOMEM;
 	}
 	fchmod(be->fd, 0600);
-	if (ftruncate(be->fd, (off_t)be->win.g.size)) {
-		NTX_WARN(FI_LOG_EP_CTRL, "ftruncate window: %s\n",
+	if (ftruncate(be->fd, (off_t)be->win.g.size) ||
+	    fcntl(be->fd, F_ADD_SEALS, NTX_WIN_SEALS)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "size and seal the window: %s\n",
 			 strerror(errno));
 		goto close_fd;
 	}
@@ -299,7 +305,7 @@ static int ntx_ntb_win_map(const struct ntx_addr *peer, struct ntx_win *w)
 	struct stat st;
 	char path[64];
 	void *base;
-	int fd, ret = -FI_EADDRNOTAVAIL;
+	int fd, seals, ret = -FI_EADDRNOTAVAIL;
 
 	if (peer->host != ntx_host_id() || peer->win_fd < 0) {
 		NTX_WARN(FI_LOG_EP_CTRL, "peer is not on this host\n");
@@ -311,6 +317,13 @@ static int ntx_ntb_win_map(const struct ntx_addr *peer, struct ntx_win *w)
 		NTX_WARN(FI_LOG_EP_CTRL, "open peer window %s: %s\n", path,
 			 strerror(errno));
 		return errno == ENOENT ? -FI_EADDRNOTAVAIL : -FI_EACCES;
+	}
+	/* a window its owner could still shrink would SIGBUS us */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (seals & NTX_WIN_SEALS) != NTX_WIN_SEALS) {
+		NTX_WARN(FI_LOG_EP_CTRL, "peer window %s is not sealed\n", path);
+		close(fd);
+		return -FI_EINVAL;
 	}
 	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(hdr))
 		goto close_fd;
