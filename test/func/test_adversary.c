@@ -15,7 +15,9 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "ntx_test.h"
@@ -356,5 +358,87 @@ Test(adversary, a_window_cannot_be_resized, .timeout = 60)
 	cr_assert_eq(t_sock_read(sock, &verdict, 1), 0);
 	cr_assert_eq(verdict, 'k', "the window could be resized");
 	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+}
+
+/* 9. Another Unix user binds the abstract name of our service first:
+ * the endpoint still opens (in a private directory instead, with a
+ * warning) and a peer of ours reaches it by the service number. The
+ * wake-up names carry a random part from the window, so they cannot be
+ * taken first. Needs root, to be another user. */
+static char g_svc9[16];
+
+static int adv_squatter(int sock)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	socklen_t len;
+	uid_t victim;
+	int fd, n;
+	char c;
+
+	CHK(t_sock_read(sock, &victim, sizeof(victim)) == 0);
+	CHK(setgid(65534) == 0 && setuid(65534) == 0);
+	n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "ntx-%u-%s",
+		     victim, g_svc9);
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHK(fd >= 0 && bind(fd, (struct sockaddr *)&sun, len) == 0 &&
+	    listen(fd, 1) == 0);
+	CHK(write(sock, "b", 1) == 1);
+	while (read(sock, &c, 1) == 1) /* until the test is over */
+		;
+	close(fd);
+	return 0;
+}
+
+static int adv_service_client(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 99;
+	char c;
+
+	CHK(read(sock, &c, 1) == 1); /* the service is open */
+	CHK(t_open(&t, FI_MSG) == 0);
+	CHK(fi_av_insertsvc(t.av, "localhost", g_svc9, &peer, 0, NULL) == 1);
+	CHK(fi_send(t.ep, &v, 8, NULL, peer, NULL) == 0);
+	CHK(t_wait(&t, NULL, NULL, NULL, 10000) == 1);
+	t_close(&t);
+	return 0;
+}
+
+Test(adversary, a_service_name_taken_by_another_user, .timeout = 60)
+{
+	struct fi_info *h, *fi;
+	struct tctx t = { 0 };
+	uid_t me = getuid();
+	int sq, cl;
+	pid_t squatter, client;
+	uint64_t v = 0;
+	char c;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root to act as another user");
+	setenv("NTX_TEST_DOMAIN", "shm", 1);
+	snprintf(g_svc9, sizeof(g_svc9), "%d", 41000 + getpid() % 9000);
+	squatter = t_fork(&sq, adv_squatter);
+	client = t_fork(&cl, adv_service_client);
+	cr_assert_eq(t_sock_write(sq, &me, sizeof(me)), 0);
+	cr_assert_eq(read(sq, &c, 1), 1, "the squatter has the name");
+	h = t_hints(FI_MSG);
+	cr_assert_eq(fi_getinfo(T_VERSION, "localhost", g_svc9, FI_SOURCE, h,
+				&fi), 0);
+	fi_freeinfo(h);
+	cr_assert_eq(t_open_hints(&t, fi_dupinfo(fi)), 0,
+		     "the endpoint opens although its name is taken");
+	fi_freeinfo(fi);
+	cr_assert_eq(fi_recv(t.ep, &v, 8, NULL, FI_ADDR_UNSPEC, NULL), 0);
+	cr_assert_eq(write(cl, "g", 1), 1);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, 10000), 1,
+		     "a peer reaches the service");
+	cr_assert_eq(v, 99);
+	cr_assert_eq(t_join(client), 0);
+	close(sq);
+	cr_assert_eq(t_join(squatter), 0);
 	t_close(&t);
 }

@@ -37,6 +37,7 @@ struct ntx_win {
 	struct ntx_win_geom g; /* g.ring_lines: lines of each ring */
 	uint32_t max_payload; /* largest entry payload the owner accepts */
 	uint32_t flags;       /* NTX_WIN_F_* of the owner */
+	uint64_t wake_key;    /* the owner's wake socket name (ntx_win_hdr) */
 };
 
 struct ntx_be_conn {
@@ -70,6 +71,7 @@ struct ntx_be_ep {
 	struct ntx_win win;
 	int fd;
 	int svc_fd; /* listening socket that claims our service, or -1 */
+	char *svc_path; /* its file, when not an abstract name (or NULL) */
 	struct ntx_addr addr;
 	struct ntx_be_conn **slots; /* local slot -> connection */
 	struct ntx_list conns;
@@ -270,6 +272,7 @@ static int ntx_ntb_win_create(struct ntx_be_ep *be)
 	hdr->max_payload = be->win.max_payload;
 	hdr->ep_id = be->addr.ep_id;
 	hdr->flags = ntx_ntb_membarrier_init() ? NTX_WIN_F_MEMBARRIER : 0;
+	hdr->wake_key = be->win.wake_key;
 
 	/* release: the header is complete before anyone can see OPEN */
 	atomic_store_explicit(&hdr->state, NTX_WIN_OPEN, memory_order_release);
@@ -336,6 +339,7 @@ static int ntx_ntb_win_map(const struct ntx_addr *peer, struct ntx_win *w)
 	ntx_win_geom_init(&w->g, hdr.nslots, hdr.ring_lines);
 	w->max_payload = hdr.max_payload;
 	w->flags = hdr.flags;
+	w->wake_key = hdr.wake_key;
 	base = mmap(NULL, w->g.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		NTX_WARN(FI_LOG_EP_CTRL, "mmap peer window: %s\n",
@@ -619,8 +623,9 @@ unwatch:
 }
 
 /* The wake socket of an endpoint: an abstract unix datagram name, gone
- * with the process (an eventfd cannot be reopened through /proc). */
-static socklen_t ntx_wake_sockaddr(uint32_t pid, uint32_t ep_id,
+ * with the process (an eventfd cannot be reopened through /proc). Its
+ * random part is in the window header (ntx_win_hdr.wake_key). */
+static socklen_t ntx_wake_sockaddr(uint32_t pid, uint32_t ep_id, uint64_t key,
 				   struct sockaddr_un *sun)
 {
 	int n;
@@ -628,7 +633,8 @@ static socklen_t ntx_wake_sockaddr(uint32_t pid, uint32_t ep_id,
 	memset(sun, 0, sizeof(*sun));
 	sun->sun_family = AF_UNIX;
 	n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1,
-		     "ntx-wake-%u-%u-%u", getuid(), pid, ep_id);
+		     "ntx-wake-%u-%u-%u-%016llx", getuid(), pid, ep_id,
+		     (unsigned long long)key);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
@@ -636,7 +642,8 @@ static socklen_t ntx_wake_sockaddr(uint32_t pid, uint32_t ep_id,
 static void ntx_ntb_wake(struct ntx_be_conn *c)
 {
 	struct sockaddr_un sun;
-	socklen_t len = ntx_wake_sockaddr(c->peer.pid, c->peer.ep_id, &sun);
+	socklen_t len = ntx_wake_sockaddr(c->peer.pid, c->peer.ep_id,
+					  c->pwin.wake_key, &sun);
 	char one = 1;
 
 	if (sendto(c->be->wake, &one, 1, MSG_DONTWAIT, (struct sockaddr *)&sun,
@@ -1290,24 +1297,108 @@ static socklen_t ntx_svc_sockaddr(uint32_t service, struct sockaddr_un *sun)
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-static int ntx_ntb_svc_claim(struct ntx_be_ep *be)
+/* Abstract names belong to nobody: another user may bind ours first.
+ * Then the service lives in a directory only we can enter instead:
+ * $XDG_RUNTIME_DIR/ntx or /tmp/ntx-UID, mode 0700, owned by us. */
+static socklen_t ntx_svc_path(uint32_t service, struct sockaddr_un *sun)
 {
-	struct sockaddr_un sun;
-	socklen_t len = ntx_svc_sockaddr(be->addr.service, &sun);
+	const char *run = getenv("XDG_RUNTIME_DIR");
+	char dir[80];
+	struct stat st;
+	int n;
 
+	if (run && strlen(run) < 64)
+		snprintf(dir, sizeof(dir), "%s/ntx", run);
+	else
+		snprintf(dir, sizeof(dir), "/tmp/ntx-%u", getuid());
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return 0;
+	if (lstat(dir, &st) || !S_ISDIR(st.st_mode) ||
+	    st.st_uid != getuid() || (st.st_mode & 077)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "%s is not a private directory\n",
+			 dir);
+		return 0;
+	}
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	n = snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/svc-%u", dir,
+		     service);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+}
+
+/* The pid of the process listening at sun, if it is one of ours. */
+static int ntx_svc_owner(const struct sockaddr_un *sun, socklen_t len,
+			 pid_t *pid, uid_t *uid)
+{
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	int fd, ret = -FI_EADDRNOTAVAIL;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -FI_ENOMEM;
+	if (!connect(fd, (const struct sockaddr *)sun, len) &&
+	    !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen)) {
+		*pid = cred.pid;
+		*uid = cred.uid;
+		ret = 0;
+	}
+	close(fd);
+	return ret;
+}
+
+static int ntx_svc_listen(struct ntx_be_ep *be, const struct sockaddr_un *sun,
+			  socklen_t len)
+{
 	be->svc_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 			    0);
 	if (be->svc_fd < 0)
 		return -FI_ENOMEM;
-	if (bind(be->svc_fd, (struct sockaddr *)&sun, len) ||
-	    listen(be->svc_fd, 128)) {
-		NTX_WARN(FI_LOG_EP_CTRL, "service %u: %s\n", be->addr.service,
-			 strerror(errno));
-		close(be->svc_fd);
-		be->svc_fd = -1;
+	if (!bind(be->svc_fd, (const struct sockaddr *)sun, len) &&
+	    !listen(be->svc_fd, 128))
+		return 0;
+	close(be->svc_fd);
+	be->svc_fd = -1;
+	return -FI_EADDRINUSE;
+}
+
+/* The service's file in our private directory: a file nobody listens
+ * on any more is left from a process that died, and is replaced. */
+static int ntx_svc_claim_path(struct ntx_be_ep *be)
+{
+	struct sockaddr_un sun;
+	socklen_t len = ntx_svc_path(be->addr.service, &sun);
+	pid_t pid;
+	uid_t uid;
+
+	if (!len)
 		return -FI_EADDRINUSE;
-	}
+	if (ntx_svc_owner(&sun, len, &pid, &uid))
+		unlink(sun.sun_path);
+	if (ntx_svc_listen(be, &sun, len))
+		return -FI_EADDRINUSE;
+	be->svc_path = strdup(sun.sun_path);
 	return 0;
+}
+
+static int ntx_ntb_svc_claim(struct ntx_be_ep *be)
+{
+	struct sockaddr_un sun;
+	socklen_t len = ntx_svc_sockaddr(be->addr.service, &sun);
+	pid_t pid;
+	uid_t uid;
+
+	if (!ntx_svc_listen(be, &sun, len))
+		return 0;
+	if (!ntx_svc_owner(&sun, len, &pid, &uid) && uid != getuid()) {
+		NTX_WARN(FI_LOG_EP_CTRL, "service %u: its name is held by uid "
+			 "%u; listening in a private directory instead\n",
+			 be->addr.service, (unsigned)uid);
+		if (!ntx_svc_claim_path(be))
+			return 0;
+	}
+	NTX_WARN(FI_LOG_EP_CTRL, "service %u is in use\n", be->addr.service);
+	return -FI_EADDRINUSE;
 }
 
 /* Drops the connections peers made to learn our pid. */
@@ -1321,24 +1412,20 @@ static void ntx_ntb_svc_drain(struct ntx_be_ep *be)
 		close(fd);
 }
 
+/* The owner of a service: at its abstract name if one of ours holds it,
+ * else in our private directory (ntx_svc_path). */
 static int ntx_ntb_svc_pid(uint32_t service, pid_t *pid)
 {
 	struct sockaddr_un sun;
 	socklen_t len = ntx_svc_sockaddr(service, &sun);
-	struct ucred cred;
-	socklen_t clen = sizeof(cred);
-	int fd, ret = -FI_EADDRNOTAVAIL;
+	uid_t uid;
 
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -FI_ENOMEM;
-	if (!connect(fd, (struct sockaddr *)&sun, len) &&
-	    !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen)) {
-		*pid = cred.pid;
-		ret = 0;
-	}
-	close(fd);
-	return ret;
+	if (!ntx_svc_owner(&sun, len, pid, &uid) && uid == getuid())
+		return 0;
+	len = ntx_svc_path(service, &sun);
+	if (len && !ntx_svc_owner(&sun, len, pid, &uid) && uid == getuid())
+		return 0;
+	return -FI_EADDRNOTAVAIL;
 }
 
 static int ntx_ntb_svc_fd(pid_t pid, uint32_t service)
@@ -1408,17 +1495,22 @@ static int ntx_ntb_resolve(struct ntx_addr *a)
 static int ntx_ntb_wake_open(struct ntx_be_ep *be)
 {
 	struct sockaddr_un sun;
-	socklen_t len = ntx_wake_sockaddr(be->addr.pid, be->addr.ep_id, &sun);
+	socklen_t len;
 
 	be->wake = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (be->wake < 0)
 		return -FI_ENOMEM;
-	if (bind(be->wake, (struct sockaddr *)&sun, len)) {
-		NTX_WARN(FI_LOG_EP_CTRL, "wake socket: %s\n", strerror(errno));
-		close(be->wake);
-		return -FI_EADDRINUSE;
+	/* a taken name (by chance, 2^-64) is drawn again */
+	for (int i = 0; i < 4; i++) {
+		be->win.wake_key = ntx_random64();
+		len = ntx_wake_sockaddr(be->addr.pid, be->addr.ep_id,
+					be->win.wake_key, &sun);
+		if (!bind(be->wake, (struct sockaddr *)&sun, len))
+			return 0;
 	}
-	return 0;
+	NTX_WARN(FI_LOG_EP_CTRL, "wake socket: %s\n", strerror(errno));
+	close(be->wake);
+	return -FI_EADDRINUSE;
 }
 
 static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
@@ -1473,6 +1565,10 @@ unmap:
 close_svc:
 	if (be->svc_fd >= 0)
 		close(be->svc_fd);
+	if (be->svc_path) {
+		unlink(be->svc_path);
+		free(be->svc_path);
+	}
 close_wait:
 	close(be->epfd);
 close_wake:
@@ -1498,6 +1594,10 @@ static void ntx_ntb_close(struct ntx_be_ep *be)
 	close(be->fd);
 	if (be->svc_fd >= 0)
 		close(be->svc_fd);
+	if (be->svc_path) {
+		unlink(be->svc_path);
+		free(be->svc_path);
+	}
 	if (be->timer >= 0)
 		close(be->timer);
 	close(be->epfd);

@@ -59,6 +59,10 @@ struct ntx_win_hdr {
 	uint32_t ep_id;
 	uint32_t flags;       /* NTX_WIN_F_* */
 	uint32_t pad0;
+	/* random part of the owner's wake-up socket name: only processes
+	 * that can map the window (same user) can name it, so no other
+	 * user can take the name first */
+	uint64_t wake_key;
 	/* line 1: owner */
 	_Alignas(NTX_CACHELINE) _Atomic uint32_t state;
 	_Atomic uint32_t waiters; /* owner about to sleep: wake it up */
