@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
@@ -441,4 +444,84 @@ Test(adversary, a_service_name_taken_by_another_user, .timeout = 60)
 	close(sq);
 	cr_assert_eq(t_join(squatter), 0);
 	t_close(&t);
+}
+
+/* 11. Single copy that one peer refuses (a non-dumpable or dying peer,
+ * or ptrace rules) is turned off for that peer only. This process is the
+ * receiver: its process_vm_readv calls go through the wrapper below (the
+ * test binary exports it, so the provider's calls land here), which
+ * refuses the first sender and counts the calls for the second. */
+static pid_t g_refused;
+static atomic_int g_cma_calls[2];
+static pid_t g_cma_pid[2];
+
+ssize_t process_vm_readv(pid_t pid, const struct iovec *l, unsigned long nl,
+			 const struct iovec *r, unsigned long nr,
+			 unsigned long flags)
+{
+	for (int i = 0; i < 2; i++)
+		if (pid && pid == g_cma_pid[i])
+			atomic_fetch_add(&g_cma_calls[i], 1);
+	if (pid && pid == g_refused) {
+		errno = EPERM;
+		return -1;
+	}
+	return syscall(SYS_process_vm_readv, pid, l, nl, r, nr, flags);
+}
+
+#define CMA_BIG (1 << 20)
+
+static int cma_sender(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	char *buf = malloc(CMA_BIG), c;
+
+	CHK(buf && t_open(&t, FI_MSG) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	CHK(read(sock, &c, 1) == 1); /* our turn */
+	t_fill(buf, CMA_BIG, 11);
+	CHK(fi_send(t.ep, buf, CMA_BIG, NULL, peer, buf) == 0);
+	CHK(t_wait(&t, NULL, NULL, NULL, 20000) == 1);
+	CHK(t_sync(sock) == 0);
+	t_close(&t);
+	free(buf);
+	return 0;
+}
+
+Test(adversary, single_copy_refused_by_one_peer_stays_on_for_others,
+     .timeout = 60)
+{
+	char *buf = malloc(CMA_BIG);
+	fi_addr_t peer[2];
+	struct tctx t;
+	int sock[2];
+	pid_t pid[2];
+
+	setenv("NTX_TEST_DOMAIN", "shm", 1);
+	setenv("FI_NTX_SHM_SPLIT_MIN", "0", 1); /* only the receiver copies */
+	for (int i = 0; i < 2; i++) {
+		pid[i] = t_fork(&sock[i], cma_sender);
+		cr_assert_gt(pid[i], 0);
+		g_cma_pid[i] = pid[i];
+	}
+	g_refused = pid[0];
+	cr_assert_eq(t_open(&t, FI_MSG), 0);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(t_xchg_name(&t, sock[i], &peer[i]), 0);
+		memset(buf, 0, CMA_BIG);
+		cr_assert_eq(fi_recv(t.ep, buf, CMA_BIG, NULL, peer[i], buf), 0);
+		cr_assert_eq(write(sock[i], "g", 1), 1);
+		cr_assert_eq(t_wait(&t, NULL, NULL, NULL, 20000), 1);
+		cr_assert_eq(t_check(buf, CMA_BIG, 11), 0, "sender %d", i);
+		cr_assert_eq(t_sync(sock[i]), 0);
+	}
+	cr_assert_gt(atomic_load(&g_cma_calls[0]), 0, "single copy was tried "
+		     "with the first sender");
+	cr_assert_gt(atomic_load(&g_cma_calls[1]), 0, "after the first sender "
+		     "refused it, single copy was off for the second one too");
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(t_join(pid[i]), 0);
+	t_close(&t);
+	free(buf);
 }
