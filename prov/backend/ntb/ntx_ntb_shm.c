@@ -595,6 +595,35 @@ static void ntx_ntb_peer_slot(struct ntx_be_conn *c, uint32_t slot)
 	c->light = c->pwin.flags & NTX_WIN_F_MEMBARRIER;
 }
 
+/* Our side of a connection we asked for is now connected (the peer's
+ * response, or its crossing request): flag its ring in our own ready
+ * bitmap, so that the next bitmap pass drains it whatever its sender saw.
+ * The peer may have been connected, and sending, for a while: then
+ *  - it set its bit while we were connecting: ntx_ntb_poll_bits found no
+ *    connected ring behind it, marked it idle, and a ntx_ntb_bits_clear
+ *    in the same poll (our connect bell load came before the peer's, the
+ *    bitmap load after) took it back; the fence and drain there skip a
+ *    ring that is not connected;
+ *  - it found the bit still set (left by the slot's previous connection,
+ *    or by itself) and set nothing, and the same clear took it back;
+ *  - it saw bits_on off: turning the bitmap on fences it and drains the
+ *    rings directly, but only the connected ones.
+ * In each case its entries sit in the ring with the bit clear, and a
+ * sender that goes quiet never sets it again: lost until it sends more.
+ * Its entries are visible to our next drain in each case (the fences of
+ * ntx_ntb_bits_clear and of turning the bitmap on, or the sender's own
+ * seq_cst fetch_or read by our acquire load of the bitmap); the bit only
+ * makes sure that drain happens. Relaxed: only we read it for draining,
+ * later in this thread; a sender that sees it set and skips its own is
+ * covered as for any set bit (ntx_ntb_bits_clear). A connection we
+ * accept needs nothing: its peer learns its slot only from our response. */
+static void ntx_ntb_conn_flag(struct ntx_be_conn *c)
+{
+	atomic_fetch_or_explicit(ntx_win_bits(&c->be->win) + c->my_slot / 64,
+				 1ull << (c->my_slot % 64),
+				 memory_order_relaxed);
+}
+
 static struct ntx_be_conn *ntx_ntb_conn_new(struct ntx_be_ep *be,
 					    const struct ntx_addr *peer,
 					    void *vc)
@@ -807,6 +836,7 @@ static void ntx_ntb_on_cell(struct ntx_be_ep *be, const struct ntx_win_cell *cel
 			return ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
 		ntx_ntb_peer_slot(c, cell->slot);
 		c->state = NTX_CONN_CONNECTED;
+		ntx_ntb_conn_flag(c);
 		ntx_ntb_respond(c);
 		be->cb.connected(c->vc);
 		return;
@@ -871,6 +901,7 @@ static void ntx_ntb_poll_connecting(struct ntx_be_ep *be)
 		}
 		ntx_ntb_peer_slot(c, r - 1);
 		c->state = NTX_CONN_CONNECTED;
+		ntx_ntb_conn_flag(c);
 		be->cb.connected(c->vc);
 	}
 }
