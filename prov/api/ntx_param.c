@@ -62,14 +62,8 @@ void ntx_params_init(void)
 		       &ntx_params.ring_size, 1024, 1u << 22);
 	/* whole blocks of 8 lines (the ring math of ntx_ring.h) */
 	ntx_params.ring_size &= ~(size_t)(8 * NTX_CACHELINE - 1);
-	/* an entry of eager_max bytes must fit with its skip (ntx_ring.h) */
-	if (ntx_params.ring_size < 2 * (ntx_params.eager_max + 2 * NTX_CACHELINE)) {
-		ntx_params.ring_size = (2 * (ntx_params.eager_max +
-					     2 * NTX_CACHELINE) + 511) &
-				       ~(size_t)511;
-		NTX_WARN(FI_LOG_CORE, "FI_NTX_RING_SIZE too small for "
-			 "FI_NTX_EAGER_MAX; using %zu\n", ntx_params.ring_size);
-	}
+	/* the shm back end raises it until an entry of eager_max bytes
+	 * always finds room (ntx_ring_max_payload in ntx_ring.h) */
 	ntx_param_size("max_peers",
 		       "peers one endpoint can exchange messages with "
 		       "(ring slots in its window)",

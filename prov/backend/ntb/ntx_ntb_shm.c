@@ -229,12 +229,17 @@ static inline struct ntx_win_entry *ntx_win_entry(const struct ntx_win *w,
 
 static int ntx_ntb_win_create(struct ntx_be_ep *be)
 {
+	uint32_t lines = (uint32_t)(ntx_params.ring_size / NTX_CACHELINE);
 	struct ntx_win_hdr *hdr;
 	char name[64];
 
 	be->win.max_payload = (uint32_t)ntx_params.eager_max;
-	ntx_win_geom_init(&be->win.g, (uint32_t)ntx_params.max_peers,
-			  (uint32_t)(ntx_params.ring_size / NTX_CACHELINE));
+	while (ntx_ring_max_payload(lines) < be->win.max_payload)
+		lines += 2 * NTX_RING_ALIGN;
+	if (lines * NTX_CACHELINE != ntx_params.ring_size)
+		NTX_INFO(FI_LOG_EP_CTRL, "FI_NTX_RING_SIZE raised to %u bytes "
+			 "for FI_NTX_EAGER_MAX\n", lines * NTX_CACHELINE);
+	ntx_win_geom_init(&be->win.g, (uint32_t)ntx_params.max_peers, lines);
 	if (be->addr.service)
 		snprintf(name, sizeof(name), "ntx-svc-%u-%u", getuid(),
 			 be->addr.service);
