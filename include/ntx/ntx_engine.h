@@ -184,6 +184,8 @@ struct ntx_ep {
 	uint64_t key_rejects; /* remote accesses rejected, every peer */
 	uint64_t next_check_ns;
 	uint32_t progress_calls;
+	uint32_t net_skip; /* polls left before the idle network back end's
+			    * next look (ntx_ep_poll_be) */
 	bool reap; /* failed VCs to disconnect */
 };
 

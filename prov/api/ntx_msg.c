@@ -73,6 +73,31 @@ static ssize_t ntx_post_send(struct ntx_ep *ep, const struct iovec *iov,
 	return ret;
 }
 
+/* fi_send, fi_senddata and their tagged forms: a small message to a
+ * connected peer goes straight to the engine's inline send (no iovec, no
+ * request); anything it cannot take now goes the general way, which
+ * queues it or reports why not. */
+static inline ssize_t ntx_send_one(struct ntx_ep *ep, const void *buf,
+				   size_t len, fi_addr_t dest, uint64_t tag,
+				   uint64_t data, void *context,
+				   uint64_t flags)
+{
+	struct iovec iov = { (void *)buf, len };
+	ssize_t ret;
+
+	/* FI_INJECT (and any flag ntx_post_send refuses) goes its way */
+	if (len <= NTX_INLINE_MAX && ep->enabled &&
+	    !(flags & ~((NTX_SEND_FLAGS | FI_TAGGED) & ~FI_INJECT))) {
+		ntx_ep_lock(ep);
+		ret = ntx_proto_send_small(ep, buf, len, dest, tag, data,
+					   context, flags);
+		ntx_ep_unlock(ep);
+		if (ret <= 0)
+			return ret;
+	}
+	return ntx_post_send(ep, &iov, 1, dest, tag, data, context, flags);
+}
+
 static ssize_t ntx_post_recv(struct ntx_ep *ep, const struct iovec *iov,
 			     size_t count, fi_addr_t src, uint64_t tag,
 			     uint64_t ignore, void *context, uint64_t flags)
@@ -148,10 +173,9 @@ static ssize_t ntx_send(struct fid_ep *fep, const void *buf, size_t len,
 			void *desc, fi_addr_t dest, void *context)
 {
 	struct ntx_ep *ep = ntx_ep_of(fep);
-	struct iovec iov = { (void *)buf, len };
 
-	return ntx_post_send(ep, &iov, 1, dest, 0, 0, context,
-			     ep->tx_op_flags & ~FI_INJECT);
+	return ntx_send_one(ep, buf, len, dest, 0, 0, context,
+			    ep->tx_op_flags & ~FI_INJECT);
 }
 
 static ssize_t ntx_sendv(struct fid_ep *fep, const struct iovec *iov,
@@ -178,11 +202,9 @@ static ssize_t ntx_senddata(struct fid_ep *fep, const void *buf, size_t len,
 			    void *context)
 {
 	struct ntx_ep *ep = ntx_ep_of(fep);
-	struct iovec iov = { (void *)buf, len };
 
-	return ntx_post_send(ep, &iov, 1, dest, 0, data, context,
-			     (ep->tx_op_flags & ~FI_INJECT) |
-				     FI_REMOTE_CQ_DATA);
+	return ntx_send_one(ep, buf, len, dest, 0, data, context,
+			    (ep->tx_op_flags & ~FI_INJECT) | FI_REMOTE_CQ_DATA);
 }
 
 static ssize_t ntx_do_inject(struct fid_ep *fep, const void *buf, size_t len,
@@ -267,10 +289,9 @@ static ssize_t ntx_tsend(struct fid_ep *fep, const void *buf, size_t len,
 			 void *context)
 {
 	struct ntx_ep *ep = ntx_ep_of(fep);
-	struct iovec iov = { (void *)buf, len };
 
-	return ntx_post_send(ep, &iov, 1, dest, tag, 0, context,
-			     (ep->tx_op_flags & ~FI_INJECT) | FI_TAGGED);
+	return ntx_send_one(ep, buf, len, dest, tag, 0, context,
+			    (ep->tx_op_flags & ~FI_INJECT) | FI_TAGGED);
 }
 
 static ssize_t ntx_tsendv(struct fid_ep *fep, const struct iovec *iov,
@@ -298,11 +319,10 @@ static ssize_t ntx_tsenddata(struct fid_ep *fep, const void *buf, size_t len,
 			     uint64_t tag, void *context)
 {
 	struct ntx_ep *ep = ntx_ep_of(fep);
-	struct iovec iov = { (void *)buf, len };
 
-	return ntx_post_send(ep, &iov, 1, dest, tag, data, context,
-			     (ep->tx_op_flags & ~FI_INJECT) | FI_TAGGED |
-				     FI_REMOTE_CQ_DATA);
+	return ntx_send_one(ep, buf, len, dest, tag, data, context,
+			    (ep->tx_op_flags & ~FI_INJECT) | FI_TAGGED |
+				    FI_REMOTE_CQ_DATA);
 }
 
 static ssize_t ntx_tinject(struct fid_ep *fep, const void *buf, size_t len,

@@ -43,6 +43,7 @@ struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a)
 
 static void ntx_ep_arm_locked(struct ntx_ep *ep, bool arm)
 {
+	ep->net_skip = 0; /* the re-check after arming looks everywhere */
 	for (int i = 0; i < NTX_BE_MAX; i++) {
 		if (!ep->be[i].ops)
 			continue;
@@ -68,6 +69,30 @@ void ntx_ep_poll(struct ntx_ep *ep)
 	ntx_ep_unlock(ep);
 }
 
+/* Next to the shm window, the network back end of an endpoint whose
+ * last look found nothing is looked at on one progress call in
+ * NTX_NET_IDLE_POLLS: with every peer on this host its poll is pure
+ * overhead on each shm message (an indirect call, the socket watch), and a
+ * frame that arrives meanwhile waits a few hundred nanoseconds at most,
+ * nothing next to a network's latency. A look that finds work keeps it
+ * polled on every call. */
+#define NTX_NET_IDLE_POLLS 8
+
+static void ntx_ep_poll_be(struct ntx_ep *ep)
+{
+	struct ntx_ep_be *shm = &ep->be[NTX_BE_SHM], *net = &ep->be[NTX_BE_NET];
+
+	if (shm->ops)
+		shm->ops->poll(shm->be);
+	if (!net->ops)
+		return;
+	if (shm->ops && ep->net_skip) {
+		ep->net_skip--;
+		return;
+	}
+	ep->net_skip = net->ops->poll(net->be) ? 0 : NTX_NET_IDLE_POLLS - 1;
+}
+
 void ntx_ep_progress(struct ntx_ep *ep)
 {
 	struct ntx_list *it, *tmp;
@@ -80,9 +105,7 @@ void ntx_ep_progress(struct ntx_ep *ep)
 		ntx_ep_arm_locked(ep, false);
 	}
 
-	for (int i = 0; i < NTX_BE_MAX; i++)
-		if (ep->be[i].ops)
-			ep->be[i].ops->poll(ep->be[i].be);
+	ntx_ep_poll_be(ep);
 	ntx_list_foreach_safe(&ep->busy_vcs, it, tmp) {
 		struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc,
 						     busy_entry);
@@ -215,6 +238,13 @@ void ntx_scope_progress(struct ntx_domain *d, struct ntx_scope *s)
 	struct ntx_list *it;
 	bool whole;
 
+	/* one thread at a time uses this CQ or counter and its endpoints,
+	 * and no helper thread exists: no lock, no note for the helper */
+	if (d->ep_lockless && !s->whole_domain) {
+		for (size_t i = 0; i < s->n; i++)
+			ntx_ep_progress(s->eps[i]);
+		return;
+	}
 	ntx_domain_note_poll(d);
 	whole = ntx_scope_lock(d, s);
 	if (whole) {

@@ -53,6 +53,7 @@ struct ntx_be_conn {
 	uint32_t tx_pos;  /* next line we write in the ring in pwin */
 	uint32_t tx_seq;  /* entries we wrote, free running */
 	uint32_t tx_cons; /* last consumer position the peer published */
+	struct ntx_win_entry *rx_ring; /* line 0 of the ring in my_slot */
 	uint32_t rx_pos;  /* next line we read in the ring in my_slot */
 	uint32_t rx_seq;  /* entries we consumed, free running */
 	uint32_t rx_published; /* last rx_pos written to the peer */
@@ -567,6 +568,7 @@ static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 		 * post or connect response) */
 		be->slots[i] = c;
 		c->my_slot = i;
+		c->rx_ring = ntx_win_entry(&be->win, i, 0);
 		return 0;
 	}
 	NTX_WARN(FI_LOG_EP_CTRL, "all %u peer slots in use (FI_NTX_MAX_PEERS)\n",
@@ -965,6 +967,23 @@ static void ntx_ntb_clear_payload(struct ntx_win_entry *e, uint32_t lines)
 				      memory_order_relaxed);
 }
 
+/* The line at our position in the peer's ring. */
+static inline struct ntx_win_entry *ntx_ntb_rx_entry(
+	const struct ntx_be_conn *c)
+{
+	return (struct ntx_win_entry *)((uint8_t *)c->rx_ring +
+					(size_t)c->rx_pos * NTX_CACHELINE);
+}
+
+/* The next entry is there. Acquire: its body was written before its
+ * number; any other number (stale or garbage) means not yet. Inline, so
+ * that polling an idle ring costs one load and no call. */
+static inline bool ntx_ntb_rx_ready(const struct ntx_be_conn *c)
+{
+	return atomic_load_explicit(&ntx_ntb_rx_entry(c)->seq,
+				    memory_order_acquire) == c->rx_seq + 1;
+}
+
 /* Drains the peer's ring in our window; returns entries handled, at most
  * NTX_NTB_DRAIN_MAX, so one busy peer cannot hold the poll. */
 static int ntx_ntb_drain(struct ntx_be_conn *c)
@@ -972,16 +991,13 @@ static int ntx_ntb_drain(struct ntx_be_conn *c)
 	struct ntx_be_ep *be = c->be;
 	struct ntx_win_entry *e;
 	struct ntx_wire_hdr hdr;
-	uint32_t len, lines, n = be->win.g.ring_lines;
+	uint32_t len, lines, n = be->win.g.ring_lines, seq0 = c->rx_seq;
 	int cnt = 0;
 
 	while (c->state == NTX_CONN_CONNECTED && cnt < NTX_NTB_DRAIN_MAX) {
-		e = ntx_win_entry(&be->win, c->my_slot, c->rx_pos);
-		/* acquire: the entry's body was written before its number; any
-		 * other number (stale or garbage) means not yet */
-		if (atomic_load_explicit(&e->seq, memory_order_acquire) !=
-		    c->rx_seq + 1)
+		if (!ntx_ntb_rx_ready(c))
 			break;
+		e = ntx_ntb_rx_entry(c);
 		c->rx_seq++;
 		len = e->len;
 		if (len == NTX_WIN_SKIP) { /* the rest of the lap is unused */
@@ -1001,7 +1017,8 @@ static int ntx_ntb_drain(struct ntx_be_conn *c)
 		ntx_ntb_clear_payload(e, lines);
 		cnt++;
 	}
-	if (c->state == NTX_CONN_CONNECTED)
+	/* nothing consumed, nothing new to tell */
+	if (c->rx_seq != seq0 && c->state == NTX_CONN_CONNECTED)
 		ntx_ntb_publish_cons(c);
 	return cnt;
 }
@@ -1160,7 +1177,7 @@ static int ntx_ntb_poll(struct ntx_be_ep *be)
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
 		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
 							 entry);
-		if (c->state != NTX_CONN_CONNECTED)
+		if (c->state != NTX_CONN_CONNECTED || !ntx_ntb_rx_ready(c))
 			continue;
 		got = ntx_ntb_drain(c);
 		cnt += got;
