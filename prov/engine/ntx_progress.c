@@ -88,7 +88,7 @@ void ntx_ep_progress(struct ntx_ep *ep)
 						     busy_entry);
 
 		ntx_vc_pump(vc);
-		if (ntx_list_empty(&vc->backlog)) {
+		if (ntx_list_empty(&vc->backlog) && !ntx_auth_tx_pending(vc)) {
 			vc->busy = false;
 			ntx_list_remove(&vc->busy_entry);
 		}

@@ -528,6 +528,8 @@ static int ntx_ntb_wait_open(struct ntx_be_ep *be)
 
 /* ---- connections --------------------------------------------------------- */
 
+static void ntx_ntb_ring_zero(struct ntx_be_ep *be, uint32_t slot);
+
 static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 {
 	struct ntx_win_ctl *ctl;
@@ -538,7 +540,10 @@ static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 		ctl = ntx_win_ctl(&be->win, i);
 		atomic_store_explicit(&ctl->resp, 0, memory_order_relaxed);
 		atomic_store_explicit(&ctl->cons, 0, memory_order_relaxed);
-		/* a released ring was zeroed (ntx_ntb_slot_release) */
+		/* zeroed again: a peer that had not yet seen its connection
+		 * fail (a job-key refusal, a protocol error) may have written
+		 * an entry after the release zeroed it */
+		ntx_ntb_ring_zero(be, i);
 		/* the reset is published by the release that follows (cell
 		 * post or connect response) */
 		be->slots[i] = c;
@@ -555,9 +560,14 @@ static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
  * payload can match its sequence numbers). */
 static void ntx_ntb_slot_release(struct ntx_be_ep *be, uint32_t slot)
 {
+	be->slots[slot] = NULL;
+	ntx_ntb_ring_zero(be, slot);
+}
+
+static void ntx_ntb_ring_zero(struct ntx_be_ep *be, uint32_t slot)
+{
 	size_t off = be->win.g.ring_off + (size_t)slot * be->win.g.ring_size;
 
-	be->slots[slot] = NULL;
 	if (fallocate(be->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)off, (off_t)be->win.g.ring_size)) {
 		NTX_DBG(FI_LOG_EP_CTRL, "punch ring: %s\n", strerror(errno));
@@ -1469,6 +1479,12 @@ static void ntx_ntb_getname(struct ntx_be_ep *be, struct ntx_addr *addr)
 	addr->port = port;
 }
 
+/* The engine's flags (a job key) travel in our connect cells. */
+static void ntx_ntb_setname(struct ntx_be_ep *be, const struct ntx_addr *addr)
+{
+	be->addr.flags = addr->flags;
+}
+
 const struct ntx_be_ops ntx_ntb_shm_ops = {
 	.name = "ntb-shm",
 	.hdr_size = sizeof(struct ntx_wire_hdr),
@@ -1477,6 +1493,7 @@ const struct ntx_be_ops ntx_ntb_shm_ops = {
 	.open = ntx_ntb_open,
 	.close = ntx_ntb_close,
 	.getname = ntx_ntb_getname,
+	.setname = ntx_ntb_setname,
 	.connect = ntx_ntb_connect,
 	.disconnect = ntx_ntb_disconnect,
 	.conn_mtu = ntx_ntb_conn_mtu,
