@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ntx_test.h"
@@ -75,21 +76,71 @@ static struct ntx_addr adv_name(uint16_t port)
 	return a;
 }
 
-/* Connects to the victim and says hello with a made-up name. */
+/* A listening socket on loopback; its port in *port. */
+static int adv_listen(uint16_t *port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sin);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    listen(lfd, 4) || getsockname(lfd, (struct sockaddr *)&sin, &sl)) {
+		if (lfd >= 0)
+			close(lfd);
+		return -1;
+	}
+	*port = sin.sin_port;
+	return lfd;
+}
+
+/* Proves a name of our own: the victim's PROVE arrives on our listener,
+ * its nonce goes back over fd, and the victim welcomes us. */
+static int adv_prove(int lfd, int fd)
+{
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	struct ntx_tcp_params e = { .eager_max = 8192 };
+	struct ntx_tcp_prove pr;
+	struct ntx_tcp_frame f;
+	struct ntx_wire_hdr h;
+	int pfd, ret = -1;
+
+	if (poll(&p, 1, ADV_MS) != 1 || (pfd = accept(lfd, NULL, NULL)) < 0)
+		return -1;
+	if (!t_sock_read(pfd, &f, sizeof(f)) && f.type == NTX_TCP_PROVE &&
+	    f.len == sizeof(pr) && !t_sock_read(pfd, &pr, sizeof(pr))) {
+		memcpy(e.nonce, pr.nonce, sizeof(e.nonce));
+		if (!adv_frame(fd, NTX_TCP_ECHO, NULL, &e, sizeof(e)) &&
+		    adv_next(fd, &h) == NTX_TCP_WELCOME)
+			ret = 0;
+	}
+	close(pfd);
+	return ret;
+}
+
+/* Connects to the victim, says hello with a made-up name (on a listener
+ * of ours) and proves it. */
 static int adv_connect(const struct ntx_addr *victim)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 				   .sin_port = victim->port };
-	struct ntx_addr me = adv_name(0);
+	struct ntx_addr me;
+	uint16_t port = 0;
+	int lfd = adv_listen(&port);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
-	    adv_frame(fd, NTX_TCP_HELLO, NULL, &me, sizeof(me))) {
+	me = adv_name(port);
+	if (lfd < 0 || fd < 0 ||
+	    connect(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    adv_frame(fd, NTX_TCP_HELLO, NULL, &me, sizeof(me)) ||
+	    adv_prove(lfd, fd)) {
 		if (fd >= 0)
 			close(fd);
-		return -1;
+		fd = -1;
 	}
+	if (lfd >= 0)
+		close(lfd);
 	return fd;
 }
 
@@ -271,6 +322,9 @@ static int adv_split(int sock)
 	fd = accept(lfd, NULL, NULL);
 	CHK(fd >= 0);
 	CHK(adv_next(fd, &h) == NTX_TCP_HELLO);
+	/* an acceptor welcomes whoever it likes: the victim connected */
+	CHK(adv_frame(fd, NTX_TCP_WELCOME, NULL, &(struct ntx_tcp_params){
+			      .eager_max = 8192 }, sizeof(struct ntx_tcp_params)) == 0);
 	while ((type = adv_next(fd, &h)) == NTX_TCP_ENTRY &&
 	       h.op != NTX_OP_RTS)
 		;
@@ -308,5 +362,102 @@ Test(adversary, split_over_tcp_is_refused, .timeout = 60)
 		     "no refusal of the split");
 	cr_assert_eq(t_join(pid), 0);
 	fi_close(&mr->fid);
+	t_close(&t);
+}
+
+/* 5. Impersonation (issue #13): a raw client says hello with the name of
+ * another endpoint, which lives in a child. The victim never binds that
+ * connection to the name: its message to the name reaches the real
+ * endpoint, nothing reaches the impostor, and the impostor's connection
+ * is closed after FI_NTX_TCP_HELLO_MS. */
+static int child_real_peer(int sock)
+{
+	struct fi_cq_tagged_entry e;
+	char buf[64], ok = 'r';
+	struct tctx t;
+	fi_addr_t peer;
+
+	CHK(t_open(&t, FI_MSG) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	CHK(fi_recv(t.ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, NULL) == 0);
+	CHK(t_wait(&t, &e, NULL, NULL, ADV_MS) == 1);
+	CHK(e.len == 6 && !memcmp(buf, "for C", 6));
+	CHK(write(sock, &ok, 1) == 1);
+	/* stays up (and progressing) until the test process is done */
+	CHK(t_sync_progress(&t, sock, 2 * ADV_MS) == 0);
+	t_close(&t);
+	return 0;
+}
+
+/* The impostor's socket: 1 when it closed, 0 while open, -1 when a
+ * frame other than set-up arrived (a message meant for the name). */
+static int impostor_look(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct ntx_tcp_frame f;
+	char c;
+
+	if (poll(&p, 1, 0) != 1)
+		return 0;
+	if (recv(fd, &c, 1, MSG_PEEK) <= 0)
+		return 1;
+	if (t_sock_read(fd, &f, sizeof(f)))
+		return 1;
+	fprintf(stderr, "impostor got a frame of type %u\n", f.type);
+	return -1;
+}
+
+Test(adversary, an_impostor_never_gets_the_messages_of_the_name_it_claims,
+     .timeout = 60)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct fi_cq_tagged_entry e;
+	struct ntx_addr victim, real;
+	size_t len = sizeof(real);
+	int sock, fd, closed = 0, seen;
+	bool got = false;
+	time_t end;
+	struct tctx t;
+	fi_addr_t peer;
+	pid_t pid;
+	char c;
+
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	setenv("NTX_TEST_DOMAIN", "tcp", 1);
+	setenv("FI_NTX_TCP_HELLO_MS", "1000", 1);
+	pid = t_fork(&sock, child_real_peer);
+	cr_assert_eq(t_open(&t, FI_MSG), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(fi_av_lookup(t.av, peer, &real, &len), 0);
+	len = sizeof(victim);
+	cr_assert_eq(fi_getname(&t.ep->fid, &victim, &len), 0);
+	/* the impostor claims the child's name */
+	sin.sin_port = victim.port;
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert(fd >= 0 && !connect(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	cr_assert_eq(adv_frame(fd, NTX_TCP_HELLO, NULL, &real, sizeof(real)), 0);
+	/* the victim takes the hello in (a bounded spell of progress: the
+	 * unfixed provider bound the connection to the name here) */
+	t_drain(&t, 200);
+	cr_assert_eq(fi_send(t.ep, "for C", 6, NULL, peer, NULL), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, ADV_MS), 1);
+	/* until the child has the message and the impostor was shut out */
+	end = time(NULL) + 2 * ADV_MS / 1000;
+	while (!(got && closed) && time(NULL) < end) {
+		struct pollfd p = { .fd = sock, .events = POLLIN };
+
+		fi_cq_read(t.cq, &e, 1);
+		seen = impostor_look(fd);
+		cr_assert_neq(seen, -1, "the impostor received a message");
+		closed |= seen;
+		if (!got && poll(&p, 1, 0) == 1)
+			got = read(sock, &c, 1) == 1 && c == 'r';
+	}
+	cr_assert(got, "the real endpoint did not get its message");
+	cr_assert(closed, "the impostor's connection stayed open");
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0);
+	close(fd);
 	t_close(&t);
 }
