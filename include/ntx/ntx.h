@@ -65,6 +65,7 @@ struct ntx_params {
 	size_t cq_size;        /* default CQ depth */
 	size_t min_multi_recv; /* default FI_OPT_MIN_MULTI_RECV */
 	char *auth_key;        /* FI_NTX_AUTH_KEY: the default job key */
+	size_t auth_timeout_ms; /* a job-key exchange not done by then fails */
 };
 extern struct ntx_params ntx_params;
 void ntx_params_init(void);

@@ -26,6 +26,7 @@ struct ntx_vc_auth {
 	uint8_t tx;       /* NTX_AUTH_TX_*: packets still to send */
 	bool have_theirs; /* the peer's challenge arrived */
 	bool proven;      /* the peer's proof checked out */
+	uint64_t deadline_ns; /* FI_NTX_AUTH_TIMEOUT_MS after the VC began */
 };
 #define NTX_AUTH_TX_CHAL 1
 #define NTX_AUTH_TX_PROOF 2
@@ -192,6 +193,7 @@ struct ntx_ep {
 	uint32_t progress_calls;
 	bool reap; /* failed VCs to disconnect */
 	struct ntx_auth_key auth; /* job key (len 0: none) */
+	uint32_t auth_vcs;        /* VCs whose job-key exchange runs */
 	struct ntx_addr name;     /* our whole name, as peers see it */
 };
 
@@ -295,6 +297,8 @@ void ntx_auth_pump(struct ntx_vc *vc);
 void ntx_auth_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			const void *payload, size_t len);
 void ntx_auth_free(struct ntx_vc *vc);
+/* Fails the VCs whose exchange outlived FI_NTX_AUTH_TIMEOUT_MS. */
+void ntx_auth_check(struct ntx_ep *ep, uint64_t now);
 /* Packets of the exchange still to send (progress keeps pumping). */
 static inline bool ntx_auth_tx_pending(const struct ntx_vc *vc)
 {

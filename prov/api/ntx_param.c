@@ -19,6 +19,7 @@ struct ntx_params ntx_params = {
 	.min_multi_recv = 64,
 	.progress_idle_us = 10000,
 	.progress_cpus = NULL,
+	.auth_timeout_ms = 30000,
 };
 
 static void ntx_param_size(const char *name, const char *help, size_t *val,
@@ -127,6 +128,11 @@ void ntx_params_init(void)
 			"the key never travels); fi_info's domain_attr or "
 			"ep_attr auth_key overrides it (default: none)");
 	fi_param_get_str(&ntx_prov, "auth_key", &ntx_params.auth_key);
+	ntx_param_size("auth_timeout_ms",
+		       "milliseconds a peer may take to prove the job key once "
+		       "connected before everything owed to it fails "
+		       "(FI_ETIMEDOUT)",
+		       &ntx_params.auth_timeout_ms, 100, 3600000);
 	ntx_param_size("cq_size", "default completion queue depth",
 		       &ntx_params.cq_size, 1, 1 << 24);
 	ntx_param_size("min_multi_recv",

@@ -37,7 +37,10 @@ int ntx_auth_init(struct ntx_vc *vc)
 		free(a);
 		return -FI_EIO;
 	}
+	a->deadline_ns = ntx_now_ns() +
+			 (uint64_t)ntx_params.auth_timeout_ms * 1000000;
 	vc->auth = a;
+	vc->ep->auth_vcs++;
 	return 0;
 }
 
@@ -48,6 +51,26 @@ void ntx_auth_free(struct ntx_vc *vc)
 	ntx_wipe(vc->auth, sizeof(*vc->auth));
 	free(vc->auth);
 	vc->auth = NULL;
+	vc->ep->auth_vcs--;
+}
+
+/* A peer that connected and then says nothing must not hold what we
+ * owe it forever. */
+void ntx_auth_check(struct ntx_ep *ep, uint64_t now)
+{
+	struct ntx_list *it;
+
+	ntx_list_foreach(&ep->vcs, it) {
+		struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc, entry);
+
+		if (!vc->auth || vc->state == NTX_VC_ERROR ||
+		    now <= vc->auth->deadline_ns)
+			continue;
+		NTX_WARN(FI_LOG_EP_CTRL, "pid %u did not prove the job key in "
+			 "%zu ms\n", vc->peer.pid, ntx_params.auth_timeout_ms);
+		vc->auth->tx = 0;
+		ntx_vc_fail(vc, -FI_ETIMEDOUT);
+	}
 }
 
 /* The proof a responder gives to a challenger. */
