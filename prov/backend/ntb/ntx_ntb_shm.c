@@ -85,6 +85,7 @@ struct ntx_be_ep {
 	bool rescan; /* connect work left over: poll even without a bell */
 	bool bits_on; /* we drain by the ready bitmap (hdr->bits_on) */
 	uint64_t *idle; /* ready bits whose rings were empty last time */
+	uint64_t *reused; /* slots released before: zeroed again at reuse */
 	uint64_t bits_clear_ns; /* next ntx_ntb_bits_clear pass */
 	uint32_t polls;
 };
@@ -540,10 +541,12 @@ static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 		ctl = ntx_win_ctl(&be->win, i);
 		atomic_store_explicit(&ctl->resp, 0, memory_order_relaxed);
 		atomic_store_explicit(&ctl->cons, 0, memory_order_relaxed);
-		/* zeroed again: a peer that had not yet seen its connection
-		 * fail (a job-key refusal, a protocol error) may have written
-		 * an entry after the release zeroed it */
-		ntx_ntb_ring_zero(be, i);
+		/* a slot used before is zeroed again: a peer that had not yet
+		 * seen its connection fail (a job-key refusal, a protocol
+		 * error) may have written an entry after the release zeroed
+		 * it. Fresh slots are zero (and cost no system call). */
+		if (be->reused[i / 64] & (1ull << (i % 64)))
+			ntx_ntb_ring_zero(be, i);
 		/* the reset is published by the release that follows (cell
 		 * post or connect response) */
 		be->slots[i] = c;
@@ -561,6 +564,7 @@ static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 static void ntx_ntb_slot_release(struct ntx_be_ep *be, uint32_t slot)
 {
 	be->slots[slot] = NULL;
+	be->reused[slot / 64] |= 1ull << (slot % 64);
 	ntx_ntb_ring_zero(be, slot);
 }
 
@@ -1421,7 +1425,8 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	be->addr.win_fd = be->fd;
 	be->slots = calloc(be->win.g.nslots, sizeof(*be->slots));
 	be->idle = calloc((be->win.g.nslots + 63) / 64, sizeof(*be->idle));
-	if (!be->slots || !be->idle) {
+	be->reused = calloc((be->win.g.nslots + 63) / 64, sizeof(*be->reused));
+	if (!be->slots || !be->idle || !be->reused) {
 		ret = -FI_ENOMEM;
 		goto unmap;
 	}
@@ -1430,6 +1435,7 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 unmap:
 	free(be->slots);
 	free(be->idle);
+	free(be->reused);
 	munmap(be->win.base, be->win.g.size);
 	close(be->fd);
 close_svc:
@@ -1466,6 +1472,7 @@ static void ntx_ntb_close(struct ntx_be_ep *be)
 	close(be->wake);
 	free(be->slots);
 	free(be->idle);
+	free(be->reused);
 	free(be);
 }
 
