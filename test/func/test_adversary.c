@@ -5,6 +5,7 @@
  * process, must stay up, answer with errors, and write nothing into its
  * CQ that the peer had no right to cause.
  */
+#define _GNU_SOURCE /* memmem */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -530,6 +531,8 @@ static int adv_keyless(int sock)
 	fd = adv_connect(&v);
 	CHK(fd >= 0);
 	CHK(adv_read_chal(fd, &chal) == 0);
+	/* the challenge never carries the key */
+	CHK(!memmem(&chal, sizeof(chal), JOB_KEY, strlen(JOB_KEY)));
 	if (g_key_attack == 0) {
 		memcpy(&h.rreq, "evil", 4);
 		CHK(adv_frame(fd, NTX_TCP_ENTRY, &h, NULL, 0) == 0);
