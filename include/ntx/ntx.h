@@ -64,6 +64,7 @@ struct ntx_params {
 	char *progress_cpus;     /* auto progress: cpuset of the helper */
 	size_t cq_size;        /* default CQ depth */
 	size_t min_multi_recv; /* default FI_OPT_MIN_MULTI_RECV */
+	size_t peer_unexp_max; /* unexpected bytes one peer may hold */
 	char *auth_key;        /* FI_NTX_AUTH_KEY: the default job key */
 	size_t auth_timeout_ms; /* a job-key exchange not done by then fails */
 };
@@ -190,10 +191,9 @@ struct ntx_domain {
 	uint64_t mr_mode;
 	struct fid_eq *eq;
 	struct ntx_auth_key auth; /* job key of the domain's endpoints */
-	/* MR table: key = [index | generation] (DESIGN §6) */
+	/* MR table: key = [random:32 | index:32] (DESIGN §6) */
 	struct ntx_mr **mr_table;
 	uint32_t mr_cap;
-	uint32_t mr_gen_seed;
 	bool progress_busy; /* recursion guard */
 	int wait_sets[16];  /* epoll fds given out by FI_GETWAIT */
 	int nwait_sets;
@@ -380,6 +380,11 @@ struct ntx_cq {
 	fi_addr_t *direct_src;
 	size_t direct_cap, direct_n, esz;
 };
+/* Entries a CQ may hold before peers' remote CQ data is refused (the
+ * peer's connection fails): a peer cannot grow it without bound. */
+#define NTX_CQ_REMOTE_MAX (1u << 20)
+/* Room for one more entry that a peer caused (takes the CQ's lock). */
+bool ntx_cq_room_for_peer(struct ntx_cq *cq);
 /* Called from progress: takes the CQ's own lock. */
 int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 		void *buf, uint64_t data, uint64_t tag, fi_addr_t src);

@@ -47,6 +47,14 @@ struct ntx_vc {
 	struct ntx_list pending; /* reqs waiting for the peer (FIN/ACK/DATA) */
 	uint32_t issued; /* reqs started and not complete: FI_FENCE waits */
 	uint32_t notify_credit; /* writes checked by RMA_CHECK: RMA_NOTIFY */
+	uint32_t key_strikes; /* rejected remote accesses since the last
+			       * accepted one (ntx_rma_strike) */
+	uint64_t strike_sreq; /* the request of the last strike */
+	bool no_cma; /* single copy with this peer failed: use the window */
+	/* what this peer holds of ours (limits of DESIGN §7, "limits") */
+	uint32_t ctrl_queued; /* answers waiting for room in its ring */
+	int doom;             /* fail it (this error) at the next reap */
+	size_t unexp_bytes;   /* its unexpected messages, with headers */
 	struct ntx_vc_auth *auth; /* job-key exchange; NULL when neither
 				   * side has a key */
 };
@@ -182,6 +190,7 @@ struct ntx_ep {
 	size_t vc_cap;
 	struct ntx_tme tme;
 	struct ntx_list unexp_free; /* ntx_unexp pool */
+	uint32_t unexp_pooled;      /* entries in unexp_free */
 	struct ntx_req **reqtab; /* id -> request, for the wire */
 	uint32_t reqtab_cap;
 	uint32_t req_gen;
@@ -189,6 +198,7 @@ struct ntx_ep {
 	size_t tx_outstanding, tx_limit;
 	size_t min_multi_recv;
 	bool cma_ok;
+	uint64_t key_rejects; /* remote accesses rejected, every peer */
 	uint64_t next_check_ns;
 	uint32_t progress_calls;
 	bool reap; /* failed VCs to disconnect */
@@ -350,11 +360,12 @@ int ntx_bulk_move(struct ntx_vc *vc, bool write, const struct iovec *local,
 void ntx_wire_iov_fill(struct ntx_vc *vc, const struct iovec *iov, size_t n,
 		       bool writable, struct ntx_wire_iov *w);
 /* Bulk moves on this VC: a back end that has them, and single copy not
- * turned off for the shm window (FI_NTX_SHM_CMA) */
+ * turned off for the shm window (FI_NTX_SHM_CMA) nor refused by this peer
+ * (a peer that cannot or will not move by CMA costs only itself) */
 static inline bool ntx_vc_bulk(const struct ntx_vc *vc)
 {
 	return vc->ops->bulk_read && vc->ops->bulk_write &&
-	       (vc->ops->bulk_keyed || vc->ep->cma_ok);
+	       (vc->ops->bulk_keyed || (vc->ep->cma_ok && !vc->no_cma));
 }
 /* A send request is done or failed (err negative) */
 void ntx_proto_send_done(struct ntx_req *r);

@@ -59,6 +59,16 @@ static void ntx_cq_put(struct ntx_cq *cq, void *dst, void *ctx,
 	e->tag = tag;
 }
 
+bool ntx_cq_room_for_peer(struct ntx_cq *cq)
+{
+	bool room;
+
+	ntx_cmutex_lock(cq->domain, &cq->lock);
+	room = cq->count < NTX_CQ_REMOTE_MAX;
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
+	return room;
+}
+
 int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 		void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
 {

@@ -240,7 +240,6 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		dom->mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
 	else if (dom->mr_mode == FI_MR_SCALABLE)
 		dom->mr_mode = 0;
-	dom->mr_gen_seed = (uint32_t)ntx_random64();
 	dom->dom.fid.fclass = FI_CLASS_DOMAIN;
 	dom->dom.fid.context = context;
 	dom->dom.fid.ops = &ntx_domain_fi_ops;

@@ -1,8 +1,10 @@
 /*
- * Memory registration. Provider keys are [generation:32 | index:32]: the
- * index finds the MR in the domain's table, the generation (random per
- * domain at start) changes each time a slot is reused, so a key of a closed
- * MR never matches again (DESIGN §6).
+ * Memory registration. Provider keys are [random:32 | index:32]: the
+ * index finds the MR in the domain's table, the upper half is drawn from
+ * getrandom for every key, so no key tells anything about another and a
+ * key of a closed MR misses its reused slot (DESIGN §6). Every rejected
+ * remote access (unknown key, range, access) answers FI_EKEYREJECTED, so
+ * the answer does not say which half of a guess was right.
  */
 #include "config.h"
 #include <stdlib.h>
@@ -87,12 +89,12 @@ int ntx_mr_check(struct ntx_domain *dom, const struct ntx_ep *ep,
 		NTX_WARN(FI_LOG_MR, "remote access out of range: key 0x%llx "
 			 "addr 0x%llx len %llu\n", (unsigned long long)key,
 			 (unsigned long long)addr, (unsigned long long)len);
-		return -FI_EFAULT;
+		return -FI_EKEYREJECTED;
 	}
 	if ((mr->access & access) != access) {
 		NTX_WARN(FI_LOG_MR, "remote access not allowed by key 0x%llx\n",
 			 (unsigned long long)key);
-		return -FI_EACCES;
+		return -FI_EKEYREJECTED;
 	}
 	ntx_iov_slice(mr->iov, mr->iov_count, off, len, iov, niov);
 	*out = mr;
@@ -231,7 +233,7 @@ int ntx_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 	if (ret)
 		goto unlock;
 	if (dom->mr_mode & FI_MR_PROV_KEY)
-		mr->mr.key = ((uint64_t)dom->mr_gen_seed++ << 32) | mr->index;
+		mr->mr.key = (ntx_random64() & ~0xffffffffull) | mr->index;
 	else
 		mr->mr.key = attr->requested_key;
 	ntx_mutex_unlock(dom, &dom->mr_lock);

@@ -17,6 +17,7 @@ struct ntx_params ntx_params = {
 	.tcp_timeout_ms = 15000,
 	.cq_size = 1024,
 	.min_multi_recv = 64,
+	.peer_unexp_max = 256u << 20,
 	.progress_idle_us = 10000,
 	.progress_cpus = NULL,
 	.auth_timeout_ms = 30000,
@@ -62,14 +63,8 @@ void ntx_params_init(void)
 		       &ntx_params.ring_size, 1024, 1u << 22);
 	/* whole blocks of 8 lines (the ring math of ntx_ring.h) */
 	ntx_params.ring_size &= ~(size_t)(8 * NTX_CACHELINE - 1);
-	/* an entry of eager_max bytes must fit with its skip (ntx_ring.h) */
-	if (ntx_params.ring_size < 2 * (ntx_params.eager_max + 2 * NTX_CACHELINE)) {
-		ntx_params.ring_size = (2 * (ntx_params.eager_max +
-					     2 * NTX_CACHELINE) + 511) &
-				       ~(size_t)511;
-		NTX_WARN(FI_LOG_CORE, "FI_NTX_RING_SIZE too small for "
-			 "FI_NTX_EAGER_MAX; using %zu\n", ntx_params.ring_size);
-	}
+	/* the shm back end raises it until an entry of eager_max bytes
+	 * always finds room (ntx_ring_max_payload in ntx_ring.h) */
 	ntx_param_size("max_peers",
 		       "peers one endpoint can exchange messages with "
 		       "(ring slots in its window)",
@@ -135,6 +130,11 @@ void ntx_params_init(void)
 		       &ntx_params.auth_timeout_ms, 100, 3600000);
 	ntx_param_size("cq_size", "default completion queue depth",
 		       &ntx_params.cq_size, 1, 1 << 24);
+	ntx_param_size("peer_unexp_max",
+		       "bytes of unexpected messages (payload plus about 1 KiB "
+		       "per message) one peer may have waiting at an endpoint; "
+		       "a peer that sends more fails its own connection",
+		       &ntx_params.peer_unexp_max, 1u << 20, SIZE_MAX);
 	ntx_param_size("min_multi_recv",
 		       "default FI_OPT_MIN_MULTI_RECV of an endpoint",
 		       &ntx_params.min_multi_recv, 0, SIZE_MAX);

@@ -102,6 +102,8 @@ void ntx_ep_progress(struct ntx_ep *ep)
 			struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc,
 							     entry);
 
+			if (vc->doom)
+				ntx_vc_fail(vc, vc->doom);
 			if (vc->state == NTX_VC_ERROR)
 				ntx_vc_destroy(vc);
 		}

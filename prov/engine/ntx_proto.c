@@ -196,6 +196,7 @@ int ntx_proto_tx(struct ntx_req *r)
 				       r->len ? 1 : 0, r->len);
 		if (ret == -FI_EAGAIN)
 			return ret;
+		r->vc->ctrl_queued--;
 		ntx_req_put(r);
 		return 0;
 	}
@@ -577,7 +578,7 @@ static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
 		NTX_INFO(FI_LOG_EP_DATA, "single copy not allowed; pipelining "
 			 "rendezvous through the window\n");
 		if (!vc->ops->bulk_keyed)
-			ep->cma_ok = false;
+			vc->no_cma = true;
 	}
 	if (!r->want) { /* nothing fits: the sender is done */
 		reply.op = NTX_OP_FIN;
@@ -602,6 +603,7 @@ static struct ntx_unexp *ntx_unexp_get(struct ntx_ep *ep, size_t len)
 		u = ntx_container_of(ntx_list_first(&ep->unexp_free),
 				     struct ntx_unexp, entry);
 		ntx_list_remove(&u->entry);
+		ep->unexp_pooled--;
 	} else if (!(u = calloc(1, sizeof(*u)))) {
 		return NULL;
 	}
@@ -610,6 +612,7 @@ static struct ntx_unexp *ntx_unexp_get(struct ntx_ep *ep, size_t len)
 
 		if (!d) {
 			ntx_list_insert_head(&ep->unexp_free, &u->entry);
+			ep->unexp_pooled++;
 			return NULL;
 		}
 		u->data = d;
@@ -621,11 +624,36 @@ static struct ntx_unexp *ntx_unexp_get(struct ntx_ep *ep, size_t len)
 	return u;
 }
 
+/* What an unexpected message counts against its peer's limit. */
+static size_t ntx_unexp_cost(size_t len)
+{
+	return sizeof(struct ntx_unexp) + len;
+}
+
+/* Entries kept for reuse, and the largest buffer one keeps: a burst of
+ * large unexpected messages (or a hostile peer's) is given back. */
+#define NTX_UNEXP_POOL 256
+#define NTX_UNEXP_KEEP_CAP 65536
+
 static void ntx_unexp_free(struct ntx_unexp *u)
 {
+	struct ntx_ep *ep = u->vc->ep;
+
 	ntx_tme_del_unexp(u);
+	u->vc->unexp_bytes -= ntx_unexp_cost(u->cap);
+	if (ep->unexp_pooled >= NTX_UNEXP_POOL) {
+		free(u->data);
+		free(u);
+		return;
+	}
+	if (u->cap > NTX_UNEXP_KEEP_CAP) {
+		free(u->data);
+		u->data = NULL;
+		u->cap = 0;
+	}
 	/* kept for reuse: no allocation for unexpected messages once warm */
-	ntx_list_insert_head(&u->vc->ep->unexp_free, &u->entry);
+	ntx_list_insert_head(&ep->unexp_free, &u->entry);
+	ep->unexp_pooled++;
 }
 
 /* Hands an unexpected message to a receive that matched it. */
@@ -768,6 +796,13 @@ static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			ntx_rx_rndv(r, vc, h, riov, niov);
 		return;
 	}
+	if (vc->unexp_bytes + ntx_unexp_cost(len) > ntx_params.peer_unexp_max) {
+		NTX_WARN(FI_LOG_EP_DATA, "pid %u has %zu bytes of unexpected "
+			 "messages waiting (FI_NTX_PEER_UNEXP_MAX): connection "
+			 "closed\n", vc->peer.pid, vc->unexp_bytes);
+		ntx_vc_fail(vc, -FI_ENOSPC);
+		return;
+	}
 	u = ntx_unexp_get(ep, h->op == NTX_OP_EAGER ? len : 0);
 	if (!u) {
 		NTX_WARN(FI_LOG_EP_DATA, "no memory for an unexpected message\n");
@@ -775,6 +810,7 @@ static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		return;
 	}
 	u->vc = vc;
+	vc->unexp_bytes += ntx_unexp_cost(u->cap);
 	u->hdr = *h;
 	if (h->op == NTX_OP_EAGER) {
 		memcpy(u->data, payload, len);
@@ -969,6 +1005,7 @@ void ntx_proto_vc_failed(struct ntx_vc *vc)
 							     entry);
 			ntx_list_remove(&r->entry);
 			if (r->kind == NTX_REQ_CTRL) {
+				vc->ctrl_queued--;
 				ntx_req_put(r);
 			} else if (r->kind == NTX_REQ_SEND) {
 				ntx_proto_send_fail(r, -err);

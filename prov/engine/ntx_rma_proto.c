@@ -315,7 +315,7 @@ static void ntx_rma_on_resp(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			 "data goes through the window\n");
 		r->redo |= (uint8_t)(1u << h->niov);
 		if (!vc->ops->bulk_keyed)
-			vc->ep->cma_ok = false;
+			vc->no_cma = true;
 	} else if (h->status) {
 		if (len)
 			goto bad;
@@ -362,6 +362,40 @@ static void ntx_rma_mr_unlock(struct ntx_vc *vc)
 }
 
 /* err: 0, a negative FI_E* code, or NTX_RMA_RETRY */
+/* Key guessing is bounded (DESIGN §7, "keys"): a connection that has
+ * NTX_KEY_STRIKES remote accesses rejected in a row is failed; once the
+ * endpoint has rejected NTX_KEY_BUDGET accesses from all its peers, the
+ * first rejection fails a connection. Each new connection costs the
+ * guesser a handshake. */
+#define NTX_KEY_STRIKES 8
+#define NTX_KEY_BUDGET 1024
+
+/* Counts an answer of the target, once per request (sreq); true when the
+ * VC must be failed. */
+static bool ntx_rma_strike(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+			   int err)
+{
+	struct ntx_ep *ep = vc->ep;
+
+	if (err != -FI_EKEYREJECTED) {
+		if (!err)
+			vc->key_strikes = 0;
+		return false;
+	}
+	/* every packet of a large request is checked: one strike each */
+	if (vc->key_strikes && h->sreq == vc->strike_sreq)
+		return false;
+	vc->strike_sreq = h->sreq;
+	ep->key_rejects++;
+	if (++vc->key_strikes < NTX_KEY_STRIKES &&
+	    ep->key_rejects <= NTX_KEY_BUDGET)
+		return false;
+	NTX_WARN(FI_LOG_EP_DATA, "pid %u: %u remote accesses rejected in a "
+		 "row (%llu in all): connection closed\n", vc->peer.pid,
+		 vc->key_strikes, (unsigned long long)ep->key_rejects);
+	return true;
+}
+
 static void ntx_rma_answer(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			   int err, const struct iovec *iov, size_t iovcnt,
 			   size_t len)
@@ -374,8 +408,31 @@ static void ntx_rma_answer(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		.rreq = h->rreq,
 	};
 
+	bool strike = ntx_rma_strike(vc, h, err);
+
 	if (ntx_vc_ctrl_data(vc, &a, iov, iovcnt, len))
 		ntx_vc_fail(vc, -FI_ENOMEM); /* the initiator would hang */
+	else if (strike)
+		ntx_vc_fail(vc, -FI_EACCES);
+}
+
+/* A remote CQ data entry, unless the CQ already holds NTX_CQ_REMOTE_MAX
+ * entries that nobody reads: then the peer's connection fails. */
+static void ntx_rma_remote_data(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
+{
+	struct ntx_cq *cq = vc->ep->rx_cq;
+
+	if (!ntx_cq_room_for_peer(cq)) {
+		if (!vc->doom)
+			NTX_WARN(FI_LOG_CQ, "CQ full of entries nobody reads; "
+				 "remote CQ data of pid %u refused\n",
+				 vc->peer.pid);
+		vc->doom = -FI_ENOSPC;
+		vc->ep->reap = true;
+		return;
+	}
+	ntx_cq_push(cq, NULL, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
+		    h->msg_len, NULL, h->cq_data, 0, ntx_vc_fi_addr(vc));
 }
 
 /* The operation's last packet landed: counters and remote CQ data. */
@@ -394,10 +451,7 @@ static void ntx_rma_target_event(struct ntx_vc *vc,
 	if (mr->cntr && (mr->cntr_flags & what) && mr->cntr != c)
 		ntx_cntr_inc(mr->cntr);
 	if ((h->flags & NTX_PF_DATA) && what == FI_REMOTE_WRITE && ep->rx_cq)
-		ntx_cq_push(ep->rx_cq, NULL,
-			    FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
-			    h->msg_len, NULL, h->cq_data, 0,
-			    ntx_vc_fi_addr(vc));
+		ntx_rma_remote_data(vc, h);
 }
 
 static void ntx_rma_on_write(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
@@ -653,10 +707,7 @@ static void ntx_rma_on_notify(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 	struct ntx_ep *ep = vc->ep;
 
 	if (ep->rx_cq)
-		ntx_cq_push(ep->rx_cq, NULL,
-			    FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
-			    h->msg_len, NULL, h->cq_data, 0,
-			    ntx_vc_fi_addr(vc));
+		ntx_rma_remote_data(vc, h);
 	ntx_rma_answer(vc, h, 0, NULL, 0, 0);
 }
 

@@ -206,6 +206,11 @@ void ntx_vc_pump(struct ntx_vc *vc)
 	}
 }
 
+/* Answers queued for a peer whose ring is full: a peer that sends
+ * requests and never reads the answers fails its own connection here
+ * instead of growing our memory (DESIGN §7, "limits"). */
+#define NTX_VC_CTRL_MAX 4096
+
 /* A control packet (CTS, FIN, ACK, one-sided answers) now, or a copy
  * queued behind the backlog if the ring is full. */
 int ntx_vc_ctrl_data(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
@@ -221,6 +226,17 @@ int ntx_vc_ctrl_data(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
 		if (ret != -FI_EAGAIN)
 			return ret;
 	}
+	if (vc->ctrl_queued >= NTX_VC_CTRL_MAX) {
+		/* failed from progress: the caller may still hold requests
+		 * of this VC */
+		if (!vc->doom)
+			NTX_WARN(FI_LOG_EP_DATA, "pid %u reads none of its %u "
+				 "queued answers: connection closed\n",
+				 vc->peer.pid, vc->ctrl_queued);
+		vc->doom = -FI_ENOSPC;
+		vc->ep->reap = true;
+		return -FI_ENOSPC;
+	}
 	r = ntx_req_get(vc->ep, NTX_REQ_CTRL);
 	if (!r)
 		return -FI_ENOMEM;
@@ -232,6 +248,7 @@ int ntx_vc_ctrl_data(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
 	r->len = len;
 	r->vc = vc;
 	r->hdr = *hdr;
+	vc->ctrl_queued++;
 	ntx_vc_queue(vc, r);
 	return 0;
 }

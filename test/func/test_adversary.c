@@ -5,14 +5,22 @@
  * process, must stay up, answer with errors, and write nothing into its
  * CQ that the peer had no right to cause.
  */
-#define _GNU_SOURCE /* memmem */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -375,7 +383,213 @@ Test(adversary, split_over_tcp_is_refused, .timeout = 60)
 	t_close(&t);
 }
 
-/* 5. Impersonation (issue #13): a raw client says hello with the name of
+/* 8. A same-user process that opens a window through /proc cannot change
+ * its size (memfd seals): no SIGBUS in the owner or its peers. */
+static int adv_truncate(int sock)
+{
+	struct ntx_addr v;
+	char path[64], verdict = 'x';
+	int fd, seals;
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	snprintf(path, sizeof(path), "/proc/%u/fd/%d", v.pid, v.win_fd);
+	fd = open(path, O_RDWR);
+	CHK(fd >= 0);
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_GROW) &&
+	    ftruncate(fd, 4096) < 0 && errno == EPERM &&
+	    ftruncate(fd, 1 << 30) < 0 && errno == EPERM)
+		verdict = 'k';
+	close(fd);
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+Test(adversary, a_window_cannot_be_resized, .timeout = 60)
+{
+	struct ntx_addr a;
+	size_t len = sizeof(a);
+	struct tctx t;
+	char verdict = 0;
+	int sock;
+	pid_t pid;
+
+	setenv("NTX_TEST_DOMAIN", "shm", 1);
+	cr_assert_eq(t_open(&t, FI_MSG), 0);
+	cr_assert_eq(fi_getname(&t.ep->fid, &a, &len), 0);
+	cr_assert_geq(a.win_fd, 0, "the shm domain names its window");
+	pid = t_fork(&sock, adv_truncate);
+	cr_assert_gt(pid, 0);
+	cr_assert_eq(t_sock_write(sock, &a, sizeof(a)), 0);
+	cr_assert_eq(t_sock_read(sock, &verdict, 1), 0);
+	cr_assert_eq(verdict, 'k', "the window could be resized");
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+}
+
+/* 9. Another Unix user binds the abstract name of our service first:
+ * the endpoint still opens (in a private directory instead, with a
+ * warning) and a peer of ours reaches it by the service number. The
+ * wake-up names carry a random part from the window, so they cannot be
+ * taken first. Needs root, to be another user. */
+static char g_svc9[16];
+
+static int adv_squatter(int sock)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	socklen_t len;
+	uid_t victim;
+	int fd, n;
+	char c;
+
+	CHK(t_sock_read(sock, &victim, sizeof(victim)) == 0);
+	CHK(setgid(65534) == 0 && setuid(65534) == 0);
+	n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "ntx-%u-%s",
+		     victim, g_svc9);
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHK(fd >= 0 && bind(fd, (struct sockaddr *)&sun, len) == 0 &&
+	    listen(fd, 1) == 0);
+	CHK(write(sock, "b", 1) == 1);
+	while (read(sock, &c, 1) == 1) /* until the test is over */
+		;
+	close(fd);
+	return 0;
+}
+
+static int adv_service_client(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 99;
+	char c;
+
+	CHK(read(sock, &c, 1) == 1); /* the service is open */
+	CHK(t_open(&t, FI_MSG) == 0);
+	CHK(fi_av_insertsvc(t.av, "localhost", g_svc9, &peer, 0, NULL) == 1);
+	CHK(fi_send(t.ep, &v, 8, NULL, peer, NULL) == 0);
+	CHK(t_wait(&t, NULL, NULL, NULL, 10000) == 1);
+	t_close(&t);
+	return 0;
+}
+
+Test(adversary, a_service_name_taken_by_another_user, .timeout = 60)
+{
+	struct fi_info *h, *fi;
+	struct tctx t = { 0 };
+	uid_t me = getuid();
+	int sq, cl;
+	pid_t squatter, client;
+	uint64_t v = 0;
+	char c;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root to act as another user");
+	setenv("NTX_TEST_DOMAIN", "shm", 1);
+	snprintf(g_svc9, sizeof(g_svc9), "%d", 41000 + getpid() % 9000);
+	squatter = t_fork(&sq, adv_squatter);
+	client = t_fork(&cl, adv_service_client);
+	cr_assert_eq(t_sock_write(sq, &me, sizeof(me)), 0);
+	cr_assert_eq(read(sq, &c, 1), 1, "the squatter has the name");
+	h = t_hints(FI_MSG);
+	cr_assert_eq(fi_getinfo(T_VERSION, "localhost", g_svc9, FI_SOURCE, h,
+				&fi), 0);
+	fi_freeinfo(h);
+	cr_assert_eq(t_open_hints(&t, fi_dupinfo(fi)), 0,
+		     "the endpoint opens although its name is taken");
+	fi_freeinfo(fi);
+	cr_assert_eq(fi_recv(t.ep, &v, 8, NULL, FI_ADDR_UNSPEC, NULL), 0);
+	cr_assert_eq(write(cl, "g", 1), 1);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, 10000), 1,
+		     "a peer reaches the service");
+	cr_assert_eq(v, 99);
+	cr_assert_eq(t_join(client), 0);
+	close(sq);
+	cr_assert_eq(t_join(squatter), 0);
+	t_close(&t);
+}
+
+/* 11. Single copy that one peer refuses (a non-dumpable or dying peer,
+ * or ptrace rules) is turned off for that peer only. This process is the
+ * receiver: its process_vm_readv calls go through the wrapper below (the
+ * test binary exports it, so the provider's calls land here), which
+ * refuses the first sender and counts the calls for the second. */
+static pid_t g_refused;
+static atomic_int g_cma_calls[2];
+static pid_t g_cma_pid[2];
+
+ssize_t process_vm_readv(pid_t pid, const struct iovec *l, unsigned long nl,
+			 const struct iovec *r, unsigned long nr,
+			 unsigned long flags)
+{
+	for (int i = 0; i < 2; i++)
+		if (pid && pid == g_cma_pid[i])
+			atomic_fetch_add(&g_cma_calls[i], 1);
+	if (pid && pid == g_refused) {
+		errno = EPERM;
+		return -1;
+	}
+	return syscall(SYS_process_vm_readv, pid, l, nl, r, nr, flags);
+}
+
+#define CMA_BIG (1 << 20)
+
+static int cma_sender(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	char *buf = malloc(CMA_BIG), c;
+
+	CHK(buf && t_open(&t, FI_MSG) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	CHK(read(sock, &c, 1) == 1); /* our turn */
+	t_fill(buf, CMA_BIG, 11);
+	CHK(fi_send(t.ep, buf, CMA_BIG, NULL, peer, buf) == 0);
+	CHK(t_wait(&t, NULL, NULL, NULL, 20000) == 1);
+	CHK(t_sync(sock) == 0);
+	t_close(&t);
+	free(buf);
+	return 0;
+}
+
+Test(adversary, single_copy_refused_by_one_peer_stays_on_for_others,
+     .timeout = 60)
+{
+	char *buf = malloc(CMA_BIG);
+	fi_addr_t peer[2];
+	struct tctx t;
+	int sock[2];
+	pid_t pid[2];
+
+	setenv("NTX_TEST_DOMAIN", "shm", 1);
+	setenv("FI_NTX_SHM_SPLIT_MIN", "0", 1); /* only the receiver copies */
+	for (int i = 0; i < 2; i++) {
+		pid[i] = t_fork(&sock[i], cma_sender);
+		cr_assert_gt(pid[i], 0);
+		g_cma_pid[i] = pid[i];
+	}
+	g_refused = pid[0];
+	cr_assert_eq(t_open(&t, FI_MSG), 0);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(t_xchg_name(&t, sock[i], &peer[i]), 0);
+		memset(buf, 0, CMA_BIG);
+		cr_assert_eq(fi_recv(t.ep, buf, CMA_BIG, NULL, peer[i], buf), 0);
+		cr_assert_eq(write(sock[i], "g", 1), 1);
+		cr_assert_eq(t_wait(&t, NULL, NULL, NULL, 20000), 1);
+		cr_assert_eq(t_check(buf, CMA_BIG, 11), 0, "sender %d", i);
+		cr_assert_eq(t_sync(sock[i]), 0);
+	}
+	cr_assert_gt(atomic_load(&g_cma_calls[0]), 0, "single copy was tried "
+		     "with the first sender");
+	cr_assert_gt(atomic_load(&g_cma_calls[1]), 0, "after the first sender "
+		     "refused it, single copy was off for the second one too");
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(t_join(pid[i]), 0);
+	t_close(&t);
+	free(buf);
+}
+
+/* 7. Impersonation (#13 item 7): a raw client says hello with the name of
  * another endpoint, which lives in a child. The victim never binds that
  * connection to the name: its message to the name reaches the real
  * endpoint, nothing reaches the impostor, and the impostor's connection

@@ -71,17 +71,33 @@ static int child_senders(int sock)
 			for (int p = 0; p < NPEER; p++)
 				fi_cq_read(t[p].cq, NULL, 0);
 	}
-	/* the receiver answers each sender once everything arrived */
-	for (int p = 0; p < NPEER; p++) {
-		struct fi_cq_tagged_entry e;
-		uint64_t got = 0;
+	/* The receiver answers each sender once everything arrived. With
+	 * manual progress a sender's messages still queued behind a full
+	 * ring (the engine's backlog) move only while that sender's own CQ
+	 * is read: waiting on one endpoint at a time would leave the others'
+	 * queues unsent, the receiver would wait for them and answer nobody.
+	 * So every endpoint is progressed until all the answers are in. */
+	static uint64_t got[NPEER];
+	unsigned answered = 0;
+	uint64_t end = now_ms() + T_WAIT_MS;
 
-		CHK(fi_trecv(t[p].ep, &got, sizeof(got), NULL, peer[p], 9, 0,
-			     &got) == 0);
-		do {
-			CHK(t_wait(&t[p], &e, NULL, NULL, T_WAIT_MS) == 1);
-		} while (e.op_context != &got);
-		CHK(got == (uint64_t)p);
+	for (int p = 0; p < NPEER; p++) {
+		got[p] = UINT64_MAX;
+		CHK(fi_trecv(t[p].ep, &got[p], sizeof(got[p]), NULL, peer[p],
+			     9, 0, &got[p]) == 0);
+	}
+	while (answered < NPEER) {
+		CHK(now_ms() < end);
+		for (int p = 0; p < NPEER; p++) {
+			struct fi_cq_tagged_entry e;
+			ssize_t n = fi_cq_read(t[p].cq, &e, 1);
+
+			CHK(n == 1 || n == -FI_EAGAIN);
+			if (n == 1 && e.op_context == &got[p]) {
+				CHK(got[p] == (uint64_t)p);
+				answered++;
+			}
+		}
 	}
 	for (int p = 0; p < NPEER; p++)
 		t_close(&t[p]);

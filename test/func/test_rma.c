@@ -29,8 +29,9 @@ static struct tcfg {
 	uint64_t access;
 	int regv;       /* register the buffer as two iovecs */
 	int auto_prog;  /* FI_PROGRESS_AUTO, and sleep instead of polling */
+	const char *log; /* the target's warnings go to this file */
 } g_cfg = { FI_MR_PROV_KEY | FI_MR_VIRT_ADDR,
-	    FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0 };
+	    FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, NULL };
 
 /* What the initiator learns about the target's MR. */
 struct tinfo {
@@ -110,6 +111,11 @@ static int child_target(int sock)
 
 	CHK(buf);
 	t_fill(buf, TBUF, 1);
+	if (g_cfg.log) { /* before libfabric reads its log level */
+		CHK(setenv("FI_LOG_LEVEL", "warn", 1) == 0);
+		CHK(freopen(g_cfg.log, "w", stderr));
+		setvbuf(stderr, NULL, _IOLBF, 0);
+	}
 	CHK(t_open_hints(&t, rma_hints(g_cfg.mr_mode)) == 0);
 	CHK(fi_cntr_open(t.dom, &ca, &rw, NULL) == 0);
 	CHK(fi_cntr_open(t.dom, &ca, &rr, NULL) == 0);
@@ -521,14 +527,14 @@ static void bad_input_table(void)
 	ini_open(&in);
 	expect_bad_write(&in, raddr(&in, 0), in.ti.key ^ 0x5a5a0000ull, 8,
 			 FI_EKEYREJECTED, "unknown key");
-	expect_bad_write(&in, raddr(&in, TBUF - 4), in.ti.key, 8, FI_EFAULT,
+	expect_bad_write(&in, raddr(&in, TBUF - 4), in.ti.key, 8, FI_EKEYREJECTED,
 			 "end beyond the MR");
 	expect_bad_write(&in, raddr(&in, TBUF - 4), in.ti.key, 1u << 20,
-			 FI_EFAULT, "large write beyond the MR");
-	expect_bad_write(&in, in.ti.addr - 8, in.ti.key, 16, FI_EFAULT,
+			 FI_EKEYREJECTED, "large write beyond the MR");
+	expect_bad_write(&in, in.ti.addr - 8, in.ti.key, 16, FI_EKEYREJECTED,
 			 "start before the MR");
 	expect_bad_write(&in, raddr(&in, 1ull << 62), in.ti.key, 8,
-			 FI_EFAULT, "far away");
+			 FI_EKEYREJECTED, "far away");
 	/* atomics: misaligned, and running past the end */
 	POST(&in, fi_atomic(in.t.ep, &one, 1, NULL, in.peer, raddr(&in, 3),
 			    in.ti.key, FI_INT64, FI_SUM, &one));
@@ -536,7 +542,7 @@ static void bad_input_table(void)
 	POST(&in, fi_fetch_atomic(in.t.ep, two, 2, NULL, res, NULL, in.peer,
 				  raddr(&in, TBUF - 8), in.ti.key, FI_INT64,
 				  FI_SUM, two));
-	cr_assert_eq(ini_wait(&in, two, NULL), FI_EFAULT, "atomic past end");
+	cr_assert_eq(ini_wait(&in, two, NULL), FI_EKEYREJECTED, "atomic past end");
 	cr_assert_eq(fi_atomic(in.t.ep, &one, 1, NULL, in.peer, raddr(&in, 0),
 			       in.ti.key, FI_DOUBLE, FI_BOR, &one),
 		     -FI_EOPNOTSUPP);
@@ -551,6 +557,11 @@ static void bad_input_table(void)
 				       FI_SUM, many), -FI_EINVAL);
 	}
 	expect_unchanged(&in);
+	/* an accepted access ends the run of rejected ones (a connection is
+	 * closed after eight in a row, see guessing_keys_closes_...) */
+	POST(&in, fi_read(in.t.ep, res, 8, NULL, in.peer, raddr(&in, 0),
+			  in.ti.key, res));
+	cr_assert_eq(ini_wait(&in, res, NULL), 0, "a good read");
 	/* a closed MR's key, then the key of its reused slot */
 	old_key = in.ti.key;
 	cr_assert_eq(sock_write(in.sock, "r", 1), 0);
@@ -591,6 +602,67 @@ Test(rma, bad_input_table_tcp_path, .timeout = 60)
 	bad_input_table();
 }
 
+/* Issue #13 item 6: a peer that guesses keys gets the same answer for a
+ * wrong key and a wrong range, and after a few guesses in a row the
+ * target closes its connection, so every few guesses cost a new handshake
+ * (the initiator reconnects by itself). The target's warnings count the
+ * closes; a right key works again at the end. */
+static void guessing_keys(void)
+{
+	char log[] = "/tmp/ntx-guess-XXXXXX";
+	uint64_t v = 7, guess = 0x1234;
+	int ret, n, fd = mkstemp(log), closes = 0, answers = 0;
+	struct ini in;
+	char line[512];
+	FILE *f;
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	g_cfg.log = log;
+	ini_open(&in);
+	for (n = 0; n < 64; n++) {
+		guess = guess * 6364136223846793005ull + 1442695040888963407ull;
+		if (guess == in.ti.key)
+			continue;
+		POST(&in, fi_write(in.t.ep, &v, 8, NULL, in.peer, raddr(&in, 0),
+				   guess, &v));
+		ret = ini_wait(&in, &v, NULL);
+		cr_assert_neq(ret, 0, "guess %d was accepted", n);
+		answers += ret == FI_EKEYREJECTED;
+	}
+	expect_unchanged(&in);
+	/* the next operation reconnects; a right key works again */
+	do {
+		POST(&in, fi_read(in.t.ep, &v, 8, NULL, in.peer, raddr(&in, 0),
+				  in.ti.key, &v));
+		ret = ini_wait(&in, &v, NULL);
+	} while (ret && ++n < 80); /* the close may still be on its way */
+	cr_assert_eq(ret, 0, "a new connection serves a right key");
+	ini_close(&in);
+	f = fopen(log, "r");
+	cr_assert(f);
+	while (fgets(line, sizeof(line), f))
+		closes += strstr(line, "rejected in a row") != NULL;
+	fclose(f);
+	unlink(log);
+	/* eight rejections per connection, one more may be lost in a close */
+	cr_assert_geq(closes, 64 / 9, "%d closes for %d rejected guesses",
+		      closes, answers);
+	cr_assert_leq(answers, 8 * (closes + 1));
+}
+
+Test(adversary, guessing_keys_closes_the_connection, .timeout = 60)
+{
+	guessing_keys();
+}
+
+Test(adversary, guessing_keys_closes_the_connection_tcp_path, .timeout = 60)
+{
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	setenv("NTX_TEST_DOMAIN", "tcp", 1);
+	guessing_keys();
+}
+
 Test(rma, missing_access_flag, .timeout = 60)
 {
 	struct ini in;
@@ -598,13 +670,13 @@ Test(rma, missing_access_flag, .timeout = 60)
 
 	g_cfg.access = FI_REMOTE_READ; /* read-only MR */
 	ini_open(&in);
-	expect_bad_write(&in, raddr(&in, 0), in.ti.key, 8, FI_EACCES,
+	expect_bad_write(&in, raddr(&in, 0), in.ti.key, 8, FI_EKEYREJECTED,
 			 "write into a read-only MR");
-	expect_bad_write(&in, raddr(&in, 0), in.ti.key, 1u << 20, FI_EACCES,
+	expect_bad_write(&in, raddr(&in, 0), in.ti.key, 1u << 20, FI_EKEYREJECTED,
 			 "large write into a read-only MR");
 	POST(&in, fi_atomic(in.t.ep, &v, 1, NULL, in.peer, raddr(&in, 0),
 			    in.ti.key, FI_UINT64, FI_SUM, &v));
-	cr_assert_eq(ini_wait(&in, &v, NULL), FI_EACCES, "atomic, read-only");
+	cr_assert_eq(ini_wait(&in, &v, NULL), FI_EKEYREJECTED, "atomic, read-only");
 	POST(&in, fi_read(in.t.ep, &r, 8, NULL, in.peer, raddr(&in, 0),
 			  in.ti.key, &r));
 	cr_assert_eq(ini_wait(&in, &r, NULL), 0, "reads are allowed");
@@ -621,11 +693,11 @@ Test(rma, missing_remote_read, .timeout = 60)
 	ini_open(&in);
 	POST(&in, fi_read(in.t.ep, &r, 8, NULL, in.peer, raddr(&in, 0),
 			  in.ti.key, &r));
-	cr_assert_eq(ini_wait(&in, &r, NULL), FI_EACCES);
+	cr_assert_eq(ini_wait(&in, &r, NULL), FI_EKEYREJECTED);
 	POST(&in, fi_fetch_atomic(in.t.ep, &v, 1, NULL, &r, NULL, in.peer,
 				  raddr(&in, 0), in.ti.key, FI_UINT64, FI_SUM,
 				  &r));
-	cr_assert_eq(ini_wait(&in, &r, NULL), FI_EACCES, "fetch needs read");
+	cr_assert_eq(ini_wait(&in, &r, NULL), FI_EKEYREJECTED, "fetch needs read");
 	expect_unchanged(&in);
 	ini_close(&in);
 }

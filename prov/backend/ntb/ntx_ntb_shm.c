@@ -37,6 +37,7 @@ struct ntx_win {
 	struct ntx_win_geom g; /* g.ring_lines: lines of each ring */
 	uint32_t max_payload; /* largest entry payload the owner accepts */
 	uint32_t flags;       /* NTX_WIN_F_* of the owner */
+	uint64_t wake_key;    /* the owner's wake socket name (ntx_win_hdr) */
 };
 
 struct ntx_be_conn {
@@ -62,6 +63,7 @@ struct ntx_be_conn {
 	int pidfd;      /* NTX_WATCH_PIDFD: in be->epfd */
 	uint64_t start; /* NTX_WATCH_PROC: the peer's start time */
 	bool dead; /* its pidfd said it exited; failed by the next check */
+	bool peered; /* peer_slot is known: we can tell the peer we close */
 };
 
 struct ntx_be_ep {
@@ -69,6 +71,7 @@ struct ntx_be_ep {
 	struct ntx_win win;
 	int fd;
 	int svc_fd; /* listening socket that claims our service, or -1 */
+	char *svc_path; /* its file, when not an abstract name (or NULL) */
 	struct ntx_addr addr;
 	struct ntx_be_conn **slots; /* local slot -> connection */
 	struct ntx_list conns;
@@ -222,28 +225,39 @@ static inline struct ntx_win_entry *ntx_win_entry(const struct ntx_win *w,
 
 /* ---- our window ----------------------------------------------------------- */
 
+/* A window's size can never change once it is mapped. */
+#define NTX_WIN_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
 static int ntx_ntb_win_create(struct ntx_be_ep *be)
 {
+	uint32_t lines = (uint32_t)(ntx_params.ring_size / NTX_CACHELINE);
 	struct ntx_win_hdr *hdr;
 	char name[64];
 
 	be->win.max_payload = (uint32_t)ntx_params.eager_max;
-	ntx_win_geom_init(&be->win.g, (uint32_t)ntx_params.max_peers,
-			  (uint32_t)(ntx_params.ring_size / NTX_CACHELINE));
+	while (ntx_ring_max_payload(lines) < be->win.max_payload)
+		lines += 2 * NTX_RING_ALIGN;
+	if (lines * NTX_CACHELINE != ntx_params.ring_size)
+		NTX_INFO(FI_LOG_EP_CTRL, "FI_NTX_RING_SIZE raised to %u bytes "
+			 "for FI_NTX_EAGER_MAX\n", lines * NTX_CACHELINE);
+	ntx_win_geom_init(&be->win.g, (uint32_t)ntx_params.max_peers, lines);
 	if (be->addr.service)
 		snprintf(name, sizeof(name), "ntx-svc-%u-%u", getuid(),
 			 be->addr.service);
 	else
 		snprintf(name, sizeof(name), "ntx-ep-%d", getpid());
-	/* memfd: owner-only, no name in /dev/shm, gone with the last map */
-	be->fd = memfd_create(name, MFD_CLOEXEC);
+	/* memfd: owner-only, no name in /dev/shm, gone with the last map;
+	 * sealed at its size below, so that nobody (a same-user process
+	 * through /proc included) can shrink it under its mappings */
+	be->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (be->fd < 0) {
 		NTX_WARN(FI_LOG_EP_CTRL, "memfd_create: %s\n", strerror(errno));
 		return -FI_ENOMEM;
 	}
 	fchmod(be->fd, 0600);
-	if (ftruncate(be->fd, (off_t)be->win.g.size)) {
-		NTX_WARN(FI_LOG_EP_CTRL, "ftruncate window: %s\n",
+	if (ftruncate(be->fd, (off_t)be->win.g.size) ||
+	    fcntl(be->fd, F_ADD_SEALS, NTX_WIN_SEALS)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "size and seal the window: %s\n",
 			 strerror(errno));
 		goto close_fd;
 	}
@@ -264,6 +278,7 @@ static int ntx_ntb_win_create(struct ntx_be_ep *be)
 	hdr->max_payload = be->win.max_payload;
 	hdr->ep_id = be->addr.ep_id;
 	hdr->flags = ntx_ntb_membarrier_init() ? NTX_WIN_F_MEMBARRIER : 0;
+	hdr->wake_key = be->win.wake_key;
 
 	/* release: the header is complete before anyone can see OPEN */
 	atomic_store_explicit(&hdr->state, NTX_WIN_OPEN, memory_order_release);
@@ -299,7 +314,7 @@ static int ntx_ntb_win_map(const struct ntx_addr *peer, struct ntx_win *w)
 	struct stat st;
 	char path[64];
 	void *base;
-	int fd, ret = -FI_EADDRNOTAVAIL;
+	int fd, seals, ret = -FI_EADDRNOTAVAIL;
 
 	if (peer->host != ntx_host_id() || peer->win_fd < 0) {
 		NTX_WARN(FI_LOG_EP_CTRL, "peer is not on this host\n");
@@ -312,6 +327,13 @@ static int ntx_ntb_win_map(const struct ntx_addr *peer, struct ntx_win *w)
 			 strerror(errno));
 		return errno == ENOENT ? -FI_EADDRNOTAVAIL : -FI_EACCES;
 	}
+	/* a window its owner could still shrink would SIGBUS us */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (seals & NTX_WIN_SEALS) != NTX_WIN_SEALS) {
+		NTX_WARN(FI_LOG_EP_CTRL, "peer window %s is not sealed\n", path);
+		close(fd);
+		return -FI_EINVAL;
+	}
 	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(hdr))
 		goto close_fd;
 	if (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr) ||
@@ -323,6 +345,7 @@ static int ntx_ntb_win_map(const struct ntx_addr *peer, struct ntx_win *w)
 	ntx_win_geom_init(&w->g, hdr.nslots, hdr.ring_lines);
 	w->max_payload = hdr.max_payload;
 	w->flags = hdr.flags;
+	w->wake_key = hdr.wake_key;
 	base = mmap(NULL, w->g.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		NTX_WARN(FI_LOG_EP_CTRL, "mmap peer window: %s\n",
@@ -540,6 +563,7 @@ static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 			continue;
 		ctl = ntx_win_ctl(&be->win, i);
 		atomic_store_explicit(&ctl->resp, 0, memory_order_relaxed);
+		atomic_store_explicit(&ctl->closed, 0, memory_order_relaxed);
 		atomic_store_explicit(&ctl->cons, 0, memory_order_relaxed);
 		/* a slot used before is zeroed again: a peer that had not yet
 		 * seen its connection fail (a job-key refusal, a protocol
@@ -584,9 +608,39 @@ static void ntx_ntb_ring_zero(struct ntx_be_ep *be, uint32_t slot)
 static void ntx_ntb_peer_slot(struct ntx_be_conn *c, uint32_t slot)
 {
 	c->peer_slot = slot;
+	c->peered = true;
 	c->peer_bits = ntx_win_bits(&c->pwin) + slot / 64;
 	c->peer_bit = 1ull << (slot % 64);
 	c->light = c->pwin.flags & NTX_WIN_F_MEMBARRIER;
+}
+
+/* Our side of a connection we asked for is now connected (the peer's
+ * response, or its crossing request): flag its ring in our own ready
+ * bitmap, so that the next bitmap pass drains it whatever its sender saw.
+ * The peer may have been connected, and sending, for a while: then
+ *  - it set its bit while we were connecting: ntx_ntb_poll_bits found no
+ *    connected ring behind it, marked it idle, and a ntx_ntb_bits_clear
+ *    in the same poll (our connect bell load came before the peer's, the
+ *    bitmap load after) took it back; the fence and drain there skip a
+ *    ring that is not connected;
+ *  - it found the bit still set (left by the slot's previous connection,
+ *    or by itself) and set nothing, and the same clear took it back;
+ *  - it saw bits_on off: turning the bitmap on fences it and drains the
+ *    rings directly, but only the connected ones.
+ * In each case its entries sit in the ring with the bit clear, and a
+ * sender that goes quiet never sets it again: lost until it sends more.
+ * Its entries are visible to our next drain in each case (the fences of
+ * ntx_ntb_bits_clear and of turning the bitmap on, or the sender's own
+ * seq_cst fetch_or read by our acquire load of the bitmap); the bit only
+ * makes sure that drain happens. Relaxed: only we read it for draining,
+ * later in this thread; a sender that sees it set and skips its own is
+ * covered as for any set bit (ntx_ntb_bits_clear). A connection we
+ * accept needs nothing: its peer learns its slot only from our response. */
+static void ntx_ntb_conn_flag(struct ntx_be_conn *c)
+{
+	atomic_fetch_or_explicit(ntx_win_bits(&c->be->win) + c->my_slot / 64,
+				 1ull << (c->my_slot % 64),
+				 memory_order_relaxed);
 }
 
 static struct ntx_be_conn *ntx_ntb_conn_new(struct ntx_be_ep *be,
@@ -617,8 +671,9 @@ unwatch:
 }
 
 /* The wake socket of an endpoint: an abstract unix datagram name, gone
- * with the process (an eventfd cannot be reopened through /proc). */
-static socklen_t ntx_wake_sockaddr(uint32_t pid, uint32_t ep_id,
+ * with the process (an eventfd cannot be reopened through /proc). Its
+ * random part is in the window header (ntx_win_hdr.wake_key). */
+static socklen_t ntx_wake_sockaddr(uint32_t pid, uint32_t ep_id, uint64_t key,
 				   struct sockaddr_un *sun)
 {
 	int n;
@@ -626,7 +681,8 @@ static socklen_t ntx_wake_sockaddr(uint32_t pid, uint32_t ep_id,
 	memset(sun, 0, sizeof(*sun));
 	sun->sun_family = AF_UNIX;
 	n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1,
-		     "ntx-wake-%u-%u-%u", getuid(), pid, ep_id);
+		     "ntx-wake-%u-%u-%u-%016llx", getuid(), pid, ep_id,
+		     (unsigned long long)key);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
@@ -634,7 +690,8 @@ static socklen_t ntx_wake_sockaddr(uint32_t pid, uint32_t ep_id,
 static void ntx_ntb_wake(struct ntx_be_conn *c)
 {
 	struct sockaddr_un sun;
-	socklen_t len = ntx_wake_sockaddr(c->peer.pid, c->peer.ep_id, &sun);
+	socklen_t len = ntx_wake_sockaddr(c->peer.pid, c->peer.ep_id,
+					  c->pwin.wake_key, &sun);
 	char one = 1;
 
 	if (sendto(c->be->wake, &one, 1, MSG_DONTWAIT, (struct sockaddr *)&sun,
@@ -747,6 +804,13 @@ static void ntx_ntb_disconnect(struct ntx_be_conn *c)
 
 	ntx_list_remove(&c->entry);
 	be->nconns--;
+	if (c->peered) {
+		/* release: our last entries before the flag; the peer drains
+		 * them, then fails its side instead of waiting on us */
+		atomic_store_explicit(&ntx_win_ctl(&c->pwin, c->peer_slot)->closed,
+				      1, memory_order_release);
+		ntx_ntb_ring_conn_bell(c);
+	}
 	if (c->state != NTX_CONN_FAILED) /* failing unwatched it */
 		ntx_ntb_unwatch(c);
 	ntx_ntb_slot_release(be, c->my_slot);
@@ -791,6 +855,7 @@ static void ntx_ntb_on_cell(struct ntx_be_ep *be, const struct ntx_win_cell *cel
 			return ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
 		ntx_ntb_peer_slot(c, cell->slot);
 		c->state = NTX_CONN_CONNECTED;
+		ntx_ntb_conn_flag(c);
 		ntx_ntb_respond(c);
 		be->cb.connected(c->vc);
 		return;
@@ -855,7 +920,32 @@ static void ntx_ntb_poll_connecting(struct ntx_be_ep *be)
 		}
 		ntx_ntb_peer_slot(c, r - 1);
 		c->state = NTX_CONN_CONNECTED;
+		ntx_ntb_conn_flag(c);
 		be->cb.connected(c->vc);
+	}
+}
+
+static int ntx_ntb_drain(struct ntx_be_conn *c);
+
+/* Connections the peer closed (ntx_win_ctl.closed): what it wrote before
+ * is delivered, then the connection fails. Runs on the connect bell. */
+static void ntx_ntb_poll_closed(struct ntx_be_ep *be)
+{
+	struct ntx_list *it, *tmp;
+
+	ntx_list_foreach_safe(&be->conns, it, tmp) {
+		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
+							 entry);
+		if (c->state != NTX_CONN_CONNECTED ||
+		    !atomic_load_explicit(&ntx_win_ctl(&be->win,
+						       c->my_slot)->closed,
+					  memory_order_acquire))
+			continue;
+		while (c->state == NTX_CONN_CONNECTED && ntx_ntb_drain(c))
+			;
+		NTX_INFO(FI_LOG_EP_CTRL, "peer pid %u closed the connection\n",
+			 c->peer.pid);
+		ntx_ntb_conn_fail(c, -FI_ECONNRESET);
 	}
 }
 
@@ -1060,6 +1150,7 @@ static int ntx_ntb_poll(struct ntx_be_ep *be)
 		be->rescan = false;
 		ntx_ntb_poll_cells(be);
 		ntx_ntb_poll_connecting(be);
+		ntx_ntb_poll_closed(be);
 	}
 	/* With many peers, drain only the rings whose ready bits are set,
 	 * so an idle peer costs nothing. With few, read each ring's next
@@ -1256,24 +1347,108 @@ static socklen_t ntx_svc_sockaddr(uint32_t service, struct sockaddr_un *sun)
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-static int ntx_ntb_svc_claim(struct ntx_be_ep *be)
+/* Abstract names belong to nobody: another user may bind ours first.
+ * Then the service lives in a directory only we can enter instead:
+ * $XDG_RUNTIME_DIR/ntx or /tmp/ntx-UID, mode 0700, owned by us. */
+static socklen_t ntx_svc_path(uint32_t service, struct sockaddr_un *sun)
 {
-	struct sockaddr_un sun;
-	socklen_t len = ntx_svc_sockaddr(be->addr.service, &sun);
+	const char *run = getenv("XDG_RUNTIME_DIR");
+	char dir[80];
+	struct stat st;
+	int n;
 
+	if (run && strlen(run) < 64)
+		snprintf(dir, sizeof(dir), "%s/ntx", run);
+	else
+		snprintf(dir, sizeof(dir), "/tmp/ntx-%u", getuid());
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return 0;
+	if (lstat(dir, &st) || !S_ISDIR(st.st_mode) ||
+	    st.st_uid != getuid() || (st.st_mode & 077)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "%s is not a private directory\n",
+			 dir);
+		return 0;
+	}
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	n = snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/svc-%u", dir,
+		     service);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+}
+
+/* The pid of the process listening at sun, if it is one of ours. */
+static int ntx_svc_owner(const struct sockaddr_un *sun, socklen_t len,
+			 pid_t *pid, uid_t *uid)
+{
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	int fd, ret = -FI_EADDRNOTAVAIL;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -FI_ENOMEM;
+	if (!connect(fd, (const struct sockaddr *)sun, len) &&
+	    !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen)) {
+		*pid = cred.pid;
+		*uid = cred.uid;
+		ret = 0;
+	}
+	close(fd);
+	return ret;
+}
+
+static int ntx_svc_listen(struct ntx_be_ep *be, const struct sockaddr_un *sun,
+			  socklen_t len)
+{
 	be->svc_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 			    0);
 	if (be->svc_fd < 0)
 		return -FI_ENOMEM;
-	if (bind(be->svc_fd, (struct sockaddr *)&sun, len) ||
-	    listen(be->svc_fd, 128)) {
-		NTX_WARN(FI_LOG_EP_CTRL, "service %u: %s\n", be->addr.service,
-			 strerror(errno));
-		close(be->svc_fd);
-		be->svc_fd = -1;
+	if (!bind(be->svc_fd, (const struct sockaddr *)sun, len) &&
+	    !listen(be->svc_fd, 128))
+		return 0;
+	close(be->svc_fd);
+	be->svc_fd = -1;
+	return -FI_EADDRINUSE;
+}
+
+/* The service's file in our private directory: a file nobody listens
+ * on any more is left from a process that died, and is replaced. */
+static int ntx_svc_claim_path(struct ntx_be_ep *be)
+{
+	struct sockaddr_un sun;
+	socklen_t len = ntx_svc_path(be->addr.service, &sun);
+	pid_t pid;
+	uid_t uid;
+
+	if (!len)
 		return -FI_EADDRINUSE;
-	}
+	if (ntx_svc_owner(&sun, len, &pid, &uid))
+		unlink(sun.sun_path);
+	if (ntx_svc_listen(be, &sun, len))
+		return -FI_EADDRINUSE;
+	be->svc_path = strdup(sun.sun_path);
 	return 0;
+}
+
+static int ntx_ntb_svc_claim(struct ntx_be_ep *be)
+{
+	struct sockaddr_un sun;
+	socklen_t len = ntx_svc_sockaddr(be->addr.service, &sun);
+	pid_t pid;
+	uid_t uid;
+
+	if (!ntx_svc_listen(be, &sun, len))
+		return 0;
+	if (!ntx_svc_owner(&sun, len, &pid, &uid) && uid != getuid()) {
+		NTX_WARN(FI_LOG_EP_CTRL, "service %u: its name is held by uid "
+			 "%u; listening in a private directory instead\n",
+			 be->addr.service, (unsigned)uid);
+		if (!ntx_svc_claim_path(be))
+			return 0;
+	}
+	NTX_WARN(FI_LOG_EP_CTRL, "service %u is in use\n", be->addr.service);
+	return -FI_EADDRINUSE;
 }
 
 /* Drops the connections peers made to learn our pid. */
@@ -1287,24 +1462,20 @@ static void ntx_ntb_svc_drain(struct ntx_be_ep *be)
 		close(fd);
 }
 
+/* The owner of a service: at its abstract name if one of ours holds it,
+ * else in our private directory (ntx_svc_path). */
 static int ntx_ntb_svc_pid(uint32_t service, pid_t *pid)
 {
 	struct sockaddr_un sun;
 	socklen_t len = ntx_svc_sockaddr(service, &sun);
-	struct ucred cred;
-	socklen_t clen = sizeof(cred);
-	int fd, ret = -FI_EADDRNOTAVAIL;
+	uid_t uid;
 
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -FI_ENOMEM;
-	if (!connect(fd, (struct sockaddr *)&sun, len) &&
-	    !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen)) {
-		*pid = cred.pid;
-		ret = 0;
-	}
-	close(fd);
-	return ret;
+	if (!ntx_svc_owner(&sun, len, pid, &uid) && uid == getuid())
+		return 0;
+	len = ntx_svc_path(service, &sun);
+	if (len && !ntx_svc_owner(&sun, len, pid, &uid) && uid == getuid())
+		return 0;
+	return -FI_EADDRNOTAVAIL;
 }
 
 static int ntx_ntb_svc_fd(pid_t pid, uint32_t service)
@@ -1374,17 +1545,22 @@ static int ntx_ntb_resolve(struct ntx_addr *a)
 static int ntx_ntb_wake_open(struct ntx_be_ep *be)
 {
 	struct sockaddr_un sun;
-	socklen_t len = ntx_wake_sockaddr(be->addr.pid, be->addr.ep_id, &sun);
+	socklen_t len;
 
 	be->wake = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (be->wake < 0)
 		return -FI_ENOMEM;
-	if (bind(be->wake, (struct sockaddr *)&sun, len)) {
-		NTX_WARN(FI_LOG_EP_CTRL, "wake socket: %s\n", strerror(errno));
-		close(be->wake);
-		return -FI_EADDRINUSE;
+	/* a taken name (by chance, 2^-64) is drawn again */
+	for (int i = 0; i < 4; i++) {
+		be->win.wake_key = ntx_random64();
+		len = ntx_wake_sockaddr(be->addr.pid, be->addr.ep_id,
+					be->win.wake_key, &sun);
+		if (!bind(be->wake, (struct sockaddr *)&sun, len))
+			return 0;
 	}
-	return 0;
+	NTX_WARN(FI_LOG_EP_CTRL, "wake socket: %s\n", strerror(errno));
+	close(be->wake);
+	return -FI_EADDRINUSE;
 }
 
 static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
@@ -1441,6 +1617,10 @@ unmap:
 close_svc:
 	if (be->svc_fd >= 0)
 		close(be->svc_fd);
+	if (be->svc_path) {
+		unlink(be->svc_path);
+		free(be->svc_path);
+	}
 close_wait:
 	close(be->epfd);
 close_wake:
@@ -1466,6 +1646,10 @@ static void ntx_ntb_close(struct ntx_be_ep *be)
 	close(be->fd);
 	if (be->svc_fd >= 0)
 		close(be->svc_fd);
+	if (be->svc_path) {
+		unlink(be->svc_path);
+		free(be->svc_path);
+	}
 	if (be->timer >= 0)
 		close(be->timer);
 	close(be->epfd);

@@ -59,6 +59,10 @@ struct ntx_win_hdr {
 	uint32_t ep_id;
 	uint32_t flags;       /* NTX_WIN_F_* */
 	uint32_t pad0;
+	/* random part of the owner's wake-up socket name: only processes
+	 * that can map the window (same user) can name it, so no other
+	 * user can take the name first */
+	uint64_t wake_key;
 	/* line 1: owner */
 	_Alignas(NTX_CACHELINE) _Atomic uint32_t state;
 	_Atomic uint32_t waiters; /* owner about to sleep: wake it up */
@@ -90,7 +94,9 @@ _Static_assert(sizeof(struct ntx_win_cell) == NTX_CACHELINE,
 struct ntx_win_ctl {
 	/* written by the peer: its slot for us + 1 (connect response) */
 	_Atomic uint32_t resp;
-	uint32_t pad0;
+	/* written by the peer: it closed this connection (after a
+	 * protocol violation of ours, or fi_close); we drain and fail it */
+	_Atomic uint32_t closed;
 	uint64_t resp_epoch;
 	/* written by the peer: consumer position of our ring in its window */
 	_Alignas(NTX_CACHELINE) _Atomic uint32_t cons;
@@ -185,11 +191,17 @@ static inline bool ntx_ring_room(uint32_t pos, uint32_t cons, uint32_t lines,
 }
 
 /* The largest payload one entry can carry in a ring of n lines (a
- * multiple of 2 * NTX_RING_ALIGN). */
+ * multiple of 2 * NTX_RING_ALIGN). The receiver publishes its consumer
+ * position only every quarter ring, so a drained ring may look up to
+ * n/4 - 1 lines full to the sender; an entry of L lines that must skip to
+ * the next lap needs up to 2L - 3 free lines. So 2L - 3 <= n - n/4 + 1,
+ * L <= 3n/8 + 2: larger entries could wait forever for room in a ring
+ * the receiver has emptied. */
 static inline uint32_t ntx_ring_max_payload(uint32_t n)
 {
-	/* an entry must fit with its skip: at most half the ring */
-	return (n / 2 - 1) * NTX_CACHELINE;
+	uint32_t lines = (3 * n / 8 + 2) & ~(uint32_t)(NTX_RING_ALIGN - 1);
+
+	return (lines - 1) * NTX_CACHELINE;
 }
 
 /* A ring length the math above holds for. */

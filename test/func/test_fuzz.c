@@ -1,0 +1,355 @@
+/* Issue #13: a bounded fuzzer of what a peer writes into a window. A
+ * victim endpoint keeps receiving while this process, as the same user,
+ * maps its window through /proc and writes mutated ring entries (after a
+ * real connection's first entry, with the sequence numbers the victim
+ * expects, so that they get parsed), random connect cells, and random
+ * control lines and ready bits. The victim must never crash (the
+ * AddressSanitizer + UBSan build runs this too: scripts/asan.sh), must
+ * answer every ping, and must still serve a new peer at the end.
+ * NTX_FUZZ_SECONDS bounds the run (default 3), NTX_FUZZ_SEED repeats one. */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ntx_test.h"
+#include "ntx/ntx.h"
+#include "ntx_ring.h"
+
+#define CAPS (FI_MSG | FI_TAGGED)
+#define RBUF 65536
+#define NRECV 4
+#define FINAL_TAG 0xfeedull
+
+static uint64_t g_rng;
+
+static uint64_t rnd(void)
+{
+	g_rng ^= g_rng << 13;
+	g_rng ^= g_rng >> 7;
+	g_rng ^= g_rng << 17;
+	return g_rng;
+}
+
+static uint64_t ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- the victim ---------------------------------------------------------- */
+
+static uint8_t g_rbuf[NRECV][RBUF];
+
+static int post(struct tctx *t, int i)
+{
+	if (i < NRECV / 2)
+		return (int)fi_trecv(t->ep, g_rbuf[i], RBUF, NULL,
+				     FI_ADDR_UNSPEC, 0, ~0ull, g_rbuf[i]);
+	return (int)fi_recv(t->ep, g_rbuf[i], RBUF, NULL, FI_ADDR_UNSPEC,
+			    g_rbuf[i]);
+}
+
+/* Reposts the receive a completion (or an error) named. */
+static int repost(struct tctx *t, void *ctx)
+{
+	for (int i = 0; i < NRECV; i++)
+		if (ctx == g_rbuf[i])
+			return post(t, i);
+	return 0; /* a send of ours, or nothing */
+}
+
+static int fuzz_victim(int sock)
+{
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	uint64_t last_tag = 0;
+	struct tctx t;
+	size_t len = T_NAMELEN;
+	char name[T_NAMELEN], cmd;
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(fi_getname(&t.ep->fid, name, &len) == 0);
+	CHK(t_sock_write(sock, name, sizeof(name)) == 0);
+	for (int i = 0; i < NRECV; i++)
+		CHK(post(&t, i) == 0);
+	for (;;) {
+		ssize_t r = fi_cq_read(t.cq, &e, 1);
+
+		if (r == 1) {
+			if (e.flags & FI_TAGGED)
+				last_tag = e.tag;
+			CHK(repost(&t, e.op_context) == 0);
+		} else if (r == -FI_EAVAIL) {
+			memset(&err, 0, sizeof(err));
+			CHK(fi_cq_readerr(t.cq, &err, 0) == 1);
+			CHK(repost(&t, err.op_context) == 0);
+		}
+		if (poll(&p, 1, 0) != 1)
+			continue;
+		CHK(read(sock, &cmd, 1) == 1);
+		if (cmd == 'q')
+			break;
+		/* 'p': make progress (every ring drained), then answer */
+		for (int i = 0; i < 64; i++)
+			fi_cq_read(t.cq, NULL, 0);
+		CHK(t_sock_write(sock, &last_tag, sizeof(last_tag)) == 0);
+	}
+	t_close(&t);
+	return 0;
+}
+
+/* ---- the fuzzer ---------------------------------------------------------- */
+
+struct fz {
+	int sock;
+	struct ntx_addr victim;
+	uint8_t *base; /* the victim's window, mapped read-write */
+	struct ntx_win_geom g;
+	uint32_t max_payload;
+	unsigned cases[3];
+};
+
+static uint64_t ping(struct fz *f)
+{
+	uint64_t tag = 0;
+
+	cr_assert_eq(write(f->sock, "p", 1), 1);
+	cr_assert_eq(t_sock_read(f->sock, &tag, sizeof(tag)), 0,
+		     "the victim stopped answering");
+	return tag;
+}
+
+static void map_victim(struct fz *f, pid_t pid)
+{
+	struct ntx_win_hdr h;
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid,
+		 f->victim.win_fd);
+	fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0, "open %s", path);
+	cr_assert_eq(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	ntx_win_geom_init(&f->g, h.nslots, h.ring_lines);
+	f->max_payload = h.max_payload;
+	f->base = mmap(NULL, f->g.size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       fd, 0);
+	cr_assert_neq(f->base, MAP_FAILED);
+	close(fd);
+}
+
+static struct ntx_win_entry *entry_at(struct fz *f, uint32_t slot,
+				      uint32_t pos)
+{
+	return (struct ntx_win_entry *)(f->base + f->g.ring_off +
+					(size_t)slot * f->g.ring_size +
+					(size_t)pos * NTX_CACHELINE);
+}
+
+/* A value where parsers go wrong: edges, lengths around the limits. */
+static uint64_t edgy(struct fz *f)
+{
+	static const uint64_t v[] = { 0, 1, 2, 7, 8, 16, 17, 255, 4096,
+				      65535, 65536, 0x7fffffff, 0x80000000,
+				      UINT32_MAX, UINT64_MAX, 1ull << 62 };
+
+	switch (rnd() % 4) {
+	case 0:
+		return v[rnd() % (sizeof(v) / sizeof(v[0]))];
+	case 1:
+		return f->max_payload + (rnd() % 3) - 1;
+	case 2:
+		return rnd() % 64;
+	default:
+		return rnd();
+	}
+}
+
+/* A plausible header of a random op with one to three fields mutated. */
+static void mutate_hdr(struct fz *f, struct ntx_wire_hdr *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->op = (uint8_t)(1 + rnd() % (NTX_OP_MAX + 1));
+	h->flags = (uint8_t)(rnd() % 2 ? rnd() : rnd() & NTX_PF_ALL);
+	h->niov = (uint16_t)(rnd() % 3);
+	h->tag = rnd() % 4;
+	h->msg_len = rnd() % 2 ? rnd() % 4096 : edgy(f);
+	h->sreq = rnd() % 4;
+	h->rreq = rnd() % 4;
+	for (unsigned n = 1 + rnd() % 3; n; n--) {
+		switch (rnd() % 8) {
+		case 0: h->niov = (uint16_t)edgy(f); break;
+		case 1: h->status = (int32_t)edgy(f); break;
+		case 2: h->tag = edgy(f); break;
+		case 3: h->cq_data = edgy(f); break;
+		case 4: h->msg_len = edgy(f); break;
+		case 5: h->sreq = edgy(f); break;
+		case 6: h->rreq = edgy(f); break;
+		default: h->offset = edgy(f); break;
+		}
+	}
+}
+
+/* One entry at pos with sequence number seq: payload, header line, then
+ * the sequence number with release, as a sender writes it. Returns the
+ * next position, or 0 when the ring has no room left for more. */
+static uint32_t write_entry(struct fz *f, uint32_t slot, uint32_t pos,
+			    uint32_t seq)
+{
+	struct ntx_win_entry *e = entry_at(f, slot, pos);
+	uint32_t len = rnd() % 4 ? (uint32_t)(rnd() % (f->max_payload + 1))
+				 : (uint32_t)edgy(f);
+	uint32_t lines = ntx_ring_lines(len);
+	size_t room = (size_t)(f->g.ring_lines - pos - 1) * NTX_CACHELINE;
+
+	for (size_t i = 0; i < len && i < room; i++)
+		e->payload[i] = (uint8_t)rnd();
+	if (rnd() % 8 == 0)
+		len = NTX_WIN_SKIP;
+	e->len = len;
+	mutate_hdr(f, &e->hdr);
+	atomic_store_explicit(&e->seq, rnd() % 16 ? seq : (uint32_t)rnd(),
+			      memory_order_release);
+	if (len == NTX_WIN_SKIP || lines >= f->g.ring_lines - pos)
+		return 0;
+	return pos + lines;
+}
+
+/* A real connection, then mutated entries after its first one. */
+static void fuzz_ring(struct fz *f, unsigned ncase)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 1, tag = 0x100000ull + ncase;
+	uint32_t slot = UINT32_MAX, pos = NTX_RING_ALIGN, seq = 2;
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_insert(&t, &f->victim, &peer), 0);
+	cr_assert_eq(fi_tsend(t.ep, &v, 8, NULL, peer, tag, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, 10000), 1);
+	for (uint32_t s = 0; s < f->g.nslots; s++) {
+		struct ntx_win_entry *e = entry_at(f, s, 0);
+
+		if (atomic_load(&e->seq) == 1 && e->hdr.tag == tag)
+			slot = s;
+	}
+	cr_assert_neq(slot, UINT32_MAX, "our first entry is in a ring");
+	for (unsigned n = 1 + rnd() % 3; n && pos; n--)
+		pos = write_entry(f, slot, pos, seq++);
+	ping(f);
+	t_close(&t);
+}
+
+/* A connect request nobody sent: a random or slightly wrong name. */
+static void fuzz_cell(struct fz *f)
+{
+	struct ntx_win_hdr *h = (struct ntx_win_hdr *)f->base;
+	uint32_t i = (uint32_t)(rnd() % NTX_WIN_CELLS);
+	struct ntx_win_cell *c =
+		(struct ntx_win_cell *)(f->base + f->g.cells_off) + i;
+	uint32_t expect = NTX_CELL_FREE;
+	uint8_t *a = (uint8_t *)&c->from;
+
+	if (!atomic_compare_exchange_strong(&c->state, &expect,
+					    NTX_CELL_BUSY))
+		return;
+	c->slot = rnd() % 2 ? (uint32_t)(rnd() % f->g.nslots)
+			    : (uint32_t)edgy(f);
+	c->from = f->victim;
+	for (unsigned n = rnd() % 4; n; n--)
+		a[rnd() % sizeof(c->from)] = (uint8_t)rnd();
+	if (rnd() % 4 == 0)
+		for (size_t k = 0; k < sizeof(c->from); k++)
+			a[k] = (uint8_t)rnd();
+	atomic_store_explicit(&c->state, NTX_CELL_POSTED, memory_order_release);
+	atomic_fetch_add(&h->conn_bell, 1);
+	ping(f);
+}
+
+/* Control lines and ready bits of slots that may be in use. */
+static void fuzz_ctl(struct fz *f)
+{
+	struct ntx_win_hdr *h = (struct ntx_win_hdr *)f->base;
+	uint32_t s = (uint32_t)(rnd() % f->g.nslots);
+	struct ntx_win_ctl *c = (struct ntx_win_ctl *)(f->base + f->g.ctl_off) + s;
+	_Atomic uint64_t *bits = (_Atomic uint64_t *)(f->base + f->g.bits_off);
+
+	switch (rnd() % 3) {
+	case 0:
+		atomic_store(&c->resp, (uint32_t)edgy(f));
+		break;
+	case 1:
+		atomic_store(&c->cons, (uint32_t)edgy(f));
+		break;
+	default:
+		atomic_fetch_or(&bits[s / 64], rnd());
+		break;
+	}
+	atomic_fetch_add(&h->conn_bell, 1);
+	ping(f);
+}
+
+/* A new peer still gets through when the fuzzing is over. */
+static void still_serves(struct fz *f)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 2;
+	int tries = 0;
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_insert(&t, &f->victim, &peer), 0);
+	cr_assert_eq(fi_tsend(t.ep, &v, 8, NULL, peer, FINAL_TAG, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, 10000), 1);
+	while (ping(f) != FINAL_TAG && ++tries < 1000)
+		fi_cq_read(t.cq, NULL, 0);
+	cr_assert_lt(tries, 1000, "a new peer's message never arrived");
+	t_close(&t);
+}
+
+Test(fuzz, shm_ring_entries_connect_cells_and_control_lines, .timeout = 240)
+{
+	const char *sec = getenv("NTX_FUZZ_SECONDS"), *seed = getenv("NTX_FUZZ_SEED");
+	uint64_t end = ms_now() + 1000 * (uint64_t)(sec ? atoi(sec) : 3);
+	struct fz f = { 0 };
+	unsigned n = 0;
+	pid_t pid;
+
+	g_rng = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) * 2654435761u;
+	g_rng |= 1;
+	cr_log_info("fuzz: seed 0x%llx (NTX_FUZZ_SEED repeats it)\n",
+		    (unsigned long long)g_rng);
+	setenv("NTX_TEST_DOMAIN", "shm", 1);
+	pid = t_fork(&f.sock, fuzz_victim);
+	cr_assert_gt(pid, 0);
+	cr_assert_eq(t_sock_read(f.sock, &f.victim, sizeof(f.victim)), 0);
+	map_victim(&f, pid);
+	while (ms_now() < end) {
+		unsigned k = (unsigned)(rnd() % 4);
+
+		if (k < 2)
+			fuzz_ring(&f, n);
+		else if (k == 2)
+			fuzz_cell(&f);
+		else
+			fuzz_ctl(&f);
+		f.cases[k < 2 ? 0 : k - 1]++;
+		n++;
+	}
+	still_serves(&f);
+	cr_log_info("fuzz: %u cases (%u ring, %u cell, %u control)\n", n,
+		    f.cases[0], f.cases[1], f.cases[2]);
+	cr_assert_eq(write(f.sock, "q", 1), 1);
+	cr_assert_eq(t_join(pid), 0, "the victim failed");
+	munmap(f.base, f.g.size);
+}

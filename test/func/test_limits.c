@@ -1,0 +1,134 @@
+/* Issue #13 item 4: what one peer can make an endpoint hold is bounded.
+ * A sender that floods a receiver with messages nobody posted receives
+ * for fails its own connection at FI_NTX_PEER_UNEXP_MAX (it reconnects
+ * by itself and starts over), the receiver's memory stays within a few
+ * times the limit however much was sent, and the pair goes on: a message
+ * sent after the flood is received. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ntx_test.h"
+
+#define CAPS (FI_MSG | FI_TAGGED)
+#define MSG 8000
+#define FLOOD 2000 /* 16 MB of unexpected messages */
+#define LIMIT (1u << 20)
+#define TAG_FLOOD 1
+#define TAG_LAST 2
+
+static long rss_kib(void)
+{
+	char line[256];
+	long kib = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+/* Reads completions (errors too) until n arrived or ms passed. */
+static int drain_n(struct tctx *t, size_t *done, size_t n, int ms)
+{
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	int r;
+
+	do {
+		memset(&err, 0, sizeof(err));
+		r = t_wait(t, &e, NULL, &err, ms > 0 ? ms : 0);
+		if (r == 1 || r == -FI_EAVAIL)
+			++*done;
+	} while (*done < n && (r == 1 || r == -FI_EAVAIL));
+	return *done == n ? 0 : -1;
+}
+
+static int child_flooder(int sock)
+{
+	static char buf[MSG];
+	struct tctx t;
+	fi_addr_t peer;
+	size_t posted = 0, done = 0;
+	ssize_t r;
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	t_fill(buf, MSG, 5);
+	for (int i = 0; i < FLOOD; i++) {
+		while ((r = fi_tsend(t.ep, buf, MSG, NULL, peer, TAG_FLOOD,
+				     NULL)) == -FI_EAGAIN)
+			drain_n(&t, &done, posted, 0);
+		if (!r)
+			posted++;
+	}
+	CHK(drain_n(&t, &done, posted, 20000) == 0);
+	/* after the flood: one message the receiver will ask for */
+	do {
+		while ((r = fi_tsend(t.ep, buf, MSG, NULL, peer, TAG_LAST,
+				     buf)) == -FI_EAGAIN)
+			fi_cq_read(t.cq, NULL, 0);
+		CHK(r == 0);
+		r = t_wait(&t, NULL, NULL, NULL, 20000);
+	} while (r == -FI_EAVAIL); /* sent into a connection being closed */
+	CHK(r == 1);
+	CHK(t_sync(sock) == 0);
+	CHK(t_sync(sock) == 0); /* the receiver has it */
+	t_close(&t);
+	return 0;
+}
+
+static void flood(void)
+{
+	static char got[MSG];
+	struct fi_cq_tagged_entry e;
+	struct tctx t;
+	fi_addr_t peer;
+	long before, after;
+	int sock;
+	pid_t pid;
+
+	cr_assert_eq(setenv("FI_NTX_PEER_UNEXP_MAX", "1048576", 1), 0);
+	pid = t_fork(&sock, child_flooder);
+	cr_assert_gt(pid, 0);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	before = rss_kib();
+	/* progress (no receive posted) until the flooder is done */
+	cr_assert_eq(t_sync_progress(&t, sock, 60000), 0);
+	after = rss_kib();
+	cr_assert_gt(before, 0);
+	cr_log_info("limits: %d x %d bytes unexpected with a %u-byte limit: "
+		    "RSS %ld -> %ld KiB\n", FLOOD, MSG, LIMIT, before, after);
+	cr_assert_lt(after - before, 8 * 1024,
+		     "RSS grew by %ld KiB for %d KiB of unexpected messages",
+		     after - before, FLOOD * MSG / 1024);
+	cr_assert_eq(fi_trecv(t.ep, got, MSG, NULL, FI_ADDR_UNSPEC, TAG_LAST,
+			      0, got), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, 20000), 1);
+	cr_assert_eq(e.op_context, got);
+	cr_assert_eq(e.len, MSG);
+	cr_assert_eq(t_check(got, MSG, 5), 0);
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0, "flooder failed");
+	t_close(&t);
+}
+
+Test(limits, unexpected_flood_fails_only_its_connection, .timeout = 120)
+{
+	flood();
+}
+
+Test(limits, unexpected_flood_fails_only_its_connection_tcp_path,
+     .timeout = 120)
+{
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	setenv("NTX_TEST_DOMAIN", "tcp", 1);
+	flood();
+}
