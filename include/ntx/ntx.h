@@ -65,6 +65,8 @@ struct ntx_params {
 	size_t cq_size;        /* default CQ depth */
 	size_t min_multi_recv; /* default FI_OPT_MIN_MULTI_RECV */
 	size_t peer_unexp_max; /* unexpected bytes one peer may hold */
+	char *auth_key;        /* FI_NTX_AUTH_KEY: the default job key */
+	size_t auth_timeout_ms; /* a job-key exchange not done by then fails */
 };
 extern struct ntx_params ntx_params;
 void ntx_params_init(void);
@@ -94,6 +96,8 @@ _Static_assert(sizeof(struct ntx_addr) == 32, "ntx_addr is a wire format");
 #define NTX_ADDR_F_UNBOUND 1 /* name from fi_getinfo, no window yet */
 #define NTX_ADDR_F_SERVICE 2 /* resolved from a service: look it up again
 			      * when its endpoint fails (a restart) */
+#define NTX_ADDR_F_KEYED 4   /* the endpoint has a job key: a peer without
+			      * one fails at connect (DESIGN §7) */
 #define NTX_HOST_UNKNOWN 2   /* a remote node known only by IP and port */
 
 uint32_t ntx_host_id(void);
@@ -102,6 +106,19 @@ bool ntx_addr_same_ep(const struct ntx_addr *a, const struct ntx_addr *b);
 int ntx_addr_to_str(const struct ntx_addr *a, char *buf, size_t len);
 int ntx_addr_from_str(const char *s, struct ntx_addr *a);
 uint64_t ntx_random64(void);
+
+/* ---- job keys (FI_AUTH_KEY, DESIGN §7) ------------------------------------ */
+#define NTX_AUTH_KEY_MAX 256 /* bytes */
+struct ntx_auth_key {
+	size_t len; /* 0: no key */
+	uint8_t key[NTX_AUTH_KEY_MAX];
+};
+/* The key of an object: the attribute's if it has one, else 'dflt';
+ * -FI_EINVAL for a malformed one. */
+int ntx_auth_key_set(struct ntx_auth_key *k, const void *key, size_t len,
+		     const struct ntx_auth_key *dflt);
+/* FI_NTX_AUTH_KEY (no key when unset). */
+void ntx_auth_key_default(struct ntx_auth_key *k);
 
 /* ---- getinfo --------------------------------------------------------------- */
 int ntx_getinfo(uint32_t version, const char *node, const char *service,
@@ -173,6 +190,7 @@ struct ntx_domain {
 	const struct ntx_be_ops *net_ops;
 	uint64_t mr_mode;
 	struct fid_eq *eq;
+	struct ntx_auth_key auth; /* job key of the domain's endpoints */
 	/* MR table: key = [random:32 | index:32] (DESIGN §6) */
 	struct ntx_mr **mr_table;
 	uint32_t mr_cap;

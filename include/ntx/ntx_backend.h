@@ -58,6 +58,9 @@ struct ntx_be_ops {
 	/* the largest payload this peer accepts in one packet, when peers
 	 * may differ (optional: max_payload otherwise) */
 	size_t (*conn_mtu)(const struct ntx_be_conn *conn);
+	/* the peer's FI_NTX_EAGER_MAX, learnt at connect, where it does not
+	 * bound conn_mtu (optional; 0: not known) */
+	size_t (*conn_eager)(const struct ntx_be_conn *conn);
 	/* one packet; -FI_EAGAIN when the peer's ring is full */
 	int (*send)(struct ntx_be_conn *conn, const void *hdr,
 		    const struct iovec *iov, size_t iovcnt, size_t len);

@@ -13,9 +13,24 @@
 
 enum ntx_vc_state {
 	NTX_VC_CONNECTING,
+	NTX_VC_AUTH,      /* connected; the job-key exchange runs (§7) */
 	NTX_VC_CONNECTED,
 	NTX_VC_ERROR,
 };
+
+/* The job-key exchange of one VC (ntx_auth.c). */
+struct ntx_vc_auth {
+	uint8_t mine[NTX_AUTH_NONCE];   /* our challenge */
+	uint8_t theirs[NTX_AUTH_NONCE]; /* the peer's challenge */
+	struct ntx_addr peer_name;      /* as the peer's challenge gave it */
+	uint8_t tx;       /* NTX_AUTH_TX_*: packets still to send */
+	bool have_theirs; /* the peer's challenge arrived */
+	bool proven;      /* the peer's proof checked out */
+	uint64_t deadline_ns; /* FI_NTX_AUTH_TIMEOUT_MS after the VC began */
+};
+#define NTX_AUTH_TX_CHAL 1
+#define NTX_AUTH_TX_PROOF 2
+#define NTX_AUTH_TX_REFUSE 4
 
 struct ntx_vc {
 	struct ntx_list entry; /* ntx_ep.vcs */
@@ -40,6 +55,8 @@ struct ntx_vc {
 	uint32_t ctrl_queued; /* answers waiting for room in its ring */
 	int doom;             /* fail it (this error) at the next reap */
 	size_t unexp_bytes;   /* its unexpected messages, with headers */
+	struct ntx_vc_auth *auth; /* job-key exchange; NULL when neither
+				   * side has a key */
 };
 
 enum ntx_req_kind { NTX_REQ_SEND, NTX_REQ_RECV, NTX_REQ_CTRL };
@@ -187,6 +204,9 @@ struct ntx_ep {
 	uint32_t net_skip; /* polls left before the idle network back end's
 			    * next look (ntx_ep_poll_be) */
 	bool reap; /* failed VCs to disconnect */
+	struct ntx_auth_key auth; /* job key (len 0: none) */
+	uint32_t auth_vcs;        /* VCs whose job-key exchange runs */
+	struct ntx_addr name;     /* our whole name, as peers see it */
 };
 
 /* Counter slots of an endpoint, in fi_ep_bind flag order: send, recv,
@@ -273,6 +293,29 @@ int ntx_vc_ctrl(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr);
 int ntx_vc_ctrl_data(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
 		     const struct iovec *iov, size_t iovcnt, size_t len);
 extern const struct ntx_be_cb ntx_vc_callbacks;
+/* Puts the VC on the endpoint's list of VCs that progress pumps. */
+void ntx_vc_mark_busy(struct ntx_vc *vc);
+
+/* ---- job keys (ntx_auth.c, DESIGN §7) ---- */
+/* The exchange is needed when we or the peer (its name says) have a key:
+ * sets up vc->auth (0 when not needed, or -FI_ENOMEM). */
+int ntx_auth_init(struct ntx_vc *vc);
+/* The back end connected: the VC enters NTX_VC_AUTH if it needs it. */
+void ntx_auth_begin(struct ntx_vc *vc);
+/* Sends what the exchange owes; the VC becomes CONNECTED once both
+ * proofs passed. */
+void ntx_auth_pump(struct ntx_vc *vc);
+/* An NTX_OP_AUTH packet, or any packet before the VC was proven. */
+void ntx_auth_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+			const void *payload, size_t len);
+void ntx_auth_free(struct ntx_vc *vc);
+/* Fails the VCs whose exchange outlived FI_NTX_AUTH_TIMEOUT_MS. */
+void ntx_auth_check(struct ntx_ep *ep, uint64_t now);
+/* Packets of the exchange still to send (progress keeps pumping). */
+static inline bool ntx_auth_tx_pending(const struct ntx_vc *vc)
+{
+	return vc->auth && vc->auth->tx;
+}
 
 /* ---- tag matching (ntx_tme.c) ---- */
 void ntx_tme_init(struct ntx_tme *tme);

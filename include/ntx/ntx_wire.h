@@ -28,6 +28,9 @@ enum ntx_op {
 	NTX_OP_RMA_RESP,  /* status; READ: data; ATOMIC fetch: old values */
 	NTX_OP_RMA_CHECK, /* several remote iovecs: all checked first */
 	NTX_OP_RMA_NOTIFY, /* several remote iovecs: remote CQ data, total */
+	/* job keys (DESIGN §7): status = NTX_AUTH_*; before a VC is
+	 * proven, nothing else from it is accepted */
+	NTX_OP_AUTH,
 	NTX_OP_MAX
 };
 
@@ -73,6 +76,19 @@ struct ntx_wire_hdr {
  * answered with niov = NTX_RMA_CHECK_PART. Its remote CQ data then
  * travels last in RMA_NOTIFY (msg_len = bytes of the whole request). */
 #define NTX_RMA_CHECK_PART 0xffff
+
+/* NTX_OP_AUTH stages (in status) */
+#define NTX_AUTH_CHAL 1   /* payload: struct ntx_wire_auth */
+#define NTX_AUTH_PROOF 2  /* payload: HMAC-SHA256, 32 bytes */
+#define NTX_AUTH_REFUSE 3 /* no key, or the peer's proof failed */
+#define NTX_AUTH_NONCE 16
+
+/* A challenge: a fresh nonce and the sender's whole name, both covered
+ * by the answer's MAC. */
+struct ntx_wire_auth {
+	uint8_t nonce[NTX_AUTH_NONCE];
+	uint8_t name[32]; /* struct ntx_addr */
+};
 
 struct ntx_wire_riov {
 	uint64_t addr;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "ntx/ntx_engine.h"
+#include "ntx/ntx_sha256.h"
 
 /* Domain lock held. */
 void ntx_domain_poll(struct ntx_domain *dom)
@@ -122,6 +123,7 @@ static int ntx_domain_close(struct fid *fid)
 	pthread_mutex_destroy(&dom->mr_lock);
 	ntx_ref_put(&dom->fabric->ref);
 	free(dom->mr_table);
+	ntx_wipe(&dom->auth, sizeof(dom->auth));
 	free(dom);
 	return 0;
 }
@@ -199,7 +201,9 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	struct ntx_fabric *fab = ntx_container_of(fabric, struct ntx_fabric,
 						  fab);
 	const struct ntx_be_ops *net_ops;
+	struct ntx_auth_key dflt;
 	struct ntx_domain *dom;
+	int ret;
 
 	if (!info || !info->domain_attr) {
 		NTX_WARN(FI_LOG_DOMAIN, "fi_domain needs an fi_info\n");
@@ -213,6 +217,15 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom = calloc(1, sizeof(*dom));
 	if (!dom)
 		return -FI_ENOMEM;
+	/* the job key: fi_info's, else FI_NTX_AUTH_KEY (DESIGN §7) */
+	ntx_auth_key_default(&dflt);
+	ret = ntx_auth_key_set(&dom->auth, info->domain_attr->auth_key,
+			       info->domain_attr->auth_key_size, &dflt);
+	ntx_wipe(&dflt, sizeof(dflt));
+	if (ret) {
+		free(dom);
+		return ret;
+	}
 	dom->net_ops = net_ops;
 	snprintf(dom->name, sizeof(dom->name), "%s",
 		 info->domain_attr->name ? info->domain_attr->name
@@ -234,9 +247,9 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom->dom.mr = &ntx_domain_mr_ops;
 	if (info->domain_attr->data_progress == FI_PROGRESS_AUTO ||
 	    info->domain_attr->control_progress == FI_PROGRESS_AUTO) {
-		int ret = ntx_auto_start(dom);
-
+		ret = ntx_auto_start(dom);
 		if (ret) {
+			ntx_wipe(&dom->auth, sizeof(dom->auth));
 			pthread_mutex_destroy(&dom->lock);
 			pthread_mutex_destroy(&dom->mr_lock);
 			free(dom);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "ntx/ntx_engine.h"
+#include "ntx/ntx_sha256.h"
 
 static int ntx_ep_close(struct fid *fid)
 {
@@ -66,6 +67,7 @@ static int ntx_ep_close(struct fid *fid)
 		if (*ntx_ep_cntr_slot(ep, i))
 			ntx_ref_put(&(*ntx_ep_cntr_slot(ep, i))->ref);
 	ntx_ref_put(&dom->ref);
+	ntx_wipe(&ep->auth, sizeof(ep->auth));
 	free(ep);
 	return 0;
 }
@@ -264,6 +266,9 @@ static void ntx_ep_name(struct ntx_ep *ep, struct ntx_addr *a)
 	for (int i = 0; i < NTX_BE_MAX; i++)
 		if (ep->be[i].ops)
 			ep->be[i].ops->getname(ep->be[i].be, a);
+	/* peers without a key learn from the name that they would fail */
+	if (ep->auth.len)
+		a->flags |= NTX_ADDR_F_KEYED;
 }
 
 static int ntx_ep_open_be(struct ntx_ep *ep, int i,
@@ -374,6 +379,13 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return -FI_ENOMEM;
+	/* the endpoint's own job key overrides the domain's */
+	ret = ntx_auth_key_set(&ep->auth, info->ep_attr->auth_key,
+			       info->ep_attr->auth_key_size, &dom->auth);
+	if (ret) {
+		free(ep);
+		return ret;
+	}
 	ep->domain = dom;
 	pthread_mutex_init(&ep->lock, NULL);
 	ep->caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED);
@@ -397,10 +409,12 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	}
 	if (ret) {
 		pthread_mutex_destroy(&ep->lock);
+		ntx_wipe(&ep->auth, sizeof(ep->auth));
 		free(ep);
 		return ret;
 	}
 	ntx_ep_name(ep, &name);
+	ep->name = name;
 	for (int i = 0; i < NTX_BE_MAX; i++)
 		if (ep->be[i].ops && ep->be[i].ops->setname)
 			ep->be[i].ops->setname(ep->be[i].be, &name);

@@ -208,6 +208,13 @@ static int ntx_check_rx(const struct fi_rx_attr *h)
 	return 0;
 }
 
+/* A job key in hints: none, or 1 to NTX_AUTH_KEY_MAX bytes. A size
+ * without a key asks only for a provider that takes keys. */
+static bool ntx_auth_key_ok(const uint8_t *key, size_t len)
+{
+	return len <= NTX_AUTH_KEY_MAX && (!key || len);
+}
+
 static int ntx_check_ep(const struct fi_ep_attr *h)
 {
 	if (!h)
@@ -231,8 +238,9 @@ static int ntx_check_ep(const struct fi_ep_attr *h)
 		NTX_NOMATCH("shared contexts not supported\n");
 	if (h->rx_ctx_cnt > 1)
 		NTX_NOMATCH("scalable endpoints not supported\n");
-	if (h->auth_key_size || h->auth_key)
-		NTX_NOMATCH("auth keys not supported\n");
+	if (!ntx_auth_key_ok(h->auth_key, h->auth_key_size))
+		NTX_NOMATCH("ep auth_key of %zu bytes (1 to %d)\n",
+			    h->auth_key_size, NTX_AUTH_KEY_MAX);
 	return 0;
 }
 
@@ -270,8 +278,9 @@ static int ntx_check_domain(const struct fi_domain_attr *h, uint32_t version,
 		NTX_NOMATCH("mr_iov_limit too large\n");
 	if (h->caps & ~d->caps)
 		NTX_NOMATCH("domain caps not supported by %s\n", d->name);
-	if (h->auth_key_size || h->auth_key)
-		NTX_NOMATCH("auth keys not supported\n");
+	if (!ntx_auth_key_ok(h->auth_key, h->auth_key_size))
+		NTX_NOMATCH("domain auth_key of %zu bytes (1 to %d)\n",
+			    h->auth_key_size, NTX_AUTH_KEY_MAX);
 	if (h->tclass != FI_TC_UNSPEC && h->tclass != FI_TC_BEST_EFFORT)
 		NTX_NOMATCH("traffic class not supported\n");
 	return 0;
@@ -448,6 +457,45 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 	fi->mode = 0;
 }
 
+/* A key of the hints goes into the entry (fi_domain and fi_endpoint
+ * take it from there); otherwise the entry says how long
+ * FI_NTX_AUTH_KEY's is, never what it is. */
+static int ntx_copy_key(uint8_t **key, size_t *size, const uint8_t *hkey,
+			size_t hsize)
+{
+	if (!hkey) {
+		*key = NULL;
+		*size = 0;
+		return 0;
+	}
+	*key = malloc(hsize);
+	if (!*key)
+		return -FI_ENOMEM;
+	memcpy(*key, hkey, hsize);
+	*size = hsize;
+	return 0;
+}
+
+static int ntx_apply_keys(struct fi_info *fi, const struct fi_info *h)
+{
+	struct fi_domain_attr *d = fi->domain_attr;
+	int ret = 0;
+
+	if (h && h->domain_attr && h->domain_attr->auth_key)
+		ret = ntx_copy_key(&d->auth_key, &d->auth_key_size,
+				   h->domain_attr->auth_key,
+				   h->domain_attr->auth_key_size);
+	else if (ntx_params.auth_key)
+		d->auth_key_size = strnlen(ntx_params.auth_key,
+					   NTX_AUTH_KEY_MAX);
+	if (!ret && h && h->ep_attr && h->ep_attr->auth_key)
+		ret = ntx_copy_key(&fi->ep_attr->auth_key,
+				   &fi->ep_attr->auth_key_size,
+				   h->ep_attr->auth_key,
+				   h->ep_attr->auth_key_size);
+	return ret;
+}
+
 static struct fi_info *ntx_info_template(const struct ntx_dom_desc *d)
 {
 	struct fi_info *fi = fi_allocinfo();
@@ -511,6 +559,11 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 	if (!fi)
 		return -FI_ENOMEM;
 	ntx_apply_hints(fi, hints, version);
+	ret = ntx_apply_keys(fi, hints);
+	if (ret) {
+		fi_freeinfo(fi);
+		return ret;
+	}
 
 	if ((node || service) && (flags & FI_SOURCE)) {
 		/* no node: listen on every address, not only loopback */

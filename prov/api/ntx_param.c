@@ -20,6 +20,7 @@ struct ntx_params ntx_params = {
 	.peer_unexp_max = 256u << 20,
 	.progress_idle_us = 10000,
 	.progress_cpus = NULL,
+	.auth_timeout_ms = 30000,
 };
 
 static void ntx_param_size(const char *name, const char *help, size_t *val,
@@ -115,6 +116,18 @@ void ntx_params_init(void)
 			"core other than the one of the thread opening the "
 			"domain)");
 	fi_param_get_str(&ntx_prov, "progress_cpus", &ntx_params.progress_cpus);
+	/* the key itself is never logged */
+	fi_param_define(&ntx_prov, "auth_key", FI_PARAM_STRING,
+			"job key: peers must prove that they hold the same "
+			"key before any operation (challenge and response; "
+			"the key never travels); fi_info's domain_attr or "
+			"ep_attr auth_key overrides it (default: none)");
+	fi_param_get_str(&ntx_prov, "auth_key", &ntx_params.auth_key);
+	ntx_param_size("auth_timeout_ms",
+		       "milliseconds a peer may take to prove the job key once "
+		       "connected before everything owed to it fails "
+		       "(FI_ETIMEDOUT)",
+		       &ntx_params.auth_timeout_ms, 100, 3600000);
 	ntx_param_size("cq_size", "default completion queue depth",
 		       &ntx_params.cq_size, 1, 1 << 24);
 	ntx_param_size("peer_unexp_max",
@@ -125,4 +138,39 @@ void ntx_params_init(void)
 	ntx_param_size("min_multi_recv",
 		       "default FI_OPT_MIN_MULTI_RECV of an endpoint",
 		       &ntx_params.min_multi_recv, 0, SIZE_MAX);
+}
+
+int ntx_auth_key_set(struct ntx_auth_key *k, const void *key, size_t len,
+		     const struct ntx_auth_key *dflt)
+{
+	/* a size without a key is what fi_getinfo reported of the default */
+	if (!key) {
+		*k = *dflt;
+		return 0;
+	}
+	if (!len || len > NTX_AUTH_KEY_MAX) {
+		NTX_WARN(FI_LOG_CORE, "auth_key of %zu bytes: give 1 to %d "
+			 "bytes\n", len, NTX_AUTH_KEY_MAX);
+		return -FI_EINVAL;
+	}
+	memcpy(k->key, key, len);
+	k->len = len;
+	return 0;
+}
+
+void ntx_auth_key_default(struct ntx_auth_key *k)
+{
+	const char *s = ntx_params.auth_key;
+
+	memset(k, 0, sizeof(*k));
+	if (!s || !*s)
+		return;
+	k->len = strlen(s);
+	if (k->len > NTX_AUTH_KEY_MAX) {
+		NTX_WARN(FI_LOG_CORE, "FI_NTX_AUTH_KEY is longer than %d "
+			 "bytes; using its first %d\n", NTX_AUTH_KEY_MAX,
+			 NTX_AUTH_KEY_MAX);
+		k->len = NTX_AUTH_KEY_MAX;
+	}
+	memcpy(k->key, s, k->len);
 }

@@ -21,6 +21,8 @@ static void ntx_ep_check_peers(struct ntx_ep *ep)
 	if (now < ep->next_check_ns)
 		return;
 	ep->next_check_ns = now + (uint64_t)ntx_params.peer_check_ms * 1000000;
+	if (ep->auth_vcs)
+		ntx_auth_check(ep, now);
 	for (int i = 0; i < NTX_BE_MAX; i++)
 		if (ep->be[i].ops)
 			ep->be[i].ops->check_peers(ep->be[i].be);
@@ -111,7 +113,7 @@ void ntx_ep_progress(struct ntx_ep *ep)
 						     busy_entry);
 
 		ntx_vc_pump(vc);
-		if (ntx_list_empty(&vc->backlog)) {
+		if (ntx_list_empty(&vc->backlog) && !ntx_auth_tx_pending(vc)) {
 			vc->busy = false;
 			ntx_list_remove(&vc->busy_entry);
 		}

@@ -28,11 +28,19 @@ static size_t ntx_vc_seg_max(const struct ntx_vc *vc)
 	return m;
 }
 
-/* The largest message sent eagerly to this peer. */
+/* The largest message sent eagerly to this peer: the smaller of both
+ * sides' FI_NTX_EAGER_MAX, agreed at connect (a peer's answers to our
+ * packets are bounded by its own). */
 size_t ntx_vc_mtu(const struct ntx_vc *vc)
 {
 	size_t m = ntx_vc_seg_max(vc);
 
+	if (vc->ops->conn_eager && vc->conn) {
+		size_t e = vc->ops->conn_eager(vc->conn);
+
+		if (e && e < m)
+			m = e;
+	}
 	return ntx_params.eager_max < m ? ntx_params.eager_max : m;
 }
 

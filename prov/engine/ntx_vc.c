@@ -128,8 +128,11 @@ int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 			return -FI_ENOMEM;
 		vc->state = NTX_VC_CONNECTING;
 		vc->ops = be->ops;
-		ret = be->ops->connect(be->be, &peer, vc, &vc->conn);
+		ret = ntx_auth_init(vc);
+		if (!ret)
+			ret = be->ops->connect(be->be, &peer, vc, &vc->conn);
 		if (ret) {
+			ntx_auth_free(vc);
 			ntx_list_remove(&vc->entry);
 			free(vc);
 			return ret;
@@ -164,16 +167,21 @@ fi_addr_t ntx_vc_fi_addr_lookup(struct ntx_vc *vc)
 	return vc->fi_addr;
 }
 
+void ntx_vc_mark_busy(struct ntx_vc *vc)
+{
+	if (!vc->busy) {
+		vc->busy = true;
+		ntx_list_insert_tail(&vc->ep->busy_vcs, &vc->busy_entry);
+	}
+}
+
 void ntx_vc_backlog(struct ntx_vc *vc, struct ntx_req *req, bool head)
 {
 	if (head)
 		ntx_list_insert_head(&vc->backlog, &req->entry);
 	else
 		ntx_list_insert_tail(&vc->backlog, &req->entry);
-	if (!vc->busy) {
-		vc->busy = true;
-		ntx_list_insert_tail(&vc->ep->busy_vcs, &vc->busy_entry);
-	}
+	ntx_vc_mark_busy(vc);
 }
 
 void ntx_vc_queue(struct ntx_vc *vc, struct ntx_req *req)
@@ -181,9 +189,12 @@ void ntx_vc_queue(struct ntx_vc *vc, struct ntx_req *req)
 	ntx_vc_backlog(vc, req, false);
 }
 
-/* Sends backlogged requests in order until the ring is full. */
+/* Sends backlogged requests in order until the ring is full (after the
+ * job-key exchange, which may still owe packets). */
 void ntx_vc_pump(struct ntx_vc *vc)
 {
+	if (vc->state == NTX_VC_AUTH)
+		ntx_auth_pump(vc);
 	while (vc->state == NTX_VC_CONNECTED && !ntx_list_empty(&vc->backlog)) {
 		struct ntx_req *r = ntx_container_of(ntx_list_first(&vc->backlog),
 						     struct ntx_req, entry);
@@ -275,6 +286,7 @@ void ntx_vc_destroy(struct ntx_vc *vc)
 	if (vc->busy)
 		ntx_list_remove(&vc->busy_entry);
 	ntx_list_remove(&vc->entry);
+	ntx_auth_free(vc);
 	free(vc);
 }
 
@@ -290,7 +302,12 @@ static void *ntx_vc_accept(void *ctx, struct ntx_be_conn *conn,
 		return NULL;
 	vc->ops = be->ops;
 	vc->conn = conn;
-	vc->state = NTX_VC_CONNECTED;
+	if (ntx_auth_init(vc)) {
+		ntx_list_remove(&vc->entry);
+		free(vc);
+		return NULL;
+	}
+	ntx_auth_begin(vc); /* CONNECTED, or AUTH when a key is involved */
 	ntx_vc_fi_addr(vc);
 	return vc;
 }
@@ -299,7 +316,7 @@ static void ntx_vc_connected(void *arg)
 {
 	struct ntx_vc *vc = arg;
 
-	vc->state = NTX_VC_CONNECTED;
+	ntx_auth_begin(vc);
 	ntx_vc_pump(vc);
 }
 
@@ -310,7 +327,11 @@ static void ntx_vc_recv(void *arg, const void *hdr, const void *payload,
 	struct ntx_wire_hdr h;
 
 	memcpy(&h, hdr, sizeof(h));
-	ntx_proto_on_packet(vc, &h, payload, len);
+	/* nothing but the job-key exchange before the peer proved it */
+	if (vc->state == NTX_VC_AUTH || h.op == NTX_OP_AUTH)
+		ntx_auth_on_packet(vc, &h, payload, len);
+	else
+		ntx_proto_on_packet(vc, &h, payload, len);
 }
 
 static void ntx_vc_failed(void *arg, int err)

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ntx_test.h"
@@ -84,20 +85,79 @@ static struct ntx_addr adv_name(uint16_t port)
 	return a;
 }
 
-/* Connects to the victim and says hello with a made-up name. */
-static int adv_connect(const struct ntx_addr *victim)
+/* A listening socket on loopback; its port in *port. */
+static int adv_listen(uint16_t *port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sin);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    listen(lfd, 4) || getsockname(lfd, (struct sockaddr *)&sin, &sl)) {
+		if (lfd >= 0)
+			close(lfd);
+		return -1;
+	}
+	*port = sin.sin_port;
+	return lfd;
+}
+
+/* Proves a name of our own: the victim's PROVE arrives on our listener,
+ * its nonce goes back over fd, and the victim welcomes us. */
+static int adv_prove(int lfd, int fd)
+{
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	struct ntx_tcp_params e = { .eager_max = 8192 };
+	struct ntx_tcp_prove pr;
+	struct ntx_tcp_frame f;
+	struct ntx_wire_hdr h;
+	int pfd, ret = -1;
+
+	if (poll(&p, 1, ADV_MS) != 1 || (pfd = accept(lfd, NULL, NULL)) < 0)
+		return -1;
+	if (!t_sock_read(pfd, &f, sizeof(f)) && f.type == NTX_TCP_PROVE &&
+	    f.len == sizeof(pr) && !t_sock_read(pfd, &pr, sizeof(pr))) {
+		memcpy(e.nonce, pr.nonce, sizeof(e.nonce));
+		if (!adv_frame(fd, NTX_TCP_ECHO, NULL, &e, sizeof(e)) &&
+		    adv_next(fd, &h) == NTX_TCP_WELCOME)
+			ret = 0;
+	}
+	close(pfd);
+	return ret;
+}
+
+/* Connects to the victim, says hello as *me (a name on our listener
+ * lfd) and proves it. */
+static int adv_connect_as(const struct ntx_addr *victim, int lfd,
+			  const struct ntx_addr *me)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 				   .sin_port = victim->port };
-	struct ntx_addr me = adv_name(0);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
-	    adv_frame(fd, NTX_TCP_HELLO, NULL, &me, sizeof(me))) {
+	    adv_frame(fd, NTX_TCP_HELLO, NULL, me, sizeof(*me)) ||
+	    adv_prove(lfd, fd)) {
 		if (fd >= 0)
 			close(fd);
 		return -1;
+	}
+	return fd;
+}
+
+/* The same with a made-up name on a listener of its own. */
+static int adv_connect(const struct ntx_addr *victim)
+{
+	struct ntx_addr me;
+	uint16_t port = 0;
+	int lfd = adv_listen(&port), fd = -1;
+
+	me = adv_name(port);
+	if (lfd >= 0) {
+		fd = adv_connect_as(victim, lfd, &me);
+		close(lfd);
 	}
 	return fd;
 }
@@ -280,6 +340,9 @@ static int adv_split(int sock)
 	fd = accept(lfd, NULL, NULL);
 	CHK(fd >= 0);
 	CHK(adv_next(fd, &h) == NTX_TCP_HELLO);
+	/* an acceptor welcomes whoever it likes: the victim connected */
+	CHK(adv_frame(fd, NTX_TCP_WELCOME, NULL, &(struct ntx_tcp_params){
+			      .eager_max = 8192 }, sizeof(struct ntx_tcp_params)) == 0);
 	while ((type = adv_next(fd, &h)) == NTX_TCP_ENTRY &&
 	       h.op != NTX_OP_RTS)
 		;
@@ -524,4 +587,259 @@ Test(adversary, single_copy_refused_by_one_peer_stays_on_for_others,
 		cr_assert_eq(t_join(pid[i]), 0);
 	t_close(&t);
 	free(buf);
+}
+
+/* 7. Impersonation (#13 item 7): a raw client says hello with the name of
+ * another endpoint, which lives in a child. The victim never binds that
+ * connection to the name: its message to the name reaches the real
+ * endpoint, nothing reaches the impostor, and the impostor's connection
+ * is closed after FI_NTX_TCP_HELLO_MS. */
+static int child_real_peer(int sock)
+{
+	struct fi_cq_tagged_entry e;
+	char buf[64], ok = 'r';
+	struct tctx t;
+	fi_addr_t peer;
+
+	CHK(t_open(&t, FI_MSG) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	CHK(fi_recv(t.ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, NULL) == 0);
+	CHK(t_wait(&t, &e, NULL, NULL, ADV_MS) == 1);
+	CHK(e.len == 6 && !memcmp(buf, "for C", 6));
+	CHK(write(sock, &ok, 1) == 1);
+	/* stays up (and progressing) until the test process is done */
+	CHK(t_sync_progress(&t, sock, 2 * ADV_MS) == 0);
+	t_close(&t);
+	return 0;
+}
+
+/* The impostor's socket: 1 when it closed, 0 while open, -1 when a
+ * frame other than set-up arrived (a message meant for the name). */
+static int impostor_look(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct ntx_tcp_frame f;
+	char c;
+
+	if (poll(&p, 1, 0) != 1)
+		return 0;
+	if (recv(fd, &c, 1, MSG_PEEK) <= 0)
+		return 1;
+	if (t_sock_read(fd, &f, sizeof(f)))
+		return 1;
+	fprintf(stderr, "impostor got a frame of type %u\n", f.type);
+	return -1;
+}
+
+Test(adversary, an_impostor_never_gets_the_messages_of_the_name_it_claims,
+     .timeout = 60)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct fi_cq_tagged_entry e;
+	struct ntx_addr victim, real;
+	size_t len = sizeof(real);
+	int sock, fd, closed = 0, seen;
+	bool got = false;
+	time_t end;
+	struct tctx t;
+	fi_addr_t peer;
+	pid_t pid;
+	char c;
+
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	setenv("NTX_TEST_DOMAIN", "tcp", 1);
+	setenv("FI_NTX_TCP_HELLO_MS", "1000", 1);
+	pid = t_fork(&sock, child_real_peer);
+	cr_assert_eq(t_open(&t, FI_MSG), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(fi_av_lookup(t.av, peer, &real, &len), 0);
+	len = sizeof(victim);
+	cr_assert_eq(fi_getname(&t.ep->fid, &victim, &len), 0);
+	/* the impostor claims the child's name */
+	sin.sin_port = victim.port;
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert(fd >= 0 && !connect(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	cr_assert_eq(adv_frame(fd, NTX_TCP_HELLO, NULL, &real, sizeof(real)), 0);
+	/* the victim takes the hello in (a bounded spell of progress: the
+	 * unfixed provider bound the connection to the name here) */
+	t_drain(&t, 200);
+	cr_assert_eq(fi_send(t.ep, "for C", 6, NULL, peer, NULL), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, ADV_MS), 1);
+	/* until the child has the message and the impostor was shut out */
+	end = time(NULL) + 2 * ADV_MS / 1000;
+	while (!(got && closed) && time(NULL) < end) {
+		struct pollfd p = { .fd = sock, .events = POLLIN };
+
+		fi_cq_read(t.cq, &e, 1);
+		seen = impostor_look(fd);
+		cr_assert_neq(seen, -1, "the impostor received a message");
+		closed |= seen;
+		if (!got && poll(&p, 1, 0) == 1)
+			got = read(sock, &c, 1) == 1 && c == 'r';
+	}
+	cr_assert(got, "the real endpoint did not get its message");
+	cr_assert(closed, "the impostor's connection stayed open");
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0);
+	close(fd);
+	t_close(&t);
+}
+
+/* ---- job keys against a raw peer ------------------------------------------
+ * The victim has a job key; the attacker proves its name (tcp) but not
+ * the key. Whatever it sends, nothing reaches the victim's receive. */
+#define JOB_KEY "the job's key"
+
+static int open_keyed_victim(struct tctx *t)
+{
+	struct fi_info *h = t_hints(FI_MSG | FI_TAGGED);
+
+	free(h->domain_attr->name);
+	h->domain_attr->name = strdup("tcp");
+	h->domain_attr->auth_key = (uint8_t *)strdup(JOB_KEY);
+	h->domain_attr->auth_key_size = strlen(JOB_KEY);
+	return t_open_hints(t, h);
+}
+
+/* Waits for the victim's challenge on fd: its nonce and name. */
+static int adv_read_chal(int fd, struct ntx_wire_auth *chal)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct ntx_tcp_frame f;
+
+	if (poll(&p, 1, ADV_MS) != 1 || t_sock_read(fd, &f, sizeof(f)) ||
+	    f.type != NTX_TCP_ENTRY || f.hdr.op != NTX_OP_AUTH ||
+	    f.hdr.status != NTX_AUTH_CHAL || f.len != sizeof(*chal))
+		return -1;
+	return t_sock_read(fd, chal, sizeof(*chal));
+}
+
+/* 'k' when the victim refuses: a REFUSE, or the connection closed. */
+static char adv_refused(int fd)
+{
+	struct ntx_wire_hdr h;
+	int type;
+
+	while ((type = adv_next(fd, &h)) == NTX_TCP_ENTRY)
+		if (h.op != NTX_OP_AUTH)
+			return 'x'; /* anything but the exchange: a leak */
+		else if (h.status == NTX_AUTH_REFUSE)
+			return 'k';
+	return type == -1 ? 'k' : 'x';
+}
+
+static int g_key_attack; /* 0: data before the proof, 1: a wrong proof */
+
+static int adv_keyless(int sock)
+{
+	struct ntx_wire_hdr h = { .op = NTX_OP_EAGER, .flags = NTX_PF_INLINE,
+				  .msg_len = 4 };
+	struct ntx_wire_auth chal, mine = { .nonce = { 1, 2, 3 } };
+	uint8_t proof[32];
+	struct ntx_addr v, me = adv_name(1);
+	char verdict;
+	int fd;
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	fd = adv_connect(&v);
+	CHK(fd >= 0);
+	CHK(adv_read_chal(fd, &chal) == 0);
+	/* the challenge never carries the key */
+	CHK(!memmem(&chal, sizeof(chal), JOB_KEY, strlen(JOB_KEY)));
+	if (g_key_attack == 0) {
+		memcpy(&h.rreq, "evil", 4);
+		CHK(adv_frame(fd, NTX_TCP_ENTRY, &h, NULL, 0) == 0);
+	} else {
+		memcpy(mine.name, &me, sizeof(me));
+		memset(proof, 0x5a, sizeof(proof));
+		h = (struct ntx_wire_hdr){ .op = NTX_OP_AUTH,
+					   .status = NTX_AUTH_CHAL };
+		CHK(adv_frame(fd, NTX_TCP_ENTRY, &h, &mine, sizeof(mine)) == 0);
+		h.status = NTX_AUTH_PROOF;
+		CHK(adv_frame(fd, NTX_TCP_ENTRY, &h, proof, sizeof(proof)) == 0);
+	}
+	verdict = adv_refused(fd);
+	close(fd);
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+static void keyed_victim_attacked(int attack, const char *why)
+{
+	static char buf[64];
+	struct tctx t;
+	int sock, ncq = 0;
+	pid_t pid;
+
+	g_key_attack = attack;
+	pid = t_fork(&sock, adv_keyless);
+	cr_assert_eq(open_keyed_victim(&t), 0);
+	cr_assert_eq(fi_recv(t.ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC,
+			     NULL), 0);
+	cr_assert_eq(send_name(&t, sock), 0);
+	cr_assert_eq(victim_serve(&t, sock, &ncq), 'k', "%s", why);
+	cr_assert_eq(ncq, 0, "the attacker's message was received");
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+}
+
+Test(adversary, data_before_the_key_proof_is_refused, .timeout = 60)
+{
+	keyed_victim_attacked(0, "the victim took data before a proof");
+}
+
+Test(adversary, a_wrong_key_proof_is_refused, .timeout = 60)
+{
+	keyed_victim_attacked(1, "the victim accepted a wrong proof");
+}
+
+/* A peer that connects and never answers the challenge: what the victim
+ * sends it fails after FI_NTX_AUTH_TIMEOUT_MS instead of waiting forever. */
+static int adv_mute(int sock)
+{
+	struct ntx_wire_auth chal;
+	struct ntx_addr v, me;
+	uint16_t port = 0;
+	int lfd = adv_listen(&port), fd;
+	char done;
+
+	CHK(lfd >= 0);
+	me = adv_name(port);
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	fd = adv_connect_as(&v, lfd, &me);
+	CHK(fd >= 0);
+	CHK(adv_read_chal(fd, &chal) == 0); /* the victim has our VC */
+	CHK(t_sock_write(sock, &me, sizeof(me)) == 0);
+	CHK(t_sock_read(sock, &done, 1) == 0);
+	close(fd);
+	close(lfd);
+	return 0;
+}
+
+Test(adversary, a_peer_that_never_proves_the_key_times_out, .timeout = 60)
+{
+	struct fi_cq_err_entry err = { 0 };
+	struct ntx_addr peer;
+	struct tctx t;
+	fi_addr_t dst;
+	int sock;
+	pid_t pid;
+
+	setenv("FI_NTX_AUTH_TIMEOUT_MS", "500", 1);
+	pid = t_fork(&sock, adv_mute);
+	cr_assert_eq(open_keyed_victim(&t), 0);
+	cr_assert_eq(send_name(&t, sock), 0);
+	/* progress while the attacker connects and proves its name */
+	for (struct pollfd p = { .fd = sock, .events = POLLIN };
+	     poll(&p, 1, 0) != 1;)
+		fi_cq_read(t.cq, NULL, 0);
+	cr_assert_eq(t_sock_read(sock, &peer, sizeof(peer)), 0);
+	cr_assert_eq(t_insert(&t, &peer, &dst), 0);
+	cr_assert_eq(fi_send(t.ep, "hi", 2, NULL, dst, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, &err, ADV_MS), -FI_EAVAIL);
+	cr_assert_eq(err.err, FI_ETIMEDOUT, "error %d", err.err);
+	cr_assert_eq(t_sock_write(sock, "d", 1), 0);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
 }

@@ -16,8 +16,8 @@
 #define CAPS (FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE)
 #define WAIT_MS 10000
 
-static const size_t sizes[] = { 0, 1, 4096, 8192, 8193, 65536, 1 << 20,
-				16 << 20 };
+static const size_t sizes[] = { 0, 1, 4096, 8192, 8193, 12000, 16384,
+				65536, 1 << 20, 16 << 20 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 static bool g_tagged;
 static const char *g_child_eager; /* the receiver's FI_NTX_EAGER_MAX */
@@ -118,6 +118,34 @@ Test(msg, receiver_with_a_smaller_eager_size, .timeout = 60)
 	 * sender follows the receiver's limit (issue: EMSGSIZE before) */
 	g_child_eager = "4096";
 	send_sizes(true);
+}
+
+/* Peers started with different FI_NTX_EAGER_MAX (issue #13, item 10):
+ * messages at both sizes and between them, over shm and tcp. */
+static void eager_mismatch(const char *mine, const char *child, bool tcp)
+{
+	if (tcp) {
+		setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+		setenv("NTX_TEST_DOMAIN", "tcp", 1);
+	}
+	setenv("FI_NTX_EAGER_MAX", mine, 1); /* before the provider loads */
+	g_child_eager = child;
+	send_sizes(true);
+}
+
+Test(msg, receiver_with_a_larger_eager_size, .timeout = 60)
+{
+	eager_mismatch("4096", "16384", false);
+}
+
+Test(msg, tcp_receiver_with_a_smaller_eager_size, .timeout = 60)
+{
+	eager_mismatch("16384", "4096", true);
+}
+
+Test(msg, tcp_receiver_with_a_larger_eager_size, .timeout = 60)
+{
+	eager_mismatch("4096", "16384", true);
 }
 
 Test(msg, tcp_path_all_sizes, .timeout = 60)

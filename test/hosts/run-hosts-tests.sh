@@ -5,7 +5,8 @@
 #   - fi_pingpong -c, msg and tagged, every size, host 2 -> host 1;
 #   - the same with nftables dropping 2 % and duplicating 1 % of the
 #     packets on both hosts: nothing lost, nothing delivered twice;
-#   - the functional suite's two-process tests with the peer on host 2;
+#   - the functional suite's two-process tests with the peer on host 2
+#     (messages, RMA, atomics, job keys);
 #   - Open MPI, 2 hosts x 2 ranks (shm window inside a host, tcp across),
 #     launched through an rsh agent that enters the hosts (rsh-agent.sh);
 #   - a link taken down in the middle of a 1 MiB stream: the sender gets
@@ -106,6 +107,7 @@ if want func; then
   step "functional suite, peer on host 2: msg" func 'msg/*'
   step "functional suite, peer on host 2: rma" func 'rma*/*'
   step "functional suite, peer on host 2: atomics" func 'atomic*/*'
+  step "functional suite, peer on host 2: job keys" func 'auth/*tcp'
 fi
 
 if want mpi; then

@@ -89,6 +89,7 @@ struct ntx_be_ep {
 	bool rescan; /* connect work left over: poll even without a bell */
 	bool bits_on; /* we drain by the ready bitmap (hdr->bits_on) */
 	uint64_t *idle; /* ready bits whose rings were empty last time */
+	uint64_t *reused; /* slots released before: zeroed again at reuse */
 	uint64_t bits_clear_ns; /* next ntx_ntb_bits_clear pass */
 	uint32_t polls;
 };
@@ -552,6 +553,8 @@ static int ntx_ntb_wait_open(struct ntx_be_ep *be)
 
 /* ---- connections --------------------------------------------------------- */
 
+static void ntx_ntb_ring_zero(struct ntx_be_ep *be, uint32_t slot);
+
 static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 {
 	struct ntx_win_ctl *ctl;
@@ -563,7 +566,12 @@ static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 		atomic_store_explicit(&ctl->resp, 0, memory_order_relaxed);
 		atomic_store_explicit(&ctl->closed, 0, memory_order_relaxed);
 		atomic_store_explicit(&ctl->cons, 0, memory_order_relaxed);
-		/* a released ring was zeroed (ntx_ntb_slot_release) */
+		/* a slot used before is zeroed again: a peer that had not yet
+		 * seen its connection fail (a job-key refusal, a protocol
+		 * error) may have written an entry after the release zeroed
+		 * it. Fresh slots are zero (and cost no system call). */
+		if (be->reused[i / 64] & (1ull << (i % 64)))
+			ntx_ntb_ring_zero(be, i);
 		/* the reset is published by the release that follows (cell
 		 * post or connect response) */
 		be->slots[i] = c;
@@ -581,9 +589,15 @@ static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
  * payload can match its sequence numbers). */
 static void ntx_ntb_slot_release(struct ntx_be_ep *be, uint32_t slot)
 {
+	be->slots[slot] = NULL;
+	be->reused[slot / 64] |= 1ull << (slot % 64);
+	ntx_ntb_ring_zero(be, slot);
+}
+
+static void ntx_ntb_ring_zero(struct ntx_be_ep *be, uint32_t slot)
+{
 	size_t off = be->win.g.ring_off + (size_t)slot * be->win.g.ring_size;
 
-	be->slots[slot] = NULL;
 	if (fallocate(be->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)off, (off_t)be->win.g.ring_size)) {
 		NTX_DBG(FI_LOG_EP_CTRL, "punch ring: %s\n", strerror(errno));
@@ -1604,7 +1618,8 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	be->addr.win_fd = be->fd;
 	be->slots = calloc(be->win.g.nslots, sizeof(*be->slots));
 	be->idle = calloc((be->win.g.nslots + 63) / 64, sizeof(*be->idle));
-	if (!be->slots || !be->idle) {
+	be->reused = calloc((be->win.g.nslots + 63) / 64, sizeof(*be->reused));
+	if (!be->slots || !be->idle || !be->reused) {
 		ret = -FI_ENOMEM;
 		goto unmap;
 	}
@@ -1613,6 +1628,7 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 unmap:
 	free(be->slots);
 	free(be->idle);
+	free(be->reused);
 	munmap(be->win.base, be->win.g.size);
 	close(be->fd);
 close_svc:
@@ -1657,6 +1673,7 @@ static void ntx_ntb_close(struct ntx_be_ep *be)
 	close(be->wake);
 	free(be->slots);
 	free(be->idle);
+	free(be->reused);
 	free(be);
 }
 
@@ -1670,6 +1687,12 @@ static void ntx_ntb_getname(struct ntx_be_ep *be, struct ntx_addr *addr)
 	addr->port = port;
 }
 
+/* The engine's flags (a job key) travel in our connect cells. */
+static void ntx_ntb_setname(struct ntx_be_ep *be, const struct ntx_addr *addr)
+{
+	be->addr.flags = addr->flags;
+}
+
 const struct ntx_be_ops ntx_ntb_shm_ops = {
 	.name = "ntb-shm",
 	.hdr_size = sizeof(struct ntx_wire_hdr),
@@ -1678,6 +1701,7 @@ const struct ntx_be_ops ntx_ntb_shm_ops = {
 	.open = ntx_ntb_open,
 	.close = ntx_ntb_close,
 	.getname = ntx_ntb_getname,
+	.setname = ntx_ntb_setname,
 	.connect = ntx_ntb_connect,
 	.disconnect = ntx_ntb_disconnect,
 	.conn_mtu = ntx_ntb_conn_mtu,

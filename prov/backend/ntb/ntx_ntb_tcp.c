@@ -3,7 +3,8 @@
  * emulated by one TCP connection per VC. Each frame is one ring entry
  * (length, engine header, payload) that the receiving side applies from
  * progress, validating the frame header first. No bulk moves: rendezvous
- * data travels as DATA entries.
+ * data travels as DATA entries. A connection reaches the engine only once
+ * the connecting side proved the name its hello claims (ntx_tcp_wire.h).
  */
 #include "config.h"
 #include <arpa/inet.h>
@@ -13,6 +14,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -20,13 +22,25 @@
 
 #include "ntx/ntx_backend.h"
 #include "ntx/ntx_fdwatch.h"
+#include "ntx/ntx_sha256.h"
 #include "ntx/ntx_wire.h"
 #include "ntx_tcp_wire.h"
 
 #define NTX_TCP_OUT_MAX (8u << 20) /* queued bytes before -FI_EAGAIN */
 
-enum ntx_tcp_state { NTX_TCP_CONNECTING, NTX_TCP_HELLO_WAIT, NTX_TCP_OPEN,
-		     NTX_TCP_FAILED };
+enum ntx_tcp_state {
+	NTX_TCP_CONNECTING,   /* ours: TCP connect under way, hello queued */
+	NTX_TCP_WELCOME_WAIT, /* ours: hello sent, our name being proven */
+	NTX_TCP_HELLO_WAIT,   /* accepted: no hello yet (or a PROVE) */
+	NTX_TCP_VERIFY,       /* accepted: hello in, its name being proven */
+	NTX_TCP_PROBE,        /* ours: carried a PROVE, waits for the close */
+	NTX_TCP_OPEN,
+	NTX_TCP_FAILED,
+};
+
+/* Echoes that are not ours a VERIFY connection takes (a claimant with
+ * several connections to us echoes on each) before it gives up. */
+#define NTX_TCP_MAX_MISSES 8
 
 struct ntx_buf {
 	uint8_t *data;
@@ -40,7 +54,12 @@ struct ntx_be_conn {
 	int fd;
 	enum ntx_tcp_state state;
 	struct ntx_buf in, out;
-	uint64_t deadline_ns; /* CONNECTING, HELLO_WAIT: when it fails */
+	uint64_t deadline_ns; /* until OPEN: when it fails */
+	struct ntx_addr peer; /* ours: whom we dial; VERIFY: the claim */
+	uint8_t nonce[NTX_TCP_NONCE]; /* VERIFY: what the claimant echoes */
+	uint32_t peer_eager;  /* the peer's FI_NTX_EAGER_MAX, once OPEN */
+	uint8_t misses;       /* VERIFY: echoes of other connections */
+	bool probe;           /* carries a PROVE, never reaches the engine */
 };
 
 struct ntx_be_ep {
@@ -273,16 +292,30 @@ static void ntx_tcp_disconnect(struct ntx_be_conn *c)
 	free(c);
 }
 
-static int ntx_tcp_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
-			   void *vc, struct ntx_be_conn **conn)
+/* A frame of the connection set-up (hello, proof of name), queued
+ * behind whatever waits and sent when the socket takes it. */
+static int ntx_tcp_ctl(struct ntx_be_conn *c, uint16_t type, const void *p,
+		       uint32_t len)
+{
+	struct ntx_tcp_frame f = { .magic = NTX_TCP_MAGIC, .type = type,
+				   .len = len };
+	struct iovec iov = { (void *)p, len };
+	int ret = ntx_tcp_queue(c, &f, &iov, 1, len);
+
+	if (!ret && c->state != NTX_TCP_CONNECTING)
+		ntx_tcp_flush(c);
+	c->be->busy = c->be->walk = true;
+	return ret;
+}
+
+/* A new outgoing connection to the listener a name names, CONNECTING
+ * until timeout_ms. */
+static int ntx_tcp_dial(struct ntx_be_ep *be, const struct ntx_addr *peer,
+			size_t timeout_ms, struct ntx_be_conn **out)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 				   .sin_addr.s_addr = peer->ip4,
 				   .sin_port = peer->port };
-	struct ntx_tcp_frame hello = { .magic = NTX_TCP_MAGIC,
-				       .type = NTX_TCP_HELLO,
-				       .len = sizeof(struct ntx_addr) };
-	struct iovec iov = { &be->addr, sizeof(be->addr) };
 	struct ntx_be_conn *c;
 	int fd;
 
@@ -305,13 +338,25 @@ static int ntx_tcp_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 		close(fd);
 		return -FI_ENOMEM;
 	}
-	c->vc = vc;
+	c->peer = *peer;
 	c->state = NTX_TCP_CONNECTING;
-	c->deadline_ns = ntx_now_ns() +
-			 (uint64_t)ntx_params.tcp_timeout_ms * 1000000;
+	c->deadline_ns = ntx_now_ns() + (uint64_t)timeout_ms * 1000000;
 	be->busy = be->walk = true;
+	*out = c;
+	return 0;
+}
+
+static int ntx_tcp_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
+			   void *vc, struct ntx_be_conn **conn)
+{
+	struct ntx_be_conn *c;
+	int ret = ntx_tcp_dial(be, peer, ntx_params.tcp_timeout_ms, &c);
+
+	if (ret)
+		return ret;
+	c->vc = vc;
 	/* the hello leaves first once the connection is up */
-	if (ntx_tcp_queue(c, &hello, &iov, 1, sizeof(be->addr))) {
+	if (ntx_tcp_ctl(c, NTX_TCP_HELLO, &be->addr, sizeof(be->addr))) {
 		ntx_tcp_disconnect(c);
 		return -FI_ENOMEM;
 	}
@@ -319,29 +364,156 @@ static int ntx_tcp_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 	return 0;
 }
 
+/* A hello: before the connection is bound to the name it claims, a
+ * nonce goes to the listener that name names; its owner echoes it over
+ * the connection it opened (DESIGN §7, proof of name). */
+static void ntx_tcp_on_hello(struct ntx_be_conn *c, const uint8_t *p,
+			     size_t len)
+{
+	struct ntx_tcp_prove pr;
+	struct ntx_be_conn *probe;
+	struct ntx_addr from;
+
+	if (len != sizeof(from))
+		return ntx_tcp_fail(c, -FI_EREMOTEIO);
+	memcpy(&from, p, sizeof(from));
+	if (!ntx_addr_valid(&from) || !from.port ||
+	    getrandom(c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce))
+		return ntx_tcp_fail(c, -FI_EREMOTEIO);
+	c->peer = from;
+	memcpy(pr.claimed, &from, sizeof(pr.claimed));
+	memcpy(pr.prover, &c->be->addr, sizeof(pr.prover));
+	memcpy(pr.nonce, c->nonce, sizeof(pr.nonce));
+	if (ntx_tcp_dial(c->be, &from, ntx_params.tcp_hello_ms, &probe)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "closing a connection whose claimed "
+			 "name (pid %u, port %u) has no listener we reach\n",
+			 from.pid, ntohs(from.port));
+		return ntx_tcp_fail(c, -FI_EACCES);
+	}
+	probe->probe = true;
+	if (ntx_tcp_ctl(probe, NTX_TCP_PROVE, &pr, sizeof(pr))) {
+		ntx_tcp_fail(probe, -FI_ENOMEM);
+		return ntx_tcp_fail(c, -FI_ENOMEM);
+	}
+	c->state = NTX_TCP_VERIFY;
+}
+
+/* Someone we connected to asks whether the name of our hello is ours:
+ * the nonce goes back over every connection of ours still waiting for
+ * that listener's welcome (the one that is not its own is ignored
+ * there). This connection has done its part. */
+static void ntx_tcp_on_prove(struct ntx_be_conn *c, const uint8_t *p,
+			     size_t len)
+{
+	struct ntx_tcp_params e = { .eager_max = (uint32_t)ntx_params.eager_max };
+	struct ntx_be_ep *be = c->be;
+	struct ntx_addr claimed, prover;
+	struct ntx_tcp_prove pr;
+	struct ntx_list *it;
+
+	ntx_tcp_fail(c, -FI_ECONNRESET); /* never reached the engine */
+	if (len != sizeof(pr))
+		return;
+	memcpy(&pr, p, sizeof(pr));
+	memcpy(&claimed, pr.claimed, sizeof(claimed));
+	memcpy(&prover, pr.prover, sizeof(prover));
+	if (!ntx_addr_same_ep(&claimed, &be->addr) ||
+	    claimed.epoch != be->addr.epoch) {
+		NTX_INFO(FI_LOG_EP_CTRL, "not vouching for a name that is not "
+			 "ours (pid %u)\n", claimed.pid);
+		return;
+	}
+	memcpy(e.nonce, pr.nonce, sizeof(e.nonce));
+	ntx_list_foreach(&be->conns, it) {
+		struct ntx_be_conn *o = ntx_container_of(it, struct ntx_be_conn,
+							 entry);
+
+		if (o->state == NTX_TCP_WELCOME_WAIT &&
+		    o->peer.port == prover.port)
+			ntx_tcp_ctl(o, NTX_TCP_ECHO, &e, sizeof(e));
+	}
+}
+
+/* FI_NTX_EAGER_MAX's range: what a peer may say of itself. */
+static bool ntx_tcp_eager_ok(uint32_t v)
+{
+	return v >= 4096 && v <= 65536;
+}
+
+static void ntx_tcp_on_echo(struct ntx_be_conn *c, const uint8_t *p,
+			    size_t len)
+{
+	struct ntx_tcp_params e, w = { .eager_max =
+					       (uint32_t)ntx_params.eager_max };
+
+	if (len != sizeof(e))
+		return ntx_tcp_fail(c, -FI_EREMOTEIO);
+	memcpy(&e, p, sizeof(e));
+	if (!ntx_mem_equal(e.nonce, c->nonce, sizeof(c->nonce))) {
+		if (++c->misses > NTX_TCP_MAX_MISSES)
+			ntx_tcp_fail(c, -FI_EACCES);
+		return;
+	}
+	if (!ntx_tcp_eager_ok(e.eager_max)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "peer pid %u says FI_NTX_EAGER_MAX is "
+			 "%u: refused\n", c->peer.pid, e.eager_max);
+		return ntx_tcp_fail(c, -FI_EREMOTEIO);
+	}
+	c->peer_eager = e.eager_max;
+	c->state = NTX_TCP_OPEN;
+	if (ntx_tcp_ctl(c, NTX_TCP_WELCOME, &w, sizeof(w)))
+		return ntx_tcp_fail(c, -FI_ENOMEM);
+	c->vc = c->be->cb.accept(c->be->cb.ctx, c, &c->peer);
+	if (!c->vc)
+		c->state = NTX_TCP_FAILED;
+}
+
+static void ntx_tcp_on_welcome(struct ntx_be_conn *c, const uint8_t *p,
+			       size_t len)
+{
+	struct ntx_tcp_params w;
+
+	if (len != sizeof(w))
+		return ntx_tcp_fail(c, -FI_EREMOTEIO);
+	memcpy(&w, p, sizeof(w));
+	if (!ntx_tcp_eager_ok(w.eager_max)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "peer pid %u says FI_NTX_EAGER_MAX is "
+			 "%u: refused\n", c->peer.pid, w.eager_max);
+		return ntx_tcp_fail(c, -FI_EREMOTEIO);
+	}
+	c->peer_eager = w.eager_max;
+	c->state = NTX_TCP_OPEN;
+	ntx_tcp_flush(c);
+	c->be->cb.connected(c->vc);
+}
+
 static void ntx_tcp_on_frame(struct ntx_be_conn *c,
 			     const struct ntx_tcp_frame *f, const uint8_t *p)
 {
-	struct ntx_addr from;
-
-	if (f->type == NTX_TCP_HELLO && c->state == NTX_TCP_HELLO_WAIT &&
-	    f->len == sizeof(from)) {
-		memcpy(&from, p, sizeof(from));
-		if (!ntx_addr_valid(&from)) {
-			ntx_tcp_fail(c, -FI_EREMOTEIO);
-			return;
-		}
-		c->state = NTX_TCP_OPEN;
-		c->vc = c->be->cb.accept(c->be->cb.ctx, c, &from);
-		if (!c->vc)
-			c->state = NTX_TCP_FAILED;
+	switch (c->state) {
+	case NTX_TCP_OPEN:
+		if (f->type != NTX_TCP_ENTRY)
+			break;
+		c->be->cb.recv(c->vc, &f->hdr, p, f->len);
 		return;
+	case NTX_TCP_HELLO_WAIT:
+		if (f->type == NTX_TCP_HELLO)
+			return ntx_tcp_on_hello(c, p, f->len);
+		if (f->type == NTX_TCP_PROVE)
+			return ntx_tcp_on_prove(c, p, f->len);
+		break;
+	case NTX_TCP_VERIFY:
+		if (f->type != NTX_TCP_ECHO)
+			break;
+		return ntx_tcp_on_echo(c, p, f->len);
+	case NTX_TCP_WELCOME_WAIT:
+		if (f->type != NTX_TCP_WELCOME)
+			break;
+		return ntx_tcp_on_welcome(c, p, f->len);
+	default:
+		break;
 	}
-	if (f->type != NTX_TCP_ENTRY || c->state != NTX_TCP_OPEN) {
-		ntx_tcp_fail(c, -FI_EREMOTEIO);
-		return;
-	}
-	c->be->cb.recv(c->vc, &f->hdr, p, f->len);
+	ntx_tcp_fail(c, -FI_EREMOTEIO);
 }
 
 /* Applies every whole frame in the receive buffer. */
@@ -385,6 +557,13 @@ static int ntx_tcp_read(struct ntx_be_conn *c)
 		n = recv(c->fd, c->in.data + c->in.len, room, MSG_DONTWAIT);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			break;
+		if (n <= 0 && !c->vc) {
+			/* a probe or a claim that was not proven: closing is
+			 * how these end */
+			NTX_DBG(FI_LOG_EP_DATA, "tcp set-up connection closed\n");
+			ntx_tcp_fail(c, -FI_ECONNRESET);
+			return cnt;
+		}
 		if (n <= 0) {
 			NTX_WARN(FI_LOG_EP_DATA, "tcp connection lost: %s\n",
 				 n ? strerror(errno) : "closed by the peer");
@@ -429,9 +608,9 @@ static void ntx_tcp_check_connect(struct ntx_be_conn *c)
 			ntx_tcp_fail(c, -FI_ECONNREFUSED);
 		return;
 	}
-	c->state = NTX_TCP_OPEN;
+	/* the engine hears of it once the peer welcomed us */
+	c->state = c->probe ? NTX_TCP_PROBE : NTX_TCP_WELCOME_WAIT;
 	ntx_tcp_flush(c);
-	c->be->cb.connected(c->vc);
 }
 
 /* Connections that need a look without being readable: connecting ones
@@ -476,8 +655,8 @@ static int ntx_tcp_poll_ready(struct ntx_be_ep *be)
 
 			if (!c)
 				ntx_tcp_accept(be);
-			else if (c->state == NTX_TCP_OPEN ||
-				 c->state == NTX_TCP_HELLO_WAIT)
+			else if (c->state != NTX_TCP_CONNECTING &&
+				 c->state != NTX_TCP_FAILED)
 				cnt += ntx_tcp_read(c);
 		}
 	} while (n == 32);
@@ -504,9 +683,11 @@ static int ntx_tcp_poll(struct ntx_be_ep *be)
 	return cnt;
 }
 
-/* Connections that never said hello hold a socket and a buffer for
- * nobody: closed after FI_NTX_TCP_HELLO_MS. A connect that has not
- * completed in FI_NTX_TCP_TIMEOUT_MS fails (checked with the peers). */
+/* Connections that never said hello or never proved the name they
+ * claim hold a socket and a buffer for nobody: closed after
+ * FI_NTX_TCP_HELLO_MS, and so are probes nobody closed. A connect that
+ * has not been welcomed in FI_NTX_TCP_TIMEOUT_MS fails (checked with
+ * the peers). */
 static void ntx_tcp_check_peers(struct ntx_be_ep *be)
 {
 	struct ntx_list *it, *tmp;
@@ -516,13 +697,19 @@ static void ntx_tcp_check_peers(struct ntx_be_ep *be)
 		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
 							 entry);
 
-		if (c->state == NTX_TCP_HELLO_WAIT && now > c->deadline_ns) {
+		if (c->state == NTX_TCP_OPEN || c->state == NTX_TCP_FAILED ||
+		    now <= c->deadline_ns)
+			continue;
+		if (c->state == NTX_TCP_HELLO_WAIT ||
+		    c->state == NTX_TCP_VERIFY) {
 			NTX_WARN(FI_LOG_EP_CTRL, "closing a connection that "
-				 "sent no hello in %zu ms\n",
-				 ntx_params.tcp_hello_ms);
+				 "%s in %zu ms\n", c->state == NTX_TCP_VERIFY
+				 ? "did not prove the name it claims"
+				 : "sent no hello", ntx_params.tcp_hello_ms);
 			ntx_tcp_disconnect(c); /* no VC knows it yet */
-		} else if (c->state == NTX_TCP_CONNECTING &&
-			   now > c->deadline_ns) {
+		} else if (c->probe) {
+			ntx_tcp_disconnect(c);
+		} else {
 			NTX_WARN(FI_LOG_EP_CTRL, "connect timed out after %zu "
 				 "ms\n", ntx_params.tcp_timeout_ms);
 			ntx_tcp_fail(c, -FI_ETIMEDOUT);
@@ -639,6 +826,12 @@ static void ntx_tcp_setname(struct ntx_be_ep *be, const struct ntx_addr *addr)
 	be->addr = *addr;
 }
 
+/* The peer's FI_NTX_EAGER_MAX, from the welcome or its echo. */
+static size_t ntx_tcp_conn_eager(const struct ntx_be_conn *c)
+{
+	return c->peer_eager;
+}
+
 static int ntx_tcp_resolve(struct ntx_addr *addr)
 {
 	return addr->ip4 && addr->port ? 0 : -FI_EADDRNOTAVAIL;
@@ -655,6 +848,7 @@ const struct ntx_be_ops ntx_ntb_tcp_ops = {
 	.setname = ntx_tcp_setname,
 	.connect = ntx_tcp_connect,
 	.disconnect = ntx_tcp_disconnect,
+	.conn_eager = ntx_tcp_conn_eager,
 	.send = ntx_tcp_send,
 	.poll = ntx_tcp_poll,
 	.check_peers = ntx_tcp_check_peers,

@@ -50,6 +50,16 @@ struct ntx_be_conn {
 	uint32_t qpn;
 	bool has_qp;
 	enum ntx_vb_state state;
+	uint32_t peer_eager; /* the peer's FI_NTX_EAGER_MAX (0: not said) */
+};
+
+/* rdma_cm private data of a connect request and of its accept (at most
+ * 56 bytes in the TCP port space): our name and what the peer must know
+ * of our parameters. */
+struct ntx_vb_priv {
+	struct ntx_addr name;
+	uint32_t eager_max;
+	uint32_t pad;
 };
 
 #define NTX_VB_QPN_BUCKETS 256
@@ -74,7 +84,8 @@ struct ntx_be_ep {
 	uint32_t max_sge;       /* gather entries of one bulk work request */
 	uint32_t rd_atom;       /* RDMA reads in flight per QP */
 	int epfd;
-	struct ntx_addr addr;   /* the endpoint's whole name (private data) */
+	struct ntx_addr addr;   /* the endpoint's whole name */
+	struct ntx_vb_priv priv; /* private data of our requests, accepts */
 	struct ntx_list conns;
 	struct ntx_list qpn_hash[NTX_VB_QPN_BUCKETS];
 	uint32_t cm_pending;    /* connections still being set up */
@@ -260,8 +271,10 @@ static void ntx_vb_conn_param(struct ntx_be_ep *be,
 			      struct rdma_conn_param *p)
 {
 	memset(p, 0, sizeof(*p));
-	p->private_data = &be->addr;
-	p->private_data_len = sizeof(be->addr);
+	be->priv.name = be->addr;
+	be->priv.eager_max = (uint32_t)ntx_params.eager_max;
+	p->private_data = &be->priv;
+	p->private_data_len = sizeof(be->priv);
 	p->responder_resources = (uint8_t)be->rd_atom;
 	p->initiator_depth = (uint8_t)be->rd_atom;
 	p->retry_count = 7;
@@ -340,10 +353,28 @@ static int ntx_vb_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 	return 0;
 }
 
+/* The eager size a peer's private data gives: 0 when it gives none,
+ * -1 when it is outside FI_NTX_EAGER_MAX's range. */
+static int64_t ntx_vb_peer_eager(const struct rdma_conn_param *p)
+{
+	struct ntx_vb_priv v;
+
+	if (!p->private_data || p->private_data_len < sizeof(v))
+		return 0;
+	memcpy(&v, p->private_data, sizeof(v));
+	if (v.eager_max < 4096 || v.eager_max > 65536) {
+		NTX_WARN(FI_LOG_EP_CTRL, "peer pid %u says FI_NTX_EAGER_MAX is "
+			 "%u: refused\n", v.name.pid, v.eager_max);
+		return -1;
+	}
+	return v.eager_max;
+}
+
 /* A peer's connection request: its name is the private data. */
 static void ntx_vb_on_request(struct ntx_be_ep *be, struct rdma_cm_id *id,
 			      const struct rdma_conn_param *p)
 {
+	int64_t eager = ntx_vb_peer_eager(p);
 	struct rdma_conn_param ours;
 	struct ntx_addr from;
 	struct ntx_be_conn *c;
@@ -355,7 +386,7 @@ static void ntx_vb_on_request(struct ntx_be_ep *be, struct rdma_cm_id *id,
 		return;
 	}
 	memcpy(&from, p->private_data, sizeof(from));
-	if (!ntx_addr_valid(&from)) {
+	if (!ntx_addr_valid(&from) || eager < 0) {
 		NTX_WARN(FI_LOG_EP_CTRL, "connection request with a bad name\n");
 		rdma_reject(id, NULL, 0);
 		rdma_destroy_id(id);
@@ -368,6 +399,7 @@ static void ntx_vb_on_request(struct ntx_be_ep *be, struct rdma_cm_id *id,
 		return;
 	}
 	c->id = id;
+	c->peer_eager = (uint32_t)eager;
 	id->context = c;
 	if (ntx_vb_create_qp(c)) {
 		rdma_reject(id, NULL, 0);
@@ -397,6 +429,7 @@ static int ntx_vb_cm_events(struct ntx_be_ep *be)
 		struct rdma_cm_event e = *ev;
 		struct ntx_be_conn *c = e.id->context;
 		struct rdma_conn_param ours;
+		int64_t eager = 0;
 
 		cnt++;
 		if (e.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
@@ -405,6 +438,9 @@ static int ntx_vb_cm_events(struct ntx_be_ep *be)
 			rdma_ack_cm_event(ev);
 			continue;
 		}
+		/* the accept's private data lives until the ack, too */
+		if (e.event == RDMA_CM_EVENT_ESTABLISHED)
+			eager = ntx_vb_peer_eager(&e.param.conn);
 		rdma_ack_cm_event(ev);
 		if (!c || e.id == be->listen)
 			continue;
@@ -421,11 +457,16 @@ static int ntx_vb_cm_events(struct ntx_be_ep *be)
 				c->state = NTX_VB_CONNECTING;
 			break;
 		case RDMA_CM_EVENT_ESTABLISHED:
-			if (c->state == NTX_VB_CONNECTING) {
-				c->state = NTX_VB_OPEN;
-				be->cm_pending--;
-				be->cb.connected(c->vc);
+			if (c->state != NTX_VB_CONNECTING)
+				break;
+			if (eager < 0) {
+				ntx_vb_fail(c, -FI_EREMOTEIO);
+				break;
 			}
+			be->cm_pending--;
+			c->state = NTX_VB_OPEN;
+			c->peer_eager = (uint32_t)eager;
+			be->cb.connected(c->vc);
 			break;
 		case RDMA_CM_EVENT_ADDR_ERROR:
 		case RDMA_CM_EVENT_ROUTE_ERROR:
@@ -863,6 +904,12 @@ static void ntx_vb_setname(struct ntx_be_ep *be, const struct ntx_addr *addr)
 	be->addr = *addr;
 }
 
+/* The peer's FI_NTX_EAGER_MAX, from its private data. */
+static size_t ntx_vb_conn_eager(const struct ntx_be_conn *c)
+{
+	return c->peer_eager;
+}
+
 static int ntx_vb_resolve(struct ntx_addr *addr)
 {
 	return addr->ip4 && addr->port ? 0 : -FI_EADDRNOTAVAIL;
@@ -1051,6 +1098,7 @@ const struct ntx_be_ops ntx_verbs_ops = {
 	.getname = ntx_vb_getname,
 	.setname = ntx_vb_setname,
 	.connect = ntx_vb_connect,
+	.conn_eager = ntx_vb_conn_eager,
 	.disconnect = ntx_vb_disconnect,
 	.send = ntx_vb_send,
 	.bulk_read = ntx_vb_bulk_read,
