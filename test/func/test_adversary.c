@@ -843,3 +843,76 @@ Test(adversary, a_peer_that_never_proves_the_key_times_out, .timeout = 60)
 	cr_assert_eq(t_join(pid), 0);
 	t_close(&t);
 }
+
+/* 4. A peer that asks and never reads the answers: the victim's queue of
+ * answers for it is bounded (the tcp send queue, then NTX_VC_CTRL_MAX
+ * queued answers), past that its connection is closed, and the victim's
+ * memory does not follow what the peer asked for. */
+#define FLOOD_READS 200000 /* 800 MB of answers if nothing bounded them */
+
+static int adv_never_reads(int sock)
+{
+	struct ntx_addr v;
+	struct ntx_wire_hdr h = { .op = NTX_OP_READ, .tag = VKEY,
+				  .msg_len = VLEN, .cq_data = VLEN,
+				  .flags = NTX_PF_LAST };
+	struct ntx_tcp_frame f = { .magic = NTX_TCP_MAGIC,
+				   .type = NTX_TCP_ENTRY };
+	char verdict = 'x';
+	int fd, i;
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	fd = adv_connect(&v);
+	CHK(fd >= 0);
+	for (i = 0; i < FLOOD_READS; i++) {
+		h.sreq = (uint64_t)i;
+		f.hdr = h;
+		if (send(fd, &f, sizeof(f), MSG_NOSIGNAL) != sizeof(f))
+			break; /* closed by the victim */
+	}
+	if (i < FLOOD_READS && (errno == EPIPE || errno == ECONNRESET))
+		verdict = 'k';
+	close(fd);
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+static long adv_rss_kib(void)
+{
+	char line[256];
+	long kib = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+Test(adversary, a_peer_that_never_reads_its_answers_is_cut_off,
+     .timeout = 120)
+{
+	static char buf[VLEN];
+	struct tctx t;
+	struct fid_mr *mr;
+	int sock, ncq = 0;
+	long before, after;
+	pid_t pid = t_fork(&sock, adv_never_reads);
+
+	cr_assert_eq(open_victim(&t, &mr, buf), 0);
+	cr_assert_eq(send_name(&t, sock), 0);
+	before = adv_rss_kib();
+	cr_assert_eq(victim_serve(&t, sock, &ncq), 'k',
+		     "the connection of a peer that never reads stayed open");
+	after = adv_rss_kib();
+	cr_log_info("adversary: a peer asking for %d x %d bytes and reading "
+		    "nothing: victim RSS %ld -> %ld KiB\n", FLOOD_READS, VLEN,
+		    before, after);
+	cr_assert_lt(after - before, 64 * 1024, "victim RSS grew by %ld KiB",
+		     after - before);
+	cr_assert_eq(t_join(pid), 0);
+	fi_close(&mr->fid);
+	t_close(&t);
+}
