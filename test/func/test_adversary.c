@@ -25,11 +25,10 @@
 #include <unistd.h>
 
 #include "ntx_test.h"
+#include "ntx_adv.h"
 #include "ntx/ntx.h"
 #include "ntx_tcp_wire.h"
 
-#define VKEY 7
-#define VLEN 4096
 #define ADV_MS 10000
 
 /* ---- the attacker's side ------------------------------------------------ */
@@ -39,7 +38,7 @@ static int adv_write(int fd, const void *buf, size_t len)
 	return t_sock_write(fd, buf, len);
 }
 
-static int adv_frame(int fd, uint16_t type, const struct ntx_wire_hdr *h,
+int adv_frame(int fd, uint16_t type, const struct ntx_wire_hdr *h,
 		     const void *payload, uint32_t len)
 {
 	struct ntx_tcp_frame f = { .magic = NTX_TCP_MAGIC, .type = type,
@@ -53,7 +52,7 @@ static int adv_frame(int fd, uint16_t type, const struct ntx_wire_hdr *h,
 
 /* The next ENTRY frame's header (its payload skipped); -1 at EOF or after
  * ADV_MS. */
-static int adv_next(int fd, struct ntx_wire_hdr *h)
+int adv_next(int fd, struct ntx_wire_hdr *h)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	struct ntx_tcp_frame f;
@@ -148,7 +147,7 @@ static int adv_connect_as(const struct ntx_addr *victim, int lfd,
 }
 
 /* The same with a made-up name on a listener of its own. */
-static int adv_connect(const struct ntx_addr *victim)
+int adv_connect(const struct ntx_addr *victim)
 {
 	struct ntx_addr me;
 	uint16_t port = 0;
@@ -164,7 +163,7 @@ static int adv_connect(const struct ntx_addr *victim)
 
 /* ---- the victim's side ------------------------------------------------- */
 
-static int open_victim(struct tctx *t, struct fid_mr **mr, void *buf)
+int open_victim(struct tctx *t, struct fid_mr **mr, void *buf)
 {
 	struct fi_info *h = t_hints(T_RMA_CAPS | FI_TAGGED);
 
@@ -178,7 +177,7 @@ static int open_victim(struct tctx *t, struct fid_mr **mr, void *buf)
 
 /* Drives progress until the attacker reports (one byte: its verdict),
  * counting every completion that shows up meanwhile. */
-static int victim_serve(struct tctx *t, int sock, int *ncq)
+int victim_serve(struct tctx *t, int sock, int *ncq)
 {
 	struct pollfd p = { .fd = sock, .events = POLLIN };
 	struct fi_cq_tagged_entry e;
@@ -200,7 +199,7 @@ static int victim_serve(struct tctx *t, int sock, int *ncq)
 	return verdict;
 }
 
-static int send_name(struct tctx *t, int sock)
+int send_name(struct tctx *t, int sock)
 {
 	char name[T_NAMELEN];
 	size_t len = sizeof(name);

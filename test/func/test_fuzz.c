@@ -1,4 +1,5 @@
-/* Issue #13: a bounded fuzzer of what a peer writes into a window. A
+/* Issue #13: a bounded fuzzer of what a peer writes into a window (and,
+ * at the end, of what a tcp peer sends in frames). A
  * victim endpoint keeps receiving while this process, as the same user,
  * maps its window through /proc and writes mutated ring entries (after a
  * real connection's first entry, with the sequence numbers the victim
@@ -11,6 +12,7 @@
 #include <criterion/logging.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "ntx_test.h"
+#include "ntx_adv.h"
 #include "ntx/ntx.h"
 #include "ntx_ring.h"
 
@@ -352,4 +355,86 @@ Test(fuzz, shm_ring_entries_connect_cells_and_control_lines, .timeout = 240)
 	cr_assert_eq(write(f.sock, "q", 1), 1);
 	cr_assert_eq(t_join(pid), 0, "the victim failed");
 	munmap(f.base, f.g.size);
+}
+
+/* ---- tcp frames ---------------------------------------------------------- */
+
+/* After a proved hello, frames of every type with mutated prefixes,
+ * headers and payloads; a case ends when the victim closes the
+ * connection or after a few frames. At the end a well-formed peer must
+ * still read the victim's buffer. */
+static int fuzz_tcp_attacker(int sock)
+{
+	const char *sec = getenv("NTX_FUZZ_SECONDS");
+	uint64_t end = ms_now() + 1000 * (uint64_t)(sec ? atoi(sec) : 3);
+	static uint8_t pay[NTX_TCP_MAX_PAYLOAD + 64];
+	struct ntx_wire_hdr h = { .op = NTX_OP_READ, .tag = VKEY, .msg_len = 8,
+				  .cq_data = 8, .flags = NTX_PF_LAST,
+				  .sreq = 7 };
+	struct fz f = { .max_payload = 8192 };
+	struct ntx_addr v;
+	char verdict = 'x';
+	unsigned cases = 0;
+	int fd, type;
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	while (ms_now() < end) {
+		struct ntx_tcp_frame fr = { .magic = NTX_TCP_MAGIC };
+		uint32_t len;
+
+		CHK((fd = adv_connect(&v)) >= 0);
+		for (unsigned n = 1 + rnd() % 4; n; n--) {
+			fr.type = (uint16_t)(rnd() % 8 ? NTX_TCP_ENTRY
+						      : rnd() % 8);
+			mutate_hdr(&f, &fr.hdr);
+			len = (uint32_t)(rnd() % 4 ? rnd() % 9000 : edgy(&f));
+			fr.len = len;
+			if (rnd() % 16 == 0)
+				fr.magic = (uint16_t)rnd();
+			for (uint32_t i = 0; i < len && i < sizeof(pay); i++)
+				pay[i] = (uint8_t)rnd();
+			if (send(fd, &fr, sizeof(fr), MSG_NOSIGNAL) !=
+				    sizeof(fr) ||
+			    send(fd, pay, len < sizeof(pay) ? len : sizeof(pay),
+				 MSG_NOSIGNAL) < 0)
+				break;
+		}
+		close(fd);
+		cases++;
+	}
+	/* a well-formed peer still gets its answer */
+	CHK((fd = adv_connect(&v)) >= 0);
+	CHK(adv_frame(fd, NTX_TCP_ENTRY, &h, NULL, 0) == 0);
+	while ((type = adv_next(fd, &h)) == NTX_TCP_ENTRY &&
+	       h.op != NTX_OP_RMA_RESP)
+		;
+	if (type == NTX_TCP_ENTRY && h.sreq == 7 && h.status == 0)
+		verdict = 'k';
+	close(fd);
+	printf("fuzz: %u tcp cases\n", cases);
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+Test(fuzz, tcp_frames_after_a_proved_hello, .timeout = 240)
+{
+	const char *seed = getenv("NTX_FUZZ_SEED");
+	static char buf[VLEN];
+	struct fid_mr *mr;
+	struct tctx t;
+	int sock, ncq = 0;
+	pid_t pid;
+
+	g_rng = seed ? strtoull(seed, NULL, 0)
+		     : (uint64_t)time(NULL) * 2654435761u + 1;
+	g_rng |= 1;
+	cr_log_info("fuzz: tcp seed 0x%llx\n", (unsigned long long)g_rng);
+	pid = t_fork(&sock, fuzz_tcp_attacker);
+	cr_assert_eq(open_victim(&t, &mr, buf), 0);
+	cr_assert_eq(send_name(&t, sock), 0);
+	cr_assert_eq(victim_serve(&t, sock, &ncq), 'k',
+		     "a well-formed peer got no answer after the fuzzing");
+	cr_assert_eq(t_join(pid), 0, "the attacker failed");
+	fi_close(&mr->fid);
+	t_close(&t);
 }
