@@ -920,3 +920,91 @@ Test(adversary, a_peer_that_never_reads_its_answers_is_cut_off,
 	fi_close(&mr->fid);
 	t_close(&t);
 }
+
+/* 4. A stream that always ends in a partial frame: 64 MB of small reads,
+ * written in pieces that never end on a frame boundary, answers read as
+ * they come. The victim's receive buffer holds one partial frame and one
+ * read, so its memory does not follow the bytes streamed. */
+#define STREAM_READS (1 << 20)
+#define STREAM_PIECE 1000 /* not a multiple of the 64-byte frame */
+
+static void adv_drain(int fd)
+{
+	static char sink[1 << 16];
+
+	while (recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0)
+		;
+}
+
+static int adv_stream(int sock)
+{
+	static struct ntx_tcp_frame f[STREAM_PIECE];
+	struct ntx_wire_hdr h = { .op = NTX_OP_READ, .tag = VKEY,
+				  .msg_len = 8, .cq_data = 8,
+				  .flags = NTX_PF_LAST };
+	struct pollfd p;
+	size_t total = (size_t)STREAM_READS * sizeof(f[0]), sent = 0;
+	struct ntx_addr v;
+	char verdict = 'x';
+	int fd;
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	fd = adv_connect(&v);
+	CHK(fd >= 0);
+	for (int i = 0; i < STREAM_PIECE; i++) {
+		f[i] = (struct ntx_tcp_frame){ .magic = NTX_TCP_MAGIC,
+					       .type = NTX_TCP_ENTRY,
+					       .hdr = h };
+		f[i].hdr.sreq = (uint64_t)i;
+	}
+	while (sent < total) {
+		size_t off = sent % sizeof(f), n = STREAM_PIECE;
+		ssize_t w;
+
+		if (n > sizeof(f) - off)
+			n = sizeof(f) - off;
+		if (n > total - sent)
+			n = total - sent;
+		p = (struct pollfd){ .fd = fd, .events = POLLIN | POLLOUT };
+		CHK(poll(&p, 1, ADV_MS) == 1);
+		adv_drain(fd);
+		if (!(p.revents & POLLOUT))
+			continue;
+		w = send(fd, (char *)f + off, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && errno != EAGAIN)
+			break;
+		if (w > 0)
+			sent += (size_t)w;
+	}
+	if (sent == total)
+		verdict = 'k';
+	close(fd);
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+Test(adversary, a_stream_ending_in_partial_frames_holds_one_frame,
+     .timeout = 120)
+{
+	static char buf[VLEN];
+	struct tctx t;
+	struct fid_mr *mr;
+	int sock, ncq = 0, ret;
+	long before, after;
+	pid_t pid = t_fork(&sock, adv_stream);
+
+	cr_assert_eq(open_victim(&t, &mr, buf), 0);
+	cr_assert_eq(send_name(&t, sock), 0);
+	before = adv_rss_kib();
+	ret = victim_serve(&t, sock, &ncq);
+	cr_assert_eq(ret, 'k', "the stream was cut off (%d)", ret);
+	after = adv_rss_kib();
+	cr_log_info("adversary: %d MB streamed in %d-byte pieces: victim RSS "
+		    "%ld -> %ld KiB\n", STREAM_READS * 64 >> 20, STREAM_PIECE,
+		    before, after);
+	cr_assert_lt(after - before, RSS_BOUND_KIB / 4,
+		     "victim RSS grew by %ld KiB", after - before);
+	cr_assert_eq(t_join(pid), 0);
+	fi_close(&mr->fid);
+	t_close(&t);
+}
