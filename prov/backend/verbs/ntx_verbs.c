@@ -415,6 +415,8 @@ static void ntx_vb_on_request(struct ntx_be_ep *be, struct rdma_cm_id *id,
 		c->state = NTX_VB_FAILED;
 }
 
+static int ntx_vb_poll_cq(struct ntx_be_ep *be);
+
 static int ntx_vb_cm_events(struct ntx_be_ep *be)
 {
 	struct rdma_cm_event *ev;
@@ -469,6 +471,12 @@ static int ntx_vb_cm_events(struct ntx_be_ep *be)
 				ntx_vb_destroy(c);
 				break;
 			}
+			/* the peer's last messages completed on its side
+			 * before it disconnected, so they are in our CQ: they
+			 * go to the engine before the connection fails (its
+			 * arrivals are dropped then) */
+			if (c->state == NTX_VB_OPEN)
+				ntx_vb_poll_cq(be);
 			ntx_vb_fail(c, -FI_ECONNRESET);
 			break;
 		default:
