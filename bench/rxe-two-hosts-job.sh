@@ -49,7 +49,9 @@ for mode in $MODES; do
     done
   done
 done
-[ "$ROLE" = a ] && exit 0
+echo; log "===== SUMMARY (guest $ROLE)"
+[ "$ROLE" = a ] && { echo "  servers only: guest b has the figures"; exit 0; }
+echo "  medians of $REPEAT runs; lat/rxm below 1 and bw/rxm above 1 favour ntx"
 tr ' ' ',' < "$out" | awk -F, '
   NR > 1 && $4 != "nan" { k = $1 SUBSEP $2 SUBSEP $3; n[k]++; us[k, n[k]] = $4; bw[k, n[k]] = $5
                           if (!seen[$2, $3]++) order[++m] = $2 SUBSEP $3 }

@@ -57,7 +57,7 @@ pingpong() { # env assignments..., --, fi_pingpong options
     timeout "$PP_TMO" env "${envs[@]}" fi_pingpong "$@" -P "$port" "$PEER" > "$out" 2>&1
     rc=$?
   fi
-  echo "rc $rc (124: killed at the time-out); last lines:"
+  echo "rc $rc (time-out ${PP_TMO} s); last lines:"
   tail -n 25 "$out" | sed 's/^/   /'
   return $rc
 }
@@ -75,7 +75,7 @@ func_a() {
   cd / && mark func-done
   grep -a -v -E '^\[(RUN |PASS|SKIP)\]|Running [0-9]+ tests? from' "$out" | tail -n 100 |
     sed 's/^/   /'
-  echo "   (rc $rc; 124: killed at the time-out)"
+  echo "   (rc $rc; time-out ${FUNC_TMO} s)"
   return $rc
 }
 func_b() {
