@@ -4,16 +4,17 @@
 # host loopback (guest a listens, guest b connects). Both share this build
 # tree at the same path and run jobs/two-hosts.sh: fi_pingpong -c across
 # them on ntx's rxe0 (tagged and msg, -S all), verbs;ofi_rxm for
-# reference, and the functional suite's two-process tests (msg, rma,
-# atomic) with each test's peer in the other guest. (One guest with two
+# reference, and five two-process tests of the functional suite (msg,
+# rma, atomic) with each test's peer in the other guest. (One guest with two
 # network namespaces does not do: rxe in the guest's 6.1 kernel is not
 # namespace-aware.) The consoles stream to stdout, prefixed a| and b|.
 #
 # Environment: that of run-rxe-tests.sh (RXE_VM_DIR, RXE_FORCE_TCG,
 # RXE_TIMEOUT, RXE_TIME_SCALE, RXE_REBUILD, RXE_STEPS of "link pingpong
 # reference func"), and
-#   RXE_FUNC_FILTER  Criterion --filter of the suite (default
-#                    '@(msg|rma|atomic)/*')
+#   RXE_FUNC_FILTER  Criterion --filter of the suite (default: five tests,
+#                    see jobs/two-hosts.sh; '@(msg|rma|atomic)/*' takes
+#                    more than 10 minutes under TCG)
 #   RXE_CPUS         vCPUs of each guest (default 1: two guests under TCG
 #                    on a 2-core host)
 #   RXE_PIN=1        guest a's qemu on host CPU 0, guest b's on CPU 1
@@ -56,7 +57,8 @@ trap 'cleanup; exit 130' INT TERM
 
 envs=(-e "TOP=$top" -e "FI_PROVIDER_PATH=$top/.libs" -e "LD_LIBRARY_PATH=$top/.libs"
       -e "RXE_TIME_SCALE=$scale" -e "RUN=$run")
-for v in RXE_STEPS RXE_FUNC_FILTER RXE_PP_ITERS SIZES MODES ITERS REPEAT; do
+for v in RXE_STEPS RXE_FUNC_FILTER RXE_PP_ITERS SIZES MODES ITERS REPEAT \
+         FI_LOG_LEVEL FI_LOG_PROV; do
   [ -n "${!v:-}" ] && envs+=(-e "$v=${!v}")
 done
 guest() { # role, address, peer address, netdev socket, host CPU

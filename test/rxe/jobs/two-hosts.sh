@@ -22,7 +22,10 @@ set -u
 . "$TOP/test/rxe/jobs/job-lib.sh"
 STEPS=${RXE_STEPS:-link pingpong reference func}
 SCALE=${RXE_TIME_SCALE:-1}
-FILTER=${RXE_FUNC_FILTER:-@(msg|rma|atomic)/*}
+# two-process tests that a ping-pong does not cover, cheap enough under
+# TCG (the link's round trip is ~25 ms there: the suite's 10000-operation
+# atomic tests alone would take minutes)
+FILTER=${RXE_FUNC_FILTER:-@(msg/tag_matching_and_unexpected|msg/dead_peer_fails_outstanding_operations|msg/delivery_complete_waits_for_the_receive|rma/write_read_all_sizes|rma/write_and_atomic_complete_while_the_target_sleeps)}
 FUNC_TMO=$((150 * SCALE))
 PP_TMO=$((60 * SCALE))
 PP_ITERS=${RXE_PP_ITERS:-2}
@@ -73,7 +76,7 @@ func_a() {
     "$TOP/test/func/test_func" -j1 --verbose=0 --filter "$FILTER" > "$out" 2>&1
   rc=$?
   cd / && mark func-done
-  grep -a -v -E '^\[(RUN |PASS|SKIP)\]|Running [0-9]+ tests? from' "$out" | tail -n 100 |
+  grep -a -v -E '^\[(RUN |SKIP)\]|Running [0-9]+ tests? from' "$out" | tail -n 100 |
     sed 's/^/   /'
   echo "   (rc $rc; time-out ${FUNC_TMO} s)"
   return $rc
