@@ -25,7 +25,7 @@ SCALE=${RXE_TIME_SCALE:-1}
 # two-process tests that a ping-pong does not cover, cheap enough under
 # TCG (the link's round trip is ~25 ms there: the suite's 10000-operation
 # atomic tests alone would take minutes)
-FILTER=${RXE_FUNC_FILTER:-@(msg/tag_matching_and_unexpected|msg/dead_peer_fails_outstanding_operations|msg/delivery_complete_waits_for_the_receive|rma/write_read_all_sizes|rma/write_and_atomic_complete_while_the_target_sleeps)}
+FILTER=${RXE_FUNC_FILTER:-@(msg/tag_matching_and_unexpected|msg/dead_peer_fails_outstanding_operations|msg/delivery_complete_waits_for_the_receive|rma/offset_addressing_user_keys_and_regv|rma/write_and_atomic_complete_while_the_target_sleeps)}
 FUNC_TMO=$((150 * SCALE))
 PP_TMO=$((60 * SCALE))
 PP_ITERS=${RXE_PP_ITERS:-2}
