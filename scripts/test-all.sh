@@ -1,8 +1,9 @@
 #!/bin/bash
 # Every test: Criterion unit and functional suites (make check, warnings
 # are errors), the verbs back end on a soft-RoCE device in a qemu guest
-# (test/rxe), fi_pingpong end to end with data checks over each domain and
-# path, Open MPI over the ofi MTL, and the installed man page.
+# and between two such guests (test/rxe), fi_pingpong end to end with data
+# checks over each domain and path, Open MPI over the ofi MTL, and the
+# installed man page.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -49,6 +50,8 @@ step build build
 step "make check" check
 step "install, fi_info and man page" install
 step "verbs back end on soft-RoCE (rxe0 under qemu)" test/rxe/run-rxe-tests.sh
+step "verbs between two soft-RoCE hosts (two qemu guests): fi_pingpong, functional suite" \
+  test/rxe/run-rxe-two-hosts.sh
 step "two hosts of namespaces: tcp, loss, functional suite, Open MPI 2x2, link down" \
   test/hosts/run-hosts-tests.sh
 for mode in msg tagged; do

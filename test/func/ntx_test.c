@@ -173,6 +173,8 @@ pid_t t_fork(int *sock, t_child_fn fn)
 	int sv[2];
 	pid_t pid;
 
+	if (getenv("NTX_TEST_PEER_REMOTE") || getenv("NTX_TEST_PEER_BACK"))
+		return t_remote_fork(sock, fn);
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		return -1;
 	pid = fork();

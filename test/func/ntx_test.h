@@ -65,6 +65,12 @@ int t_drain(struct tctx *t, int timeout_ms);
 typedef int (*t_child_fn)(int sock);
 pid_t t_fork(int *sock, t_child_fn fn);
 int t_join(pid_t pid);
+/* The peer on another host: in another network namespace
+ * (NTX_TEST_PEER_NETNS, test/hosts) or on another machine
+ * (NTX_TEST_PEER_REMOTE, test/rxe two hosts; ntx_test_remote.c, where
+ * t_fork hands over to t_remote_fork). */
+bool t_peer_elsewhere(void);
+pid_t t_remote_fork(int *sock, t_child_fn fn);
 int t_xchg_name(struct tctx *t, int sock, fi_addr_t *peer);
 int t_sync(int sock); /* one byte each way */
 /* The same while driving progress; fails if a completion shows up. */

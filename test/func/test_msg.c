@@ -484,7 +484,7 @@ Test(msg, restarted_peer_behind_a_service, .timeout = 60)
 	uint64_t v, got;
 	char c;
 
-	if (getenv("NTX_TEST_PEER_NETNS"))
+	if (t_peer_elsewhere())
 		cr_skip_test("a bare service names an endpoint on this host");
 	int sock, ret;
 	pid_t pid, spawner;

@@ -37,80 +37,14 @@ top=$(cd "$here/../.." && pwd)
 export RXE_VM_DIR=${RXE_VM_DIR:-/var/tmp/rxe-vm}
 vm=$RXE_VM_DIR
 say() { echo "run-rxe-tests: $*"; }
-mkdir -p "$vm/logs" || exit 1
 
-# ---- setup and image, only when missing or out of date ----------------------
-host_ok() { # what build-initramfs.sh copies from the host, and qemu
-  local f
-  for f in /usr/bin/qemu-system-x86_64 /usr/bin/bc /usr/bin/python3 /usr/bin/rdma \
-           /usr/sbin/ip /usr/bin/ibv_devinfo /usr/bin/fi_info /usr/bin/fi_pingpong \
-           /etc/libibverbs.d/rxe.driver; do
-    [ -e "$f" ] || return 1
-  done
-  compgen -G "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so" >/dev/null
-}
-guest_pkgs_ok() {
-  [ -x "$vm/pkgs/bin/busybox" ] && [ -x "$vm/kmod/bin/kmod" ] &&
-    compgen -G "$vm/kpkg/lib/modules/*/modules.order" >/dev/null &&
-    compgen -G "$vm/kpkg/boot/vmlinuz-*" >/dev/null
-}
-image_digest() { # the image depends on these
-  { cat "$here/build-initramfs.sh" "$here/guest-init.sh"
-    ls "$vm/kpkg/lib/modules" "$vm/debs"
-    dpkg-query -W libfabric1 libibverbs1 ibverbs-providers librdmacm1 iproute2 bash
-  } 2>/dev/null | sha256sum | cut -d' ' -f1
-}
-image_ok() {
-  [ -s "$vm/out/base.cpio" ] && [ -s "$vm/out/vmlinuz" ] &&
-    [ "$(cat "$vm/out/stamp" 2>/dev/null)" = "$(image_digest)" ]
-}
-prepare() {
-  if [ -n "${RXE_REBUILD:-}" ] || ! host_ok || ! guest_pkgs_ok; then
-    say "setup (apt packages, guest packages in $vm)"
-    "$here/setup.sh" || { say "setup.sh failed"; return 1; }
-    rm -f "$vm/out/stamp"
-  fi
-  if [ -n "${RXE_REBUILD:-}" ] || ! image_ok; then
-    say "building the guest image in $vm/out"
-    local t0=$SECONDS
-    "$here/build-initramfs.sh" > "$vm/logs/build-initramfs.log" 2>&1 ||
-      { tail -n 30 "$vm/logs/build-initramfs.log"; say "build-initramfs.sh failed"; return 1; }
-    image_digest > "$vm/out/stamp"
-    say "image built in $((SECONDS - t0)) s"
-  fi
-}
-# One preparer at a time, and never while a guest of ours starts from the
-# image: exclusive lock to prepare, shared lock to run.
-exec 9> "$vm/.lock"
-if [ -n "${RXE_REBUILD:-}" ] || ! host_ok || ! guest_pkgs_ok || ! image_ok; then
-  flock 9
-  prepare || exit 1
-fi
-flock -s 9
-
-# ---- the build tree under test ----------------------------------------------
-if [ ! -x "$top/test/func/test_func" ] || [ ! -e "$top/.libs/libntx-fi.so" ]; then
-  [ -f "$top/Makefile" ] ||
-    { say "build first: ./autogen.sh && ./configure && make"; exit 1; }
-  say "building the provider and the Criterion suites (make check TESTS=)"
-  make -C "$top" -j"$(nproc)" check TESTS= > /dev/null || exit 1
-fi
-# host libraries the test binaries need that the guest image lacks
-# (Criterion and its closure, hwloc, ...): added to the guest with -b
-adds=()
-while read -r lib; do
-  case $lib in "$top"/*) continue;; esac
-  [ -e "$vm/root$lib" ] || adds+=(-b "$lib")
-done < <({ ldd "$top/test/func/test_func"; ldd "$top/.libs/libntx-fi.so"; } |
-         awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u)
+# ---- setup, image and build tree, only when missing or out of date ---------
+. "$here/rxe-host.sh"
+rxe_ready || exit 1
+adds=("${rxe_adds[@]}")
 
 # ---- run the guest ----------------------------------------------------------
-accel=$("$here/run-guest.sh" -A)   # kvm only when /dev/kvm works (probed once)
-if [ "$accel" = kvm ]; then
-  accel=kvm tmo=${RXE_TIMEOUT:-900} scale=${RXE_TIME_SCALE:-1}
-else
-  accel=tcg tmo=${RXE_TIMEOUT:-2400} scale=${RXE_TIME_SCALE:-4}
-fi
+rxe_accel
 find "$vm/logs" -name 'ntx-verbs-*.log' -mtime +7 -delete 2>/dev/null
 log=$vm/logs/ntx-verbs-$(date +%Y%m%d-%H%M%S)-$$.log
 say "qemu $accel, time-out ${tmo}s, domain ${RXE_TEST_DOMAIN:-rxe0}, build tree $top"

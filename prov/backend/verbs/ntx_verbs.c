@@ -30,6 +30,9 @@
 #define NTX_VB_HDR sizeof(struct ntx_wire_hdr)
 #define NTX_VB_MAX_PAYLOAD (NTX_VB_SLOT - NTX_VB_HDR)
 #define NTX_VB_CM_TIMEOUT_MS 5000
+/* how long closing waits for sends still in flight: two resends (the ack
+ * time-out is ~1.07 s) of a peer that is alive but slow */
+#define NTX_VB_LINGER_MS 3000
 #define NTX_VB_POLL_BATCH 32
 #define NTX_VB_WR_RECV (1ull << 63)
 #define NTX_VB_WR_BULK (1ull << 62)
@@ -48,7 +51,9 @@ struct ntx_be_conn {
 	void *vc;
 	struct rdma_cm_id *id;
 	uint32_t qpn;
+	uint32_t inflight;         /* sends posted, not completed */
 	bool has_qp;
+	bool lingering;            /* the engine let go; sends still in flight */
 	enum ntx_vb_state state;
 	uint32_t peer_eager; /* the peer's FI_NTX_EAGER_MAX (0: not said) */
 };
@@ -89,6 +94,7 @@ struct ntx_be_ep {
 	struct ntx_list conns;
 	struct ntx_list qpn_hash[NTX_VB_QPN_BUCKETS];
 	uint32_t cm_pending;    /* connections still being set up */
+	uint32_t nlinger;       /* lingering connections */
 	struct ntx_fdwatch cm_watch; /* news of ech without a syscall */
 	bool armed;             /* the CQ may have a notification queued */
 	struct ntx_vb_cache *cache; /* registrations of user buffers */
@@ -293,12 +299,15 @@ static void ntx_vb_reclaim(struct ntx_be_conn *c)
 			be->txgen[i]++;
 			be->txfree[be->ntxfree++] = i;
 		}
+	c->inflight = 0;
 }
 
-static void ntx_vb_disconnect(struct ntx_be_conn *c)
+static void ntx_vb_destroy(struct ntx_be_conn *c)
 {
 	struct ntx_be_ep *be = c->be;
 
+	if (c->lingering)
+		be->nlinger--;
 	if (c->state != NTX_VB_OPEN && c->state != NTX_VB_FAILED &&
 	    be->cm_pending)
 		be->cm_pending--;
@@ -314,6 +323,24 @@ static void ntx_vb_disconnect(struct ntx_be_conn *c)
 	ntx_list_remove(&c->qpn_entry);
 	ntx_list_remove(&c->entry);
 	free(c);
+}
+
+/* The engine is done with c. The engine reported the sends it posted
+ * here complete, yet the device may not have sent them: a QP destroyed
+ * now (rdma_disconnect moves it to the error state) would flush them
+ * unsent, and the peer would wait forever for the last message, say a
+ * "fin" (fi_pingpong across two hosts hung so at exit). So c lingers
+ * until its sends complete: ntx_vb_on_send_wc destroys it then, or
+ * ntx_vb_close after waiting at most NTX_VB_LINGER_MS. */
+static void ntx_vb_disconnect(struct ntx_be_conn *c)
+{
+	if (c->state == NTX_VB_OPEN && c->inflight && !c->lingering) {
+		c->vc = NULL; /* what still arrives is dropped */
+		c->lingering = true;
+		c->be->nlinger++;
+		return;
+	}
+	ntx_vb_destroy(c);
 }
 
 static int ntx_vb_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
@@ -337,7 +364,7 @@ static int ntx_vb_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 	c->state = NTX_VB_RESOLVING;
 	if (rdma_create_id(be->ech, &c->id, c, RDMA_PS_TCP)) {
 		c->id = NULL;
-		ntx_vb_disconnect(c);
+		ntx_vb_destroy(c);
 		return -FI_ENOMEM;
 	}
 	if (rdma_resolve_addr(c->id, (struct sockaddr *)&src,
@@ -345,7 +372,7 @@ static int ntx_vb_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 		NTX_WARN(FI_LOG_EP_CTRL, "rdma_resolve_addr %s:%u: %s\n",
 			 inet_ntoa(dst.sin_addr), ntohs(dst.sin_port),
 			 strerror(errno));
-		ntx_vb_disconnect(c);
+		ntx_vb_destroy(c);
 		return -FI_EHOSTUNREACH;
 	}
 	be->cm_pending++;
@@ -403,7 +430,7 @@ static void ntx_vb_on_request(struct ntx_be_ep *be, struct rdma_cm_id *id,
 	id->context = c;
 	if (ntx_vb_create_qp(c)) {
 		rdma_reject(id, NULL, 0);
-		ntx_vb_disconnect(c);
+		ntx_vb_destroy(c);
 		return;
 	}
 	/* the QP is ready to send once rdma_accept returns; the engine only
@@ -412,13 +439,15 @@ static void ntx_vb_on_request(struct ntx_be_ep *be, struct rdma_cm_id *id,
 	ntx_vb_conn_param(be, &ours);
 	if (rdma_accept(id, &ours)) {
 		NTX_WARN(FI_LOG_EP_CTRL, "rdma_accept: %s\n", strerror(errno));
-		ntx_vb_disconnect(c);
+		ntx_vb_destroy(c);
 		return;
 	}
 	c->vc = be->cb.accept(be->cb.ctx, c, &from);
 	if (!c->vc)
 		c->state = NTX_VB_FAILED;
 }
+
+static int ntx_vb_poll_cq(struct ntx_be_ep *be);
 
 static int ntx_vb_cm_events(struct ntx_be_ep *be)
 {
@@ -479,6 +508,16 @@ static int ntx_vb_cm_events(struct ntx_be_ep *be)
 			break;
 		case RDMA_CM_EVENT_DISCONNECTED:
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
+			if (c->lingering) { /* nobody to send to any more */
+				ntx_vb_destroy(c);
+				break;
+			}
+			/* the peer's last messages completed on its side
+			 * before it disconnected, so they are in our CQ: they
+			 * go to the engine before the connection fails (its
+			 * arrivals are dropped then) */
+			if (c->state == NTX_VB_OPEN)
+				ntx_vb_poll_cq(be);
 			ntx_vb_fail(c, -FI_ECONNRESET);
 			break;
 		default:
@@ -554,6 +593,7 @@ static int ntx_vb_send(struct ntx_be_conn *c, const void *hdr,
 		return -FI_EAGAIN;
 	}
 	be->txowner[slot] = c;
+	c->inflight++;
 	return 0;
 }
 
@@ -568,11 +608,14 @@ static void ntx_vb_on_send_wc(struct ntx_be_ep *be, const struct ibv_wc *wc)
 	c = be->txowner[slot];
 	be->txowner[slot] = NULL;
 	be->txfree[be->ntxfree++] = slot;
+	c->inflight--;
 	if (wc->status != IBV_WC_SUCCESS) {
 		NTX_INFO(FI_LOG_EP_DATA, "send to a peer failed: %s\n",
 			 ibv_wc_status_str(wc->status));
 		ntx_vb_fail(c, -FI_ECONNRESET);
 	}
+	if (c->lingering && (!c->inflight || c->state == NTX_VB_FAILED))
+		ntx_vb_destroy(c); /* its last send is out */
 }
 
 /* Handles n completions in order: sends free their slots, arrivals go to
@@ -734,13 +777,40 @@ static int ntx_vb_bufs(struct ntx_be_ep *be)
 	return 0;
 }
 
+/* Closing: the sends of lingering connections complete, or the time is
+ * up; arrivals are dropped (nobody takes them any more). */
+static void ntx_vb_linger(struct ntx_be_ep *be)
+{
+	uint64_t end = ntx_now_ns() + NTX_VB_LINGER_MS * 1000000ull;
+	struct ibv_wc wc[NTX_VB_POLL_BATCH];
+	int n;
+
+	for (uint32_t i = 0; i < be->ndeferred; i++) /* set aside by a move */
+		if (!(be->deferred[i].wr_id & (NTX_VB_WR_RECV | NTX_VB_WR_BULK)))
+			ntx_vb_on_send_wc(be, &be->deferred[i]);
+	be->ndeferred = 0;
+	while (be->nlinger && ntx_now_ns() < end) {
+		n = ibv_poll_cq(be->cq, NTX_VB_POLL_BATCH, wc);
+		if (n < 0)
+			break;
+		for (int i = 0; i < n; i++)
+			if (!(wc[i].wr_id & (NTX_VB_WR_RECV | NTX_VB_WR_BULK)))
+				ntx_vb_on_send_wc(be, &wc[i]);
+	}
+	if (be->nlinger)
+		NTX_WARN(FI_LOG_EP_CTRL, "closing: %u connections still had "
+			 "sends in flight after %d ms\n", be->nlinger,
+			 NTX_VB_LINGER_MS);
+}
+
 static void ntx_vb_close(struct ntx_be_ep *be)
 {
 	struct ntx_list *it, *tmp;
 
+	if (be->cq)
+		ntx_vb_linger(be);
 	ntx_list_foreach_safe(&be->conns, it, tmp)
-		ntx_vb_disconnect(ntx_container_of(it, struct ntx_be_conn,
-						   entry));
+		ntx_vb_destroy(ntx_container_of(it, struct ntx_be_conn, entry));
 	ntx_verbs_cache_close(be->cache);
 	if (be->srq)
 		ibv_destroy_srq(be->srq);

@@ -25,22 +25,7 @@ FUNC_TMO=$((300 * SCALE))   # seen: 250-470 s under TCG on a busy 2-core host
 PP_TMO=$((60 * SCALE))      # seen: 10-30 s for -S all under TCG
 port=47000
 
-now() { cut -d' ' -f1 /proc/uptime; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}'; }
-log() { echo "[job $(now)s] $*"; }
-
-results=() fail=0
-step() { # name, command...
-  local name=$1; shift
-  local t0; t0=$(now)
-  echo
-  log "=== $name"
-  "$@"; local rc=$?
-  local r=PASS; [ $rc = 0 ] || { r=FAIL; fail=$((fail + 1)); }
-  results+=("$r $name ($(since "$t0") s)")
-  log "$r $name (rc $rc, $(since "$t0") s)"
-}
-want() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
+. "$TOP/test/rxe/jobs/job-lib.sh"   # now since log step want summary listening
 
 # ---- (a) fi_info lists the domain ------------------------------------------
 fi_info_step() {
@@ -82,15 +67,8 @@ func_step() {
 }
 
 # ---- fi_pingpong between two processes in the guest ------------------------
-listening() { # port: is a TCP socket listening on it?
-  local hex f files=()
-  hex=$(printf '%04X' "$1")
-  for f in /proc/net/tcp /proc/net/tcp6; do [ -r $f ] && files+=("$f"); done
-  awk -v p=":$hex" 'FNR > 1 && substr($2, length($2) - 4) == p && $4 == "0A" {f = 1}
-                    END {exit !f}' "${files[@]}"
-}
 pingpong() { # env assignments..., --, fi_pingpong options
-  local envs=() spid crc src deadline
+  local envs=() spid crc src
   while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
   port=$((port + 1))
   echo "${envs[*]} fi_pingpong $* (server -B $port, client -P $port $ADDR)"
@@ -98,16 +76,12 @@ pingpong() { # env assignments..., --, fi_pingpong options
   spid=$!
   # the client starts once the server's control port listens (polled; the
   # server's exit or the time-out ends the wait)
-  deadline=$(( $(date +%s) + PP_TMO ))
-  until listening "$port"; do
-    if ! kill -0 "$spid" 2>/dev/null || [ "$(date +%s)" -ge "$deadline" ]; then
-      kill "$spid" 2>/dev/null; wait "$spid"; src=$?
-      echo "server never listened on port $port (rc $src):"
-      tail -n 30 /tmp/pp-server.out | sed 's/^/   /'
-      return 1
-    fi
-    sleep 0.05
-  done
+  if ! wait_listen "$port" "$spid" "$PP_TMO"; then
+    kill "$spid" 2>/dev/null; wait "$spid"; src=$?
+    echo "server never listened on port $port (rc $src):"
+    tail -n 30 /tmp/pp-server.out | sed 's/^/   /'
+    return 1
+  fi
   timeout "$PP_TMO" env "${envs[@]}" fi_pingpong "$@" -P "$port" "$ADDR" \
     > /tmp/pp-client.out 2>&1
   crc=$?
@@ -147,8 +121,4 @@ if want reference; then
     FI_UNIVERSE_SIZE=64 -- -p "verbs;ofi_rxm" -e rdm -m tagged -S all -c
 fi
 
-echo
-log "===== SUMMARY (domain $DOM)"
-for r in "${results[@]}"; do echo "  $r"; done
-echo "  ${#results[@]} steps, $fail failed"
-[ $fail = 0 ]
+summary "domain $DOM"

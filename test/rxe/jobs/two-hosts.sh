@@ -1,0 +1,117 @@
+#!/bin/bash
+# Guest job of test/rxe/run-rxe-two-hosts.sh: one of two guests, each with
+# its own kernel and rxe0 on a virtio NIC, the two NICs joined by a qemu
+# socket netdev. Guest a serves fi_pingpong and runs the functional
+# suite's two-process tests; guest b is the fi_pingpong client and the
+# suite's peer (its side of each test runs here: func-peer.sh, served by
+# nc). The guests meet through marker files (job-lib.sh: mark, await).
+# Each step prints PASS/FAIL with its time, a summary follows; the exit
+# status is 0 only when every step of this guest passed.
+#
+# Environment (run-guest.sh -e):
+#   TOP, FI_PROVIDER_PATH  the shared build tree, its .libs
+#   ROLE, SELF, PEER       a or b, this guest's address and the other's
+#   RUN                    the directory both guests share for markers/logs
+#   RXE_STEPS              of: link pingpong reference func (default all)
+#   RXE_TIME_SCALE         multiplies every time-out (default 1)
+#   RXE_FUNC_FILTER        Criterion --filter of the suite's tests
+#   RXE_PP_ITERS           fi_pingpong iterations of each size (default 2:
+#                          -S all checks every size; bench/ measures)
+set -u
+: "${TOP:?}" "${ROLE:?}" "${SELF:?}" "${PEER:?}" "${RUN:?}"
+. "$TOP/test/rxe/jobs/job-lib.sh"
+STEPS=${RXE_STEPS:-link pingpong reference func}
+SCALE=${RXE_TIME_SCALE:-1}
+# two-process tests that a ping-pong does not cover, cheap enough under
+# TCG (the link's round trip is ~25 ms there: the suite's 10000-operation
+# atomic tests alone would take minutes)
+FILTER=${RXE_FUNC_FILTER:-@(msg/tag_matching_and_unexpected|msg/dead_peer_fails_outstanding_operations|msg/delivery_complete_waits_for_the_receive|rma/offset_addressing_user_keys_and_regv|rma/write_and_atomic_complete_while_the_target_sleeps)}
+FUNC_TMO=$((150 * SCALE))
+PP_TMO=$((60 * SCALE))
+PP_ITERS=${RXE_PP_ITERS:-2}
+SVC_PORT=46999         # the suite's peer service on guest b
+port=47000
+trap 'mark gone' EXIT  # the other guest stops waiting for this one
+
+link_step() {
+  mark up && await up $((120 * SCALE)) || return 1
+  ibv_devinfo -d rxe0 | grep -E 'state|active_mtu' | sed 's/^[[:space:]]*/   /'
+  # the first packets also learn the other's MAC (ARP) before rdma_cm needs it
+  ping -c 3 -W 5 "$PEER" | tail -n 2 | sed 's/^/   /'
+  [ "${PIPESTATUS[0]}" = 0 ] || return 1
+  fi_info -p ntx 2>/dev/null | awk '$1 == "domain:" {print $2}' | sort -u |
+    grep -qx rxe0 || { echo "ntx lists no rxe0"; return 1; }
+}
+
+# fi_pingpong: the server on guest a, the client on guest b
+pingpong() { # env assignments..., --, fi_pingpong options
+  local envs=() pid rc out=/tmp/pp.out
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  port=$((port + 1))
+  if [ "$ROLE" = a ]; then
+    echo "server: ${envs[*]} fi_pingpong $* -B $port"
+    timeout "$PP_TMO" env "${envs[@]}" fi_pingpong "$@" -B "$port" > "$out" 2>&1 &
+    pid=$!
+    wait_listen "$port" "$pid" "$PP_TMO"; mark "pp$port"   # a dead server: the client fails at once
+    wait "$pid"; rc=$?
+  else
+    await "pp$port" || return 1
+    echo "client: ${envs[*]} fi_pingpong $* -P $port $PEER"
+    timeout "$PP_TMO" env "${envs[@]}" fi_pingpong "$@" -P "$port" "$PEER" > "$out" 2>&1
+    rc=$?
+  fi
+  echo "rc $rc (time-out ${PP_TMO} s); last lines:"
+  tail -n 25 "$out" | sed 's/^/   /'
+  return $rc
+}
+
+# the suite's two-process tests: the tests on guest a, their peers on b
+func_a() {
+  local out=/tmp/test_func.out rc
+  await func-service || return 1
+  mkdir -p /tmp/func && cd /tmp/func || return 1
+  echo "NTX_TEST_PEER_REMOTE=$PEER:$SVC_PORT test_func -j1 --filter '$FILTER'"
+  timeout "$FUNC_TMO" env NTX_TEST_PEER_REMOTE="$PEER:$SVC_PORT" \
+    FI_PROVIDER=ntx NTX_TEST_DOMAIN=rxe0 \
+    "$TOP/test/func/test_func" -j1 --verbose=0 --filter "$FILTER" > "$out" 2>&1
+  rc=$?
+  cd / && mark func-done
+  grep -a -v -E '^\[(RUN |SKIP)\]|Running [0-9]+ tests? from' "$out" | tail -n 100 |
+    sed 's/^/   /'
+  echo "   (rc $rc; time-out ${FUNC_TMO} s)"
+  return $rc
+}
+func_b() {
+  local svc rc=0 f
+  mkdir -p "$RUN/peer"
+  FI_PROVIDER=ntx NTX_TEST_DOMAIN=rxe0 PEER_LOGS=$RUN/peer setsid nc -ll -p "$SVC_PORT" -e "$TOP/test/rxe/jobs/func-peer.sh" &
+  svc=$!
+  wait_listen "$SVC_PORT" "$svc" 30 && mark func-service || rc=1
+  await func-done $((FUNC_TMO + 60)) || rc=1
+  kill -- -"$svc" 2>/dev/null; wait "$svc" 2>/dev/null
+  echo "peer sides run here: $(ls "$RUN/peer" | wc -l); what they said:"
+  for f in "$RUN"/peer/*; do
+    grep -a -v -E '^\[(RUN |PASS|SKIP|----|====)\]|^test_func rc 0$' "$f" |
+      sed "s|^|   $(basename "$f"): |"
+  done
+  return $rc
+}
+
+log "guest $ROLE ($SELF, peer $PEER): kernel $(uname -r), $(nproc) CPUs, steps: $STEPS"
+want link && step "link to $PEER: ping, rxe0 active, ntx lists rxe0" link_step
+if want pingpong; then
+  for mode in tagged msg; do
+    step "fi_pingpong ntx rxe0 rdm $mode -S all -c across the guests" pingpong -- \
+      -p ntx -d rxe0 -e rdm -m "$mode" -S all -I "$PP_ITERS" -c
+  done
+fi
+if want reference; then
+  # rxe's CQs hold at most 32767 entries: ofi_rxm needs a small universe
+  step "reference: fi_pingpong verbs;ofi_rxm rdm tagged -S all -c" pingpong \
+    FI_UNIVERSE_SIZE=64 -- -p "verbs;ofi_rxm" -e rdm -m tagged -S all -I "$PP_ITERS" -c
+fi
+if want func; then
+  if [ "$ROLE" = a ]; then step "functional suite '$FILTER', peers on guest b" func_a
+  else step "functional suite's peers for guest a" func_b; fi
+fi
+summary "guest $ROLE"
