@@ -1,4 +1,5 @@
-/* Issue #13 item 4: what one peer can make an endpoint hold is bounded.
+/* Issue #13 item 4: what one peer can make an endpoint hold is bounded
+ * (unexpected messages here; remote CQ data at the end).
  * A sender that floods a receiver with messages nobody posted receives
  * for fails its own connection at FI_NTX_PEER_UNEXP_MAX (it reconnects
  * by itself and starts over), the receiver's memory stays within a few
@@ -152,4 +153,85 @@ Test(limits, unexpected_flood_fails_only_its_connection_tcp_path,
 	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
 	setenv("NTX_TEST_DOMAIN", "tcp", 1);
 	flood();
+}
+
+/* A writer that puts remote CQ data into a target that never reads its
+ * CQ: past NTX_CQ_REMOTE_MAX unread entries its writes are refused (its
+ * connection fails, again at each reconnect), so the CQ stops growing. */
+#define CQ_MAX (1u << 20) /* NTX_CQ_REMOTE_MAX */
+#define CQ_WRITES (CQ_MAX + CQ_MAX / 8)
+
+struct cq_tgt {
+	char name[T_NAMELEN];
+	uint64_t key, addr;
+};
+
+static int child_cq_writer(int sock)
+{
+	struct cq_tgt tg;
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 1;
+	ssize_t r;
+
+	CHK(t_sock_read(sock, &tg, sizeof(tg)) == 0);
+	CHK(t_open(&t, T_RMA_CAPS) == 0);
+	CHK(t_insert(&t, tg.name, &peer) == 0);
+	for (uint32_t i = 0; i < CQ_WRITES; i++) {
+		while ((r = fi_inject_writedata(t.ep, &v, 8, i, peer, tg.addr,
+						tg.key)) == -FI_EAGAIN)
+			fi_cq_read(t.cq, NULL, 0);
+		if (r) /* refused at once while reconnecting: go on */
+			fi_cq_read(t.cq, NULL, 0);
+	}
+	CHK(t_sync(sock) == 0);
+	t_close(&t);
+	return 0;
+}
+
+Test(limits, remote_cq_data_into_a_cq_nobody_reads_is_bounded,
+     .timeout = 240)
+{
+	static uint64_t buf[8];
+	static struct fi_cq_tagged_entry e[1024];
+	struct pollfd p;
+	struct fid_mr *mr;
+	struct cq_tgt tg = { .key = 0 };
+	struct tctx t;
+	size_t len = sizeof(tg.name), n = 0;
+	ssize_t r;
+	int sock;
+	char c;
+	pid_t pid = t_fork(&sock, child_cq_writer);
+
+	cr_assert_eq(t_open(&t, T_RMA_CAPS), 0);
+	cr_assert_eq(fi_mr_reg(t.dom, buf, sizeof(buf), FI_REMOTE_WRITE, 0, 3,
+			       0, &mr, NULL), 0);
+	cr_assert_eq(fi_getname(&t.ep->fid, tg.name, &len), 0);
+	tg.key = fi_mr_key(mr);
+	tg.addr = t.fi->domain_attr->mr_mode & FI_MR_VIRT_ADDR
+			  ? (uint64_t)(uintptr_t)buf : 0;
+	cr_assert_eq(t_sock_write(sock, &tg, sizeof(tg)), 0);
+	/* progress without reading a single entry until the writer is done */
+	for (;;) {
+		p = (struct pollfd){ .fd = sock, .events = POLLIN };
+		fi_cq_read(t.cq, NULL, 0);
+		if (poll(&p, 1, 0) == 1)
+			break;
+	}
+	cr_assert_eq(read(sock, &c, 1), 1);
+	cr_assert_eq(write(sock, &c, 1), 1);
+	while ((r = fi_cq_read(t.cq, e, 1024)) > 0 || r == -FI_EAVAIL) {
+		if (r > 0)
+			n += (size_t)r;
+		else
+			fi_cq_readerr(t.cq, &(struct fi_cq_err_entry){ 0 }, 0);
+	}
+	cr_log_info("limits: %u writes with remote CQ data, nobody reading: "
+		    "%zu CQ entries\n", CQ_WRITES, n);
+	cr_assert_geq(n, CQ_MAX / 2, "the writes did not arrive");
+	cr_assert_leq(n, CQ_MAX + 64, "the CQ grew past its bound");
+	cr_assert_eq(t_join(pid), 0);
+	fi_close(&mr->fid);
+	t_close(&t);
 }
