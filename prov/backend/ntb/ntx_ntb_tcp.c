@@ -434,10 +434,18 @@ static void ntx_tcp_on_prove(struct ntx_be_conn *c, const uint8_t *p,
 	}
 }
 
-/* FI_NTX_EAGER_MAX's range: what a peer may say of itself. */
-static bool ntx_tcp_eager_ok(uint32_t v)
+/* The peer's FI_NTX_EAGER_MAX from its ECHO or WELCOME, within the
+ * parameter's range; false (the connection failed) when it is not. */
+static bool ntx_tcp_take_eager(struct ntx_be_conn *c, uint32_t v)
 {
-	return v >= 4096 && v <= 65536;
+	if (v < 4096 || v > 65536) {
+		NTX_WARN(FI_LOG_EP_CTRL, "peer pid %u says FI_NTX_EAGER_MAX is "
+			 "%u: refused\n", c->peer.pid, v);
+		ntx_tcp_fail(c, -FI_EREMOTEIO);
+		return false;
+	}
+	c->peer_eager = v;
+	return true;
 }
 
 static void ntx_tcp_on_echo(struct ntx_be_conn *c, const uint8_t *p,
@@ -454,12 +462,8 @@ static void ntx_tcp_on_echo(struct ntx_be_conn *c, const uint8_t *p,
 			ntx_tcp_fail(c, -FI_EACCES);
 		return;
 	}
-	if (!ntx_tcp_eager_ok(e.eager_max)) {
-		NTX_WARN(FI_LOG_EP_CTRL, "peer pid %u says FI_NTX_EAGER_MAX is "
-			 "%u: refused\n", c->peer.pid, e.eager_max);
-		return ntx_tcp_fail(c, -FI_EREMOTEIO);
-	}
-	c->peer_eager = e.eager_max;
+	if (!ntx_tcp_take_eager(c, e.eager_max))
+		return;
 	c->state = NTX_TCP_OPEN;
 	if (ntx_tcp_ctl(c, NTX_TCP_WELCOME, &w, sizeof(w)))
 		return ntx_tcp_fail(c, -FI_ENOMEM);
@@ -476,12 +480,8 @@ static void ntx_tcp_on_welcome(struct ntx_be_conn *c, const uint8_t *p,
 	if (len != sizeof(w))
 		return ntx_tcp_fail(c, -FI_EREMOTEIO);
 	memcpy(&w, p, sizeof(w));
-	if (!ntx_tcp_eager_ok(w.eager_max)) {
-		NTX_WARN(FI_LOG_EP_CTRL, "peer pid %u says FI_NTX_EAGER_MAX is "
-			 "%u: refused\n", c->peer.pid, w.eager_max);
-		return ntx_tcp_fail(c, -FI_EREMOTEIO);
-	}
-	c->peer_eager = w.eager_max;
+	if (!ntx_tcp_take_eager(c, w.eager_max))
+		return;
 	c->state = NTX_TCP_OPEN;
 	ntx_tcp_flush(c);
 	c->be->cb.connected(c->vc);
