@@ -29,5 +29,7 @@ int open_victim(struct tctx *t, struct fid_mr **mr, void *buf);
 int victim_serve(struct tctx *t, int sock, int *ncq);
 /* The victim's name, to the attacker over sock. */
 int send_name(struct tctx *t, int sock);
+/* This process's resident memory (VmRSS), KiB; -1 if unknown. */
+long adv_rss_kib(void);
 
 #endif /* NTX_ADV_H */

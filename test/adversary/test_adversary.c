@@ -881,7 +881,7 @@ static int adv_never_reads(int sock)
 	return 0;
 }
 
-static long adv_rss_kib(void)
+long adv_rss_kib(void)
 {
 	char line[256];
 	long kib = -1;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ntx_test.h"
+#include "ntx_adv.h"
 
 #define CAPS (FI_MSG | FI_TAGGED)
 #define MSG 8000
@@ -20,21 +21,6 @@
 #define LIMIT (1u << 20)
 #define TAG_FLOOD 1
 #define TAG_LAST 2
-
-static long rss_kib(void)
-{
-	char line[256];
-	long kib = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
 
 /* Reads completions (errors too) until n arrived or ms passed. */
 static int drain_n(struct tctx *t, size_t *done, size_t n, int ms)
@@ -120,10 +106,10 @@ static void flood(void)
 	cr_assert_gt(pid, 0);
 	cr_assert_eq(t_open(&t, CAPS), 0);
 	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
-	before = rss_kib();
+	before = adv_rss_kib();
 	/* progress (no receive posted) until the flooder is done */
 	cr_assert_eq(t_sync_progress(&t, sock, 60000), 0);
-	after = rss_kib();
+	after = adv_rss_kib();
 	cr_assert_gt(before, 0);
 	cr_log_info("limits: %d x %d bytes unexpected with a %u-byte limit: "
 		    "RSS %ld -> %ld KiB\n", FLOOD, MSG, LIMIT, before, after);

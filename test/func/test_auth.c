@@ -139,29 +139,35 @@ static int same_key(int role, int sock)
 	return 0;
 }
 
-static int child_same_key(int sock)
+/* Both roles of a two-process test: the child plays role 1, this
+ * process role 0; each returns 0 or its failing line. */
+static int (*g_roles)(int role, int sock);
+
+static int child_role(int sock)
 {
-	return same_key(1, sock);
+	return g_roles(1, sock);
 }
 
-static void run_same_key(void)
+static void run_roles(int (*fn)(int role, int sock))
 {
 	int sock;
-	pid_t pid = t_fork(&sock, child_same_key);
+	pid_t pid;
 
-	cr_assert_eq(same_key(0, sock), 0, "test process failed");
+	g_roles = fn;
+	pid = t_fork(&sock, child_role);
+	cr_assert_eq(fn(0, sock), 0, "test process failed");
 	cr_assert_eq(t_join(pid), 0, "child failed");
 }
 
 Test(auth, same_key_works_shm, .timeout = 60)
 {
-	run_same_key();
+	run_roles(same_key);
 }
 
 Test(auth, same_key_works_tcp, .timeout = 60)
 {
 	use_tcp();
-	run_same_key();
+	run_roles(same_key);
 }
 
 /* ---- different keys ------------------------------------------------------
@@ -206,29 +212,15 @@ static int diff_keys(int role, int sock)
 	return 0;
 }
 
-static int child_diff_keys(int sock)
-{
-	return diff_keys(1, sock);
-}
-
-static void run_diff_keys(void)
-{
-	int sock;
-	pid_t pid = t_fork(&sock, child_diff_keys);
-
-	cr_assert_eq(diff_keys(0, sock), 0, "test process failed");
-	cr_assert_eq(t_join(pid), 0, "child failed");
-}
-
 Test(auth, different_keys_complete_nothing_shm, .timeout = 60)
 {
-	run_diff_keys();
+	run_roles(diff_keys);
 }
 
 Test(auth, different_keys_complete_nothing_tcp, .timeout = 60)
 {
 	use_tcp();
-	run_diff_keys();
+	run_roles(diff_keys);
 }
 
 /* ---- a key against none ------------------------------------------------- */
@@ -252,29 +244,15 @@ static int key_vs_none(int role, int sock)
 	return ret;
 }
 
-static int child_key_vs_none(int sock)
-{
-	return key_vs_none(1, sock);
-}
-
-static void run_key_vs_none(void)
-{
-	int sock;
-	pid_t pid = t_fork(&sock, child_key_vs_none);
-
-	cr_assert_eq(key_vs_none(0, sock), 0, "test process failed");
-	cr_assert_eq(t_join(pid), 0, "child failed");
-}
-
 Test(auth, peer_without_the_key_completes_nothing_shm, .timeout = 60)
 {
-	run_key_vs_none();
+	run_roles(key_vs_none);
 }
 
 Test(auth, peer_without_the_key_completes_nothing_tcp, .timeout = 60)
 {
 	use_tcp();
-	run_key_vs_none();
+	run_roles(key_vs_none);
 }
 
 /* ---- fi_getinfo --------------------------------------------------------- */
