@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "ntx/ntx.h"
+#include "ntx/ntx_base.h"
 #include "ntx/ntx_wire.h"
 
 struct ntx_be_ep;   /* one back-end instance per endpoint */
@@ -101,25 +101,42 @@ static inline bool ntx_be_ops_is_valid(const struct ntx_be_ops *ops)
 	       ops->hdr_size && ops->max_payload;
 }
 
-extern const struct ntx_be_ops ntx_ntb_shm_ops;
-/* Waits for the shm back end's helper work before the provider unloads. */
-void ntx_ntb_shm_fini(void);
-extern const struct ntx_be_ops ntx_ntb_tcp_ops;
+/* ---- the registry (prov/core/ntx_be_registry.c) ----------------------------
+ * Back ends register themselves when the provider loads (NTX_BE_REGISTER);
+ * the API finds them here by domain name and never names one. */
 
-#ifdef NTX_HAVE_VERBS
-/* One verbs device that can carry an ntx domain (active port 1 with an
- * IPv4 address for rdma_cm), with the limits read from it. */
-struct ntx_vb_devinfo {
+/* A domain a network back end serves, with its device's limits (0: ntx's
+ * defaults). */
+struct ntx_be_domain {
 	char name[64];
-	uint32_t ip4; /* network order */
-	bool active;
-	uint32_t max_cqe, max_qp, max_qp_wr, max_srq_wr, max_sge, max_mr;
-	uint32_t max_cq, max_qp_rd_atom, mtu;
-	uint64_t max_mr_size;
-	int atomic_cap; /* enum ibv_atomic_cap */
+	uint32_t ep_cnt, cq_cnt, mr_cnt, tx_size, rx_size;
 };
-int ntx_verbs_devices(struct ntx_vb_devinfo *out, int max);
-extern const struct ntx_be_ops ntx_verbs_ops;
-#endif
+
+struct ntx_be_desc {
+	const char *name;
+	const struct ntx_be_ops *ops;
+	bool local;  /* the same-host window every domain has (shm) */
+	int order;   /* fi_getinfo lists lower orders first */
+	/* the domains a network back end serves now; how many it wrote */
+	int (*domains)(struct ntx_be_domain *out, int max);
+	void (*fini)(void); /* before the provider unloads (optional) */
+	struct ntx_be_desc *next; /* the registry's list */
+};
+
+void ntx_be_register(struct ntx_be_desc *d);
+/* The same-host back end (NULL if none registered). */
+const struct ntx_be_desc *ntx_be_local(void);
+/* The network back end serving a domain name, or NULL. */
+const struct ntx_be_desc *ntx_be_for_domain(const char *name);
+/* Every network domain, in registry order; how many it wrote. */
+int ntx_be_domains(struct ntx_be_domain *out, int max);
+/* Runs every back end's fini. */
+void ntx_be_fini_all(void);
+
+#define NTX_BE_REGISTER(desc)                                              \
+	__attribute__((constructor)) static void ntx_be_register_##desc(void) \
+	{                                                                  \
+		ntx_be_register(&desc);                                    \
+	}
 
 #endif /* NTX_BACKEND_H */

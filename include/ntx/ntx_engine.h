@@ -7,7 +7,7 @@
 #ifndef NTX_ENGINE_H
 #define NTX_ENGINE_H
 
-#include "ntx/ntx.h"
+#include "ntx/ntx_core.h"
 #include "ntx/ntx_backend.h"
 #include "ntx/ntx_wire.h"
 
@@ -244,14 +244,6 @@ void ntx_ep_arm(struct ntx_ep *ep, bool arm);
 struct ntx_req *ntx_req_get(struct ntx_ep *ep, enum ntx_req_kind kind);
 void ntx_req_put(struct ntx_req *req);
 struct ntx_req *ntx_req_lookup(struct ntx_ep *ep, uint64_t id);
-size_t ntx_iov_len(const struct iovec *iov, size_t count);
-size_t ntx_iov_copy_to(const struct iovec *iov, size_t count, size_t off,
-		       const void *src, size_t len);
-size_t ntx_iov_copy_from(void *dst, const struct iovec *iov, size_t count,
-			 size_t len);
-/* The bytes [off, off + len) of an iovec array, as an iovec array. */
-size_t ntx_iov_slice(const struct iovec *iov, size_t iov_count, size_t off,
-		     size_t len, struct iovec *out, size_t *count);
 /* A copy buffer for inject data and queued packets (NTX_BOUNCE_SIZE) */
 int ntx_req_bounce(struct ntx_req *req);
 #define NTX_INJECT_MAX 4096
@@ -386,15 +378,43 @@ void ntx_rma_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
  * network one. */
 struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a);
 
+/* ---- domain progress (ntx_dom_progress.c) and the helper thread
+ * (ntx_auto.c) ---- */
+
+/* Domain lock held: progress of every endpoint. */
+void ntx_domain_progress(struct ntx_domain *dom);
+/* Before a completion object's own progress: keeps the helper thread
+ * away. */
+void ntx_domain_note_poll(struct ntx_domain *dom);
+void ntx_domain_poll(struct ntx_domain *dom); /* progress, staying armed */
+int ntx_auto_start(struct ntx_domain *dom);
+void ntx_auto_stop(struct ntx_domain *dom);
+/* Adds the wait fds of every back end of the domain to an epoll set. */
+int ntx_domain_wait_fds(struct ntx_domain *dom, int *fds, int max);
+void ntx_domain_arm(struct ntx_domain *dom, bool arm);
+/* FI_GETWAIT: an epoll fd with the object's signal and every back end's
+ * wait fd (endpoints opened later join it); closed by the caller. */
+int ntx_domain_wait_set(struct ntx_domain *dom, struct ntx_signal *sig,
+			int *epfd);
+void ntx_domain_wait_set_close(struct ntx_domain *dom, int epfd);
+void ntx_domain_wait_set_add(struct ntx_domain *dom, int fd);
+/* progress of a CQ's or counter's endpoints (ntx_progress.c) */
+void ntx_scope_progress(struct ntx_domain *d, struct ntx_scope *s);
+/* Blocks until an endpoint of the scope or the signal has news, or
+ * timeout_ms passes; ready() is checked after arming. */
+void ntx_scope_sleep(struct ntx_domain *d, struct ntx_scope *s,
+		     struct ntx_signal *sig, bool (*ready)(void *arg),
+		     void *arg, int timeout_ms);
+/* fi_trywait: progress, arm, re-check with ready(); 0 or -FI_EAGAIN */
+int ntx_scope_trywait(struct ntx_domain *d, struct ntx_scope *s,
+		      struct ntx_signal *sig, bool (*ready)(void *arg),
+		      void *arg);
+
 /* ---- progress (ntx_progress.c) ---- */
 /* Endpoint lock held. */
 void ntx_ep_progress(struct ntx_ep *ep);
 /* The same, taking the endpoint lock. */
 void ntx_ep_poll(struct ntx_ep *ep);
 
-extern struct fi_ops_msg ntx_msg_ops;
-extern struct fi_ops_rma ntx_rma_ops;
-extern struct fi_ops_atomic ntx_atomic_ops;
-extern struct fi_ops_tagged ntx_tagged_ops;
 
 #endif /* NTX_ENGINE_H */

@@ -6,7 +6,7 @@
 #include "config.h"
 
 #include "ntx/ntx_atomic.h"
-#include "ntx/ntx_engine.h"
+#include "ntx/ntx.h"
 
 #define NTX_ATOMIC_FLAGS                                                    \
 	(FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE |                   \

@@ -9,60 +9,6 @@
 
 #include "ntx/ntx.h"
 
-const struct ntx_addr *ntx_av_get(struct ntx_av *av, fi_addr_t fi_addr)
-{
-	if (fi_addr >= av->cap || !av->used[fi_addr])
-		return NULL;
-	return &av->addrs[fi_addr];
-}
-
-fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a)
-{
-	for (size_t i = 0; i < av->cap; i++)
-		if (av->used[i] && ntx_addr_same_ep(&av->addrs[i], a) &&
-		    av->addrs[i].epoch == a->epoch)
-			return i;
-	return FI_ADDR_NOTAVAIL;
-}
-
-static int ntx_av_grow(struct ntx_av *av)
-{
-	size_t cap = av->cap ? av->cap * 2 : 64;
-	struct ntx_addr *addrs = realloc(av->addrs, cap * sizeof(*addrs));
-	uint8_t *used;
-
-	if (!addrs)
-		return -FI_ENOMEM;
-	av->addrs = addrs;
-	used = realloc(av->used, cap);
-	if (!used)
-		return -FI_ENOMEM;
-	memset(used + av->cap, 0, cap - av->cap);
-	av->used = used;
-	av->cap = cap;
-	return 0;
-}
-
-static int ntx_av_add(struct ntx_av *av, const struct ntx_addr *a,
-		      fi_addr_t *out)
-{
-	size_t i;
-
-	for (i = av->count; i < av->cap && av->used[i]; i++)
-		;
-	if (i >= av->cap) {
-		for (i = 0; i < av->cap && av->used[i]; i++)
-			;
-		if (i == av->cap && ntx_av_grow(av))
-			return -FI_ENOMEM;
-	}
-	av->addrs[i] = *a;
-	av->used[i] = 1;
-	av->count = i + 1;
-	*out = i;
-	return 0;
-}
-
 static int ntx_av_finish(struct ntx_av *av, int done, void *context)
 {
 	struct fi_eq_entry ev = { &av->av.fid, context, (uint64_t)done };
@@ -87,7 +33,7 @@ static int ntx_av_insert(struct fid_av *fav, const void *addr, size_t count,
 		return -FI_EINVAL;
 	ntx_mutex_lock(av->domain, &av->lock);
 	for (size_t i = 0; i < count; i++) {
-		ret = ntx_addr_valid(&a[i]) ? ntx_av_add(av, &a[i], &fa)
+		ret = ntx_addr_valid(&a[i]) ? ntx_av_table_add(av, &a[i], &fa)
 					    : -FI_EINVAL;
 		if (ret) {
 			NTX_WARN(FI_LOG_AV, "av insert %zu: %s\n", i,

@@ -6,19 +6,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "ntx/ntx_engine.h"
-
-void ntx_cntr_inc(struct ntx_cntr *c)
-{
-	atomic_fetch_add(&c->value, 1);
-	ntx_signal_raise(&c->sig);
-}
-
-void ntx_cntr_inc_err(struct ntx_cntr *c)
-{
-	atomic_fetch_add(&c->err, 1);
-	ntx_signal_raise(&c->sig);
-}
+#include "ntx/ntx.h"
 
 static void ntx_cntr_progress(struct ntx_cntr *c)
 {

@@ -9,105 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ntx/ntx_engine.h"
+#include "ntx/ntx.h"
 #include "ntx/ntx_sha256.h"
-
-/* Domain lock held. */
-void ntx_domain_poll(struct ntx_domain *dom)
-{
-	struct ntx_list *it;
-
-	if (dom->progress_busy)
-		return;
-	dom->progress_busy = true;
-	ntx_list_foreach(&dom->eps, it)
-		ntx_ep_poll(ntx_container_of(it, struct ntx_ep, dom_entry));
-	dom->progress_busy = false;
-}
-
-void ntx_domain_note_poll(struct ntx_domain *dom)
-{
-	if (dom->auto_progress) /* the helper stays away while we poll */
-		atomic_store_explicit(&dom->app_poll_ns, ntx_now_ns(),
-				      memory_order_relaxed);
-}
-
-/* Domain lock held. */
-void ntx_domain_progress(struct ntx_domain *dom)
-{
-	ntx_domain_note_poll(dom);
-	ntx_domain_poll(dom);
-}
-
-void ntx_domain_arm(struct ntx_domain *dom, bool arm)
-{
-	struct ntx_list *it;
-
-	ntx_list_foreach(&dom->eps, it) {
-		ntx_ep_arm(ntx_container_of(it, struct ntx_ep, dom_entry), arm);
-	}
-}
-
-int ntx_domain_wait_fds(struct ntx_domain *dom, int *fds, int max)
-{
-	struct ntx_list *it;
-	int n = 0;
-
-	ntx_list_foreach(&dom->eps, it) {
-		struct ntx_ep *ep = ntx_container_of(it, struct ntx_ep,
-						     dom_entry);
-		for (int i = 0; i < NTX_BE_MAX && n < max; i++)
-			if (ep->be[i].ops)
-				fds[n++] = ep->be[i].ops->wait_fd(ep->be[i].be);
-	}
-	return n;
-}
-
-int ntx_domain_wait_set(struct ntx_domain *dom, struct ntx_signal *sig,
-			int *epfd)
-{
-	struct epoll_event ev = { .events = EPOLLIN };
-	int fds[64], n, ret = 0;
-
-	ntx_domain_lock(dom);
-	if (*epfd >= 0)
-		goto unlock;
-	if (dom->nwait_sets == 16 ||
-	    (*epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
-		*epfd = -1;
-		ret = -FI_ENOMEM;
-		goto unlock;
-	}
-	ntx_signal_arm(sig);
-	epoll_ctl(*epfd, EPOLL_CTL_ADD, sig->fd, &ev);
-	n = ntx_domain_wait_fds(dom, fds, 64);
-	for (int i = 0; i < n; i++)
-		epoll_ctl(*epfd, EPOLL_CTL_ADD, fds[i], &ev);
-	dom->wait_sets[dom->nwait_sets++] = *epfd;
-unlock:
-	ntx_domain_unlock(dom);
-	return ret;
-}
-
-void ntx_domain_wait_set_add(struct ntx_domain *dom, int fd)
-{
-	struct epoll_event ev = { .events = EPOLLIN };
-
-	for (int i = 0; i < dom->nwait_sets; i++)
-		epoll_ctl(dom->wait_sets[i], EPOLL_CTL_ADD, fd, &ev);
-}
-
-void ntx_domain_wait_set_close(struct ntx_domain *dom, int epfd)
-{
-	if (epfd < 0)
-		return;
-	ntx_domain_lock(dom);
-	for (int i = 0; i < dom->nwait_sets; i++)
-		if (dom->wait_sets[i] == epfd)
-			dom->wait_sets[i] = dom->wait_sets[--dom->nwait_sets];
-	ntx_domain_unlock(dom);
-	close(epfd);
-}
 
 static int ntx_domain_close(struct fid *fid)
 {
@@ -173,26 +76,16 @@ static struct fi_ops_mr ntx_domain_mr_ops = {
 
 int ntx_domain_net(const char *name, const struct ntx_be_ops **ops)
 {
+	const struct ntx_be_desc *d;
+
 	*ops = NULL;
 	if (!name || !strcmp(name, NTX_DOMAIN_SHM))
 		return 0;
-	if (!strcmp(name, NTX_DOMAIN_TCP)) {
-		*ops = &ntx_ntb_tcp_ops;
-		return 0;
-	}
-#ifdef NTX_HAVE_VERBS
-	{
-		struct ntx_vb_devinfo d[16];
-		int n = ntx_verbs_devices(d, 16);
-
-		for (int i = 0; i < n; i++)
-			if (!strcmp(name, d[i].name)) {
-				*ops = &ntx_verbs_ops;
-				return 0;
-			}
-	}
-#endif
-	return -FI_EINVAL;
+	d = ntx_be_for_domain(name);
+	if (!d)
+		return -FI_EINVAL;
+	*ops = d->ops;
+	return 0;
 }
 
 int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,

@@ -5,7 +5,7 @@
 #include "config.h"
 #include <stdlib.h>
 
-#include "ntx/ntx_engine.h"
+#include "ntx/ntx.h"
 #include "ntx/ntx_sha256.h"
 
 static int ntx_ep_close(struct fid *fid)
@@ -401,11 +401,11 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ntx_list_init(&ep->req_free);
 	ntx_list_init(&ep->unexp_free);
 	ntx_tme_init(&ep->tme);
-	ret = ntx_ep_open_be(ep, NTX_BE_SHM, &ntx_ntb_shm_ops, want);
+	ret = ntx_ep_open_be(ep, NTX_BE_SHM, ntx_be_local()->ops, want);
 	if (!ret && dom->net_ops) {
 		ret = ntx_ep_open_be(ep, NTX_BE_NET, dom->net_ops, want);
 		if (ret)
-			ntx_ntb_shm_ops.close(ep->be[NTX_BE_SHM].be);
+			ep->be[NTX_BE_SHM].ops->close(ep->be[NTX_BE_SHM].be);
 	}
 	if (ret) {
 		pthread_mutex_destroy(&ep->lock);

@@ -39,36 +39,28 @@ struct ntx_dom_desc {
 
 /* Domains that reach every peer come first: applications (MPICH's
  * ch4:ofi) take the first entry and copy its capabilities, and shm
- * cannot reach another host. Verbs devices, then tcp, then shm. */
+ * cannot reach another host. The network back ends' domains in registry
+ * order (verbs devices, then tcp), then shm. */
 static size_t ntx_doms(struct ntx_dom_desc *d)
 {
 	size_t n = 0;
 
 	memset(d, 0, NTX_MAX_DOMS * sizeof(*d));
-#ifdef NTX_HAVE_VERBS
 	{
-		struct ntx_vb_devinfo v[NTX_MAX_DOMS - 2];
-		int nv = ntx_verbs_devices(v, NTX_MAX_DOMS - 2);
+		struct ntx_be_domain v[NTX_MAX_DOMS - 1];
+		int nv = ntx_be_domains(v, NTX_MAX_DOMS - 1);
 
 		for (int i = 0; i < nv; i++, n++) {
-			_Static_assert(sizeof(d[n].name) == sizeof(v[i].name),
-				       "device names");
 			memcpy(d[n].name, v[i].name, sizeof(d[n].name));
 			d[n].net = true;
 			d[n].caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
-			d[n].ep_cnt = v[i].max_qp;
-			d[n].cq_cnt = v[i].max_cq;
-			d[n].mr_cnt = v[i].max_mr;
-			/* sends wait in the engine, receives in its queues;
-			 * the device bounds its own queues */
-			d[n].tx_size = v[i].max_qp_wr;
-			d[n].rx_size = v[i].max_srq_wr;
+			d[n].ep_cnt = v[i].ep_cnt;
+			d[n].cq_cnt = v[i].cq_cnt;
+			d[n].mr_cnt = v[i].mr_cnt;
+			d[n].tx_size = v[i].tx_size;
+			d[n].rx_size = v[i].rx_size;
 		}
 	}
-#endif
-	strcpy(d[n].name, NTX_DOMAIN_TCP);
-	d[n].net = true;
-	d[n++].caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 	strcpy(d[n].name, NTX_DOMAIN_SHM);
 	d[n++].caps = FI_LOCAL_COMM;
 	return n;

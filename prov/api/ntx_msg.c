@@ -4,7 +4,7 @@
  */
 #include "config.h"
 
-#include "ntx/ntx_engine.h"
+#include "ntx/ntx.h"
 
 
 #define NTX_SEND_FLAGS                                                      \

@@ -5,7 +5,7 @@
  */
 #include "config.h"
 
-#include "ntx/ntx_engine.h"
+#include "ntx/ntx.h"
 
 #define NTX_RMA_FLAGS                                                       \
 	(FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA | FI_INJECT_COMPLETE | \

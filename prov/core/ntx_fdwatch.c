@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "ntx/ntx.h"
+#include "ntx/ntx_base.h"
 #include "ntx/ntx_fdwatch.h"
 
 #define NTX_FDWATCH_ENTRIES 8

@@ -161,7 +161,7 @@ static void ntx_ntb_mb_start(void)
 /* The registration thread runs our code: it must be done before the
  * provider is unloaded (fi_fini at exit); joined at the first endpoint
  * close, or then. */
-void ntx_ntb_shm_fini(void)
+static void ntx_ntb_shm_fini(void)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -1693,7 +1693,7 @@ static void ntx_ntb_setname(struct ntx_be_ep *be, const struct ntx_addr *addr)
 	be->addr.flags = addr->flags;
 }
 
-const struct ntx_be_ops ntx_ntb_shm_ops = {
+static const struct ntx_be_ops ntx_ntb_shm_ops = {
 	.name = "ntb-shm",
 	.hdr_size = sizeof(struct ntx_wire_hdr),
 	.max_payload = 65536, /* bounded by FI_NTX_EAGER_MAX */
@@ -1715,3 +1715,11 @@ const struct ntx_be_ops ntx_ntb_shm_ops = {
 	.disarm = ntx_ntb_disarm,
 	.wait_fd = ntx_ntb_wait_fd,
 };
+
+static struct ntx_be_desc ntx_ntb_shm_desc = {
+	.name = "shm",
+	.ops = &ntx_ntb_shm_ops,
+	.local = true,
+	.fini = ntx_ntb_shm_fini,
+};
+NTX_BE_REGISTER(ntx_ntb_shm_desc)

@@ -15,6 +15,7 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -837,7 +838,7 @@ static int ntx_tcp_resolve(struct ntx_addr *addr)
 	return addr->ip4 && addr->port ? 0 : -FI_EADDRNOTAVAIL;
 }
 
-const struct ntx_be_ops ntx_ntb_tcp_ops = {
+static const struct ntx_be_ops ntx_ntb_tcp_ops = {
 	.name = "ntb-tcp",
 	.hdr_size = sizeof(struct ntx_wire_hdr),
 	.max_payload = NTX_TCP_MAX_PAYLOAD,
@@ -857,3 +858,21 @@ const struct ntx_be_ops ntx_ntb_tcp_ops = {
 	.disarm = ntx_tcp_disarm,
 	.wait_fd = ntx_tcp_wait_fd,
 };
+
+/* One domain: "tcp" (NTX_DOMAIN_TCP). */
+static int ntx_ntb_tcp_domains(struct ntx_be_domain *out, int max)
+{
+	if (max < 1)
+		return 0;
+	memset(out, 0, sizeof(*out));
+	snprintf(out->name, sizeof(out->name), "%s", NTX_DOMAIN_TCP);
+	return 1;
+}
+
+static struct ntx_be_desc ntx_ntb_tcp_desc = {
+	.name = "tcp",
+	.ops = &ntx_ntb_tcp_ops,
+	.order = 20,
+	.domains = ntx_ntb_tcp_domains,
+};
+NTX_BE_REGISTER(ntx_ntb_tcp_desc)

@@ -1157,7 +1157,7 @@ static ssize_t ntx_vb_bulk_write(struct ntx_be_conn *c,
 	return ntx_vb_bulk(c, true, local, nlocal, remote, nremote);
 }
 
-const struct ntx_be_ops ntx_verbs_ops = {
+static const struct ntx_be_ops ntx_verbs_ops = {
 	.name = "verbs",
 	.hdr_size = sizeof(struct ntx_wire_hdr),
 	.max_payload = NTX_VB_MAX_PAYLOAD,
@@ -1181,3 +1181,33 @@ const struct ntx_be_ops ntx_verbs_ops = {
 	.disarm = ntx_vb_disarm,
 	.wait_fd = ntx_vb_wait_fd,
 };
+
+/* Each usable device is a domain, with the device's limits. */
+static int ntx_vb_domains(struct ntx_be_domain *out, int max)
+{
+	struct ntx_vb_devinfo v[16];
+	int n = ntx_verbs_devices(v, max < 16 ? max : 16);
+
+	for (int i = 0; i < n; i++) {
+		_Static_assert(sizeof(out[i].name) == sizeof(v[i].name),
+			       "device names");
+		memset(&out[i], 0, sizeof(out[i]));
+		memcpy(out[i].name, v[i].name, sizeof(out[i].name));
+		out[i].ep_cnt = v[i].max_qp;
+		out[i].cq_cnt = v[i].max_cq;
+		out[i].mr_cnt = v[i].max_mr;
+		/* sends wait in the engine, receives in its queues; the
+		 * device bounds its own queues */
+		out[i].tx_size = v[i].max_qp_wr;
+		out[i].rx_size = v[i].max_srq_wr;
+	}
+	return n;
+}
+
+static struct ntx_be_desc ntx_verbs_desc = {
+	.name = "verbs",
+	.ops = &ntx_verbs_ops,
+	.order = 10,
+	.domains = ntx_vb_domains,
+};
+NTX_BE_REGISTER(ntx_verbs_desc)

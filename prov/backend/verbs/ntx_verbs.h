@@ -1,6 +1,6 @@
 /*
- * Inside the verbs back end: device discovery (shared with fi_getinfo
- * through ntx_backend.h) and the registration cache of user buffers.
+ * Inside the verbs back end: device discovery and the registration cache
+ * of user buffers.
  */
 #ifndef NTX_VERBS_H
 #define NTX_VERBS_H
@@ -11,6 +11,19 @@
 #include <stdint.h>
 
 #include "ntx/ntx_backend.h"
+
+/* One verbs device that can carry an ntx domain (active port 1 with an
+ * IPv4 address for rdma_cm), with the limits read from it. */
+struct ntx_vb_devinfo {
+	char name[64];
+	uint32_t ip4; /* network order */
+	bool active;
+	uint32_t max_cqe, max_qp, max_qp_wr, max_srq_wr, max_sge, max_mr;
+	uint32_t max_cq, max_qp_rd_atom, mtu;
+	uint64_t max_mr_size;
+	int atomic_cap; /* enum ibv_atomic_cap */
+};
+int ntx_verbs_devices(struct ntx_vb_devinfo *out, int max);
 
 /* Bulk work requests in flight at once (one bulk move, <= 8 remote
  * iovecs): sized into the QP send queue and the CQ. */

@@ -3,7 +3,7 @@
  * and read in this one place. man/fi_ntx.7.md documents each of them.
  */
 #include "config.h"
-#include "ntx/ntx.h"
+#include "ntx/ntx_base.h"
 
 struct ntx_params ntx_params = {
 	.eager_max = 8192,

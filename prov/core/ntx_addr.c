@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ntx/ntx.h"
+#include "ntx/ntx_base.h"
 
 static uint64_t ntx_fnv1a(const char *s, size_t n)
 {

@@ -8,7 +8,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "ntx/ntx.h"
+#include "ntx/ntx_core.h"
 
 int ntx_signal_open(struct ntx_signal *s)
 {

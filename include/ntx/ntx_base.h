@@ -1,0 +1,137 @@
+/*
+ * The bottom header of every layer (DESIGN §2): logging, container_of,
+ * parameters, endpoint names, job keys, time, randomness and lists. It
+ * names nothing above prov/core.
+ */
+#ifndef NTX_BASE_H
+#define NTX_BASE_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#include "ntx/ntx_list.h"
+
+#define NTX_PROV_NAME "ntx"
+#define NTX_PROV_VERSION FI_VERSION(0, 1)
+#define NTX_FI_VERSION FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+#define NTX_FABRIC_NAME "ntx"
+#define NTX_DOMAIN_SHM "shm"
+#define NTX_DOMAIN_TCP "tcp"
+
+#define NTX_CACHELINE 64
+
+#define ntx_container_of(ptr, type, field) \
+	((type *)((char *)(ptr) - offsetof(type, field)))
+
+extern struct fi_provider ntx_prov;
+
+#define NTX_WARN(subsys, ...) FI_WARN(&ntx_prov, subsys, __VA_ARGS__)
+#define NTX_INFO(subsys, ...) FI_INFO(&ntx_prov, subsys, __VA_ARGS__)
+#define NTX_DBG(subsys, ...) FI_DBG(&ntx_prov, subsys, __VA_ARGS__)
+
+/* ---- parameters (defined and read in ntx_param.c only) ------------------- */
+struct ntx_params {
+	size_t eager_max;      /* largest message sent inline in ring entries */
+	size_t ring_size;      /* bytes per receive ring (multiple of 64) */
+	size_t max_peers;      /* ring slots per endpoint window */
+	int shm_cma;           /* single-copy bulk moves with process_vm_readv */
+	size_t shm_split_min;  /* rendezvous size from which both sides copy */
+	int peer_check_ms;     /* period of the liveness check of peers */
+	int peer_pidfd;        /* watch local peers with pidfds (0: /proc) */
+	size_t tcp_hello_ms;   /* an accepted tcp connection's hello time */
+	size_t tcp_timeout_ms; /* tcp: unacknowledged data, silence, connect */
+	int local_via_network; /* same-host peers through the network too */
+	size_t progress_idle_us; /* auto progress: helper waits this long */
+	char *progress_cpus;     /* auto progress: cpuset of the helper */
+	size_t cq_size;        /* default CQ depth */
+	size_t min_multi_recv; /* default FI_OPT_MIN_MULTI_RECV */
+	size_t peer_unexp_max; /* unexpected bytes one peer may hold */
+	char *auth_key;        /* FI_NTX_AUTH_KEY: the default job key */
+	size_t auth_timeout_ms; /* a job-key exchange not done by then fails */
+};
+extern struct ntx_params ntx_params;
+void ntx_params_init(void);
+
+/* ---- endpoint names (wire format: fixed width, no pointers) ------------- */
+#define NTX_ADDR_MAGIC 0x4e58u /* "NX" */
+#define NTX_ADDR_VERSION 1
+#define NTX_ADDR_STRLEN 96
+
+/* 32 bytes: applications (fabtests' fi_rdm_stress among them) keep names
+ * in 32-byte buffers. */
+struct ntx_addr {
+	uint16_t magic;
+	uint8_t version;
+	uint8_t flags;    /* NTX_ADDR_F_* */
+	uint32_t host;    /* host identity: hash of the boot id */
+	uint32_t pid;     /* process holding the window */
+	int32_t win_fd;   /* fd of the window memfd in that process */
+	uint32_t service; /* service number when one was given, else 0 */
+	uint32_t epoch;   /* endpoint incarnation, random */
+	uint32_t ip4;     /* network back end: IPv4 address, network order */
+	uint16_t ep_id;   /* endpoint number within the process */
+	uint16_t port;    /* network back end: TCP port, network order */
+};
+_Static_assert(sizeof(struct ntx_addr) == 32, "ntx_addr is a wire format");
+
+#define NTX_ADDR_F_UNBOUND 1 /* name from fi_getinfo, no window yet */
+#define NTX_ADDR_F_SERVICE 2 /* resolved from a service: look it up again
+			      * when its endpoint fails (a restart) */
+#define NTX_ADDR_F_KEYED 4   /* the endpoint has a job key: a peer without
+			      * one fails at connect (DESIGN §7) */
+#define NTX_HOST_UNKNOWN 2   /* a remote node known only by IP and port */
+
+uint32_t ntx_host_id(void);
+bool ntx_addr_valid(const struct ntx_addr *a);
+bool ntx_addr_same_ep(const struct ntx_addr *a, const struct ntx_addr *b);
+int ntx_addr_to_str(const struct ntx_addr *a, char *buf, size_t len);
+int ntx_addr_from_str(const char *s, struct ntx_addr *a);
+uint64_t ntx_random64(void);
+
+/* ---- job keys (FI_AUTH_KEY, DESIGN §7) ------------------------------------ */
+#define NTX_AUTH_KEY_MAX 256 /* bytes */
+struct ntx_auth_key {
+	size_t len; /* 0: no key */
+	uint8_t key[NTX_AUTH_KEY_MAX];
+};
+/* The key of an object: the attribute's if it has one, else 'dflt';
+ * -FI_EINVAL for a malformed one. */
+int ntx_auth_key_set(struct ntx_auth_key *k, const void *key, size_t len,
+		     const struct ntx_auth_key *dflt);
+/* FI_NTX_AUTH_KEY (no key when unset). */
+void ntx_auth_key_default(struct ntx_auth_key *k);
+
+/* ---- small helpers --------------------------------------------------------- */
+/* A counter of users so that close can return -FI_EBUSY. */
+static inline void ntx_ref_get(atomic_int *r) { atomic_fetch_add(r, 1); }
+static inline void ntx_ref_put(atomic_int *r) { atomic_fetch_sub(r, 1); }
+
+#define NTX_MAX_IOV 8
+
+static inline uint64_t ntx_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#endif /* NTX_BASE_H */

@@ -1,0 +1,261 @@
+/*
+ * prov/core (DESIGN §2): the state of the domain and of the completion
+ * objects the engine fills (signals, scopes, CQ rings, counters), the AV
+ * table and the MR key table. Core calls nothing above it; the engine
+ * and the API call into it.
+ */
+#ifndef NTX_CORE_H
+#define NTX_CORE_H
+
+#include "ntx/ntx_base.h"
+
+/* ---- signal: an eventfd that becomes readable when an object has news --- */
+struct ntx_signal {
+	int fd;
+	atomic_bool armed;    /* an fd user exists: every raise writes */
+	atomic_int sleepers; /* threads blocked on fd right now */
+};
+int ntx_signal_open(struct ntx_signal *s);
+void ntx_signal_close(struct ntx_signal *s);
+void ntx_signal_raise_slow(struct ntx_signal *s);
+/* No syscall on the data path unless somebody can be waiting. */
+static inline void ntx_signal_raise(struct ntx_signal *s)
+{
+	if (atomic_load_explicit(&s->armed, memory_order_relaxed) ||
+	    atomic_load_explicit(&s->sleepers, memory_order_seq_cst))
+		ntx_signal_raise_slow(s);
+}
+static inline void ntx_signal_arm(struct ntx_signal *s)
+{
+	atomic_store(&s->armed, true);
+}
+void ntx_signal_drain(struct ntx_signal *s);
+/* Waits until readable or timeout (ms, -1 = forever); 0, -FI_EAGAIN */
+int ntx_signal_wait(struct ntx_signal *s, int timeout_ms);
+
+/* ---- domain ------------------------------------------------------------- */
+struct ntx_fabric;
+struct ntx_be_ops;
+struct ntx_mr;
+struct ntx_ep;
+struct ntx_cq;
+struct ntx_cntr;
+
+struct ntx_domain {
+	struct fid_domain dom;
+	struct ntx_fabric *fabric;
+	atomic_int ref;
+	/* Locks, in the order they nest: lock (endpoint list, wait sets,
+	 * domain-wide progress) > a completion object's scope lock (its
+	 * endpoint list and progress) > an endpoint's lock (its engine
+	 * state) > the leaves: mr_lock, an AV's lock, a CQ's lock. Threads
+	 * polling different CQs share none of them (thread-hot CQs). */
+	pthread_mutex_t lock;
+	pthread_mutex_t mr_lock; /* MR table; held across check and copy */
+	bool lockless;        /* FI_THREAD_DOMAIN without a helper thread */
+	bool ep_lockless;     /* ... or FI_THREAD_COMPLETION: no endpoint,
+			       * scope or CQ lock */
+	struct ntx_list eps;  /* ntx_ep.dom_entry, polled by progress */
+	enum fi_threading threading;
+	/* the domain's name (shm, tcp or a verbs device) and the back end
+	 * that reaches remote peers (NULL for shm) */
+	char name[64];
+	const struct ntx_be_ops *net_ops;
+	uint64_t mr_mode;
+	struct fid_eq *eq;
+	struct ntx_auth_key auth; /* job key of the domain's endpoints */
+	/* MR table: key = [random:32 | index:32] (DESIGN §6) */
+	struct ntx_mr **mr_table;
+	uint32_t mr_cap;
+	bool progress_busy; /* recursion guard */
+	int wait_sets[16];  /* epoll fds given out by FI_GETWAIT */
+	int nwait_sets;
+	/* FI_PROGRESS_AUTO: a helper thread progresses when the application
+	 * has not for FI_NTX_PROGRESS_IDLE_US */
+	bool auto_progress;
+	pthread_t auto_tid;
+	int auto_stop_fd;
+	int auto_avoid_cpu; /* where the opening thread ran */
+	_Atomic uint64_t app_poll_ns;
+};
+
+/* FI_THREAD_DOMAIN: the application serializes every call on the domain,
+ * so without a progress thread the lock guards nothing. */
+static inline void ntx_domain_lock(struct ntx_domain *d)
+{
+	if (!d->lockless)
+		pthread_mutex_lock(&d->lock);
+}
+static inline void ntx_domain_unlock(struct ntx_domain *d)
+{
+	if (!d->lockless)
+		pthread_mutex_unlock(&d->lock);
+}
+/* Locks of endpoints, scopes and CQ rings: the application serializes
+ * them itself with FI_THREAD_COMPLETION. */
+static inline void ntx_cmutex_lock(const struct ntx_domain *d,
+				   pthread_mutex_t *m)
+{
+	if (!d->ep_lockless)
+		pthread_mutex_lock(m);
+}
+static inline void ntx_cmutex_unlock(const struct ntx_domain *d,
+				     pthread_mutex_t *m)
+{
+	if (!d->ep_lockless)
+		pthread_mutex_unlock(m);
+}
+/* The endpoints a completion object (CQ or counter) progresses, sleeps
+ * and arms for: the thread-hot path. whole_domain: a counter bound to an
+ * MR counts traffic of any endpoint. */
+struct ntx_scope {
+	pthread_mutex_t lock; /* the list, and progress through it */
+	struct ntx_ep **eps;
+	size_t n;
+	bool whole_domain;
+};
+void ntx_scope_init(struct ntx_scope *s);
+void ntx_scope_fini(struct ntx_scope *s);
+int ntx_scope_add(struct ntx_domain *d, struct ntx_scope *s,
+		  struct ntx_ep *ep);
+void ntx_scope_del(struct ntx_domain *d, struct ntx_scope *s,
+		   struct ntx_ep *ep);
+/* Any other lock of the domain's objects, skipped like the domain's. */
+static inline void ntx_mutex_lock(const struct ntx_domain *d,
+				  pthread_mutex_t *m)
+{
+	if (!d->lockless)
+		pthread_mutex_lock(m);
+}
+static inline void ntx_mutex_unlock(const struct ntx_domain *d,
+				    pthread_mutex_t *m)
+{
+	if (!d->lockless)
+		pthread_mutex_unlock(m);
+}
+
+
+/* ---- AV ------------------------------------------------------------------- */
+struct ntx_av {
+	struct fid_av av;
+	struct ntx_domain *domain;
+	atomic_int ref;
+	enum fi_av_type type;
+	struct fid_eq *eq;
+	pthread_mutex_t lock; /* entries: endpoints look up under it */
+	struct ntx_addr *addrs; /* indexed by fi_addr (slot) */
+	uint8_t *used;
+	size_t count, cap;
+};
+/* Returns the address stored at fi_addr, or NULL when the slot is empty. */
+const struct ntx_addr *ntx_av_get(struct ntx_av *av, fi_addr_t fi_addr);
+fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a);
+/* Stores a name in a free slot (AV lock held); -FI_ENOMEM. */
+int ntx_av_table_add(struct ntx_av *av, const struct ntx_addr *a,
+		     fi_addr_t *out);
+
+/* ---- CQ ------------------------------------------------------------------- */
+struct ntx_cq_ent {
+	struct fi_cq_tagged_entry e;
+	fi_addr_t src;
+};
+
+struct ntx_cq_err {
+	struct ntx_list entry;
+	struct fi_cq_err_entry e;
+	fi_addr_t src;
+	struct ntx_addr err_addr; /* FI_SOURCE_ERR: sender's name */
+};
+
+struct ntx_cq {
+	struct fid_cq cq;
+	struct ntx_domain *domain;
+	atomic_int ref;
+	enum fi_cq_format format;
+	enum fi_wait_obj wait_obj;
+	struct ntx_signal sig;
+	struct ntx_cq_ent *ring;
+	size_t cap, head, count;
+	struct ntx_list errs;
+	struct ntx_cq_err *last_err; /* freed on the next read */
+	atomic_bool signaled; /* fi_cq_signal: wake one sread */
+	int epfd;             /* FI_GETWAIT set, -1 until asked for */
+	bool source_err;
+	pthread_mutex_t lock;  /* ring and errors (a leaf lock) */
+	struct ntx_scope scope; /* endpoints bound to the CQ */
+	/* fi_cq_read's own buffer while its progress runs and the ring is
+	 * empty: completions are written once, straight into it (only where
+	 * one thread at a time uses the CQ: ep_lockless domains) */
+	uint8_t *direct;
+	fi_addr_t *direct_src;
+	size_t direct_cap, direct_n, esz;
+};
+/* Bytes of one entry in a CQ format (0: not a format ntx offers). */
+size_t ntx_cq_entry_size(enum fi_cq_format f);
+/* Up to count entries into buf (and their sources into src); CQ lock
+ * held. -FI_EAVAIL while an error entry waits, -FI_EAGAIN when empty. */
+ssize_t ntx_cq_ring_read(struct ntx_cq *cq, void *buf, size_t count,
+			 fi_addr_t *src);
+/* Entries a CQ may hold before peers' remote CQ data is refused (the
+ * peer's connection fails): a peer cannot grow it without bound. */
+#define NTX_CQ_REMOTE_MAX (1u << 20)
+/* Room for one more entry that a peer caused (takes the CQ's lock). */
+bool ntx_cq_room_for_peer(struct ntx_cq *cq);
+/* Called from progress: takes the CQ's own lock. */
+int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
+		void *buf, uint64_t data, uint64_t tag, fi_addr_t src);
+int ntx_cq_push_err(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
+		    void *buf, uint64_t data, uint64_t tag, size_t olen,
+		    int err, fi_addr_t src, const struct ntx_addr *err_addr);
+
+/* ---- counter ------------------------------------------------------------- */
+struct ntx_cntr {
+	struct fid_cntr cntr;
+	struct ntx_domain *domain;
+	atomic_int ref;
+	atomic_uint_fast64_t value, err;
+	enum fi_wait_obj wait_obj;
+	struct ntx_signal sig;
+	int epfd; /* FI_GETWAIT set, -1 until asked for */
+	struct ntx_scope scope; /* endpoints bound to the counter */
+};
+void ntx_cntr_inc(struct ntx_cntr *c);
+void ntx_cntr_inc_err(struct ntx_cntr *c);
+
+/* ---- MR --------------------------------------------------------------------- */
+struct ntx_mr {
+	struct fid_mr mr;
+	struct ntx_domain *domain;
+	uint64_t access;
+	uint64_t offset;
+	struct iovec *iov;
+	size_t iov_count;
+	size_t len;            /* bytes of the region, all iovecs */
+	uint32_t index;
+	struct ntx_ep *ep;     /* FI_MR_ENDPOINT: the bound endpoint */
+	bool enabled;          /* FI_MR_ENDPOINT: fi_mr_enable was called */
+	struct ntx_cntr *cntr; /* FI_RMA_EVENT: bumped by remote access */
+	uint64_t cntr_flags;   /* FI_REMOTE_READ and/or FI_REMOTE_WRITE */
+};
+/* The MR that a peer's key names, checked before any byte moves (DESIGN
+ * §6): live, generation, endpoint binding, range and access. Gives the
+ * region's iovecs for [addr, addr + len). -FI_EKEYREJECTED, -FI_EFAULT
+ * or -FI_EACCES. Hold mr_lock until the bytes moved. */
+int ntx_mr_check(struct ntx_domain *dom, const struct ntx_ep *ep,
+		 uint64_t key, uint64_t addr, uint64_t len, uint64_t access,
+		 struct iovec *iov, size_t *niov, struct ntx_mr **mr);
+/* Puts an MR in a free slot of the domain's table (mr_lock held). */
+int ntx_mr_table_add(struct ntx_domain *dom, struct ntx_mr *mr);
+/* An application-chosen key some live MR already has. */
+bool ntx_mr_key_used(struct ntx_domain *dom, uint64_t key);
+
+/* ---- iovec arrays (ntx_iov.c) ---- */
+size_t ntx_iov_len(const struct iovec *iov, size_t count);
+size_t ntx_iov_copy_to(const struct iovec *iov, size_t count, size_t off,
+		       const void *src, size_t len);
+size_t ntx_iov_copy_from(void *dst, const struct iovec *iov, size_t count,
+			 size_t len);
+/* The bytes [off, off + len) of an iovec array, as an iovec array. */
+size_t ntx_iov_slice(const struct iovec *iov, size_t iov_count, size_t off,
+		     size_t len, struct iovec *out, size_t *count);
+#endif /* NTX_CORE_H */

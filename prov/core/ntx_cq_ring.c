@@ -1,0 +1,160 @@
+/*
+ * The CQ ring (DESIGN §3, completions): the entries progress pushes and
+ * fi_cq_read takes, in the application's format, and the error list. The
+ * ring grows when full; entries are never dropped.
+ */
+#include "config.h"
+#include <stdlib.h>
+
+#include "ntx/ntx_core.h"
+
+size_t ntx_cq_entry_size(enum fi_cq_format f)
+{
+	switch (f) {
+	case FI_CQ_FORMAT_CONTEXT: return sizeof(struct fi_cq_entry);
+	case FI_CQ_FORMAT_MSG: return sizeof(struct fi_cq_msg_entry);
+	case FI_CQ_FORMAT_DATA: return sizeof(struct fi_cq_data_entry);
+	case FI_CQ_FORMAT_TAGGED: return sizeof(struct fi_cq_tagged_entry);
+	default: return 0;
+	}
+}
+
+static int ntx_cq_grow(struct ntx_cq *cq)
+{
+	size_t cap = cq->cap * 2;
+	struct ntx_cq_ent *ring = malloc(cap * sizeof(*ring));
+
+	if (!ring)
+		return -FI_ENOMEM;
+	for (size_t i = 0; i < cq->count; i++)
+		ring[i] = cq->ring[(cq->head + i) % cq->cap];
+	free(cq->ring);
+	cq->ring = ring;
+	cq->cap = cap;
+	cq->head = 0;
+	return 0;
+}
+
+/* A completion in the application's format, wherever it goes. */
+static void ntx_cq_put(struct ntx_cq *cq, void *dst, void *ctx,
+		       uint64_t flags, size_t len, void *buf, uint64_t data,
+		       uint64_t tag)
+{
+	struct fi_cq_tagged_entry *e = dst;
+
+	e->op_context = ctx;
+	if (cq->format == FI_CQ_FORMAT_CONTEXT)
+		return;
+	e->flags = flags;
+	e->len = len;
+	if (cq->format == FI_CQ_FORMAT_MSG)
+		return;
+	e->buf = buf;
+	e->data = data;
+	if (cq->format == FI_CQ_FORMAT_DATA)
+		return;
+	e->tag = tag;
+}
+
+bool ntx_cq_room_for_peer(struct ntx_cq *cq)
+{
+	bool room;
+
+	ntx_cmutex_lock(cq->domain, &cq->lock);
+	room = cq->count < NTX_CQ_REMOTE_MAX;
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
+	return room;
+}
+
+int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
+		void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
+{
+	struct ntx_cq_ent *e;
+
+	if (cq->direct && cq->direct_n < cq->direct_cap) {
+		/* the reader is in fi_cq_read on this thread, the ring is
+		 * empty: the entry goes straight to the application */
+		ntx_cq_put(cq, cq->direct + cq->direct_n * cq->esz, ctx, flags,
+			   len, buf, data, tag);
+		if (cq->direct_src)
+			cq->direct_src[cq->direct_n] = src;
+		cq->direct_n++;
+		return 0;
+	}
+	ntx_cmutex_lock(cq->domain, &cq->lock);
+	if (cq->count == cq->cap && ntx_cq_grow(cq)) {
+		ntx_cmutex_unlock(cq->domain, &cq->lock);
+		NTX_WARN(FI_LOG_CQ, "no memory to grow the CQ\n");
+		return -FI_ENOMEM;
+	}
+	/* no division on the data path: head + count < 2 * cap */
+	e = &cq->ring[cq->head + cq->count < cq->cap
+			      ? cq->head + cq->count
+			      : cq->head + cq->count - cq->cap];
+	e->e.op_context = ctx;
+	e->e.flags = flags;
+	e->e.len = len;
+	e->e.buf = buf;
+	e->e.data = data;
+	e->e.tag = tag;
+	e->src = src;
+	if (cq->count++ == 0)
+		ntx_signal_raise(&cq->sig);
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
+	return 0;
+}
+
+int ntx_cq_push_err(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
+		    void *buf, uint64_t data, uint64_t tag, size_t olen,
+		    int err, fi_addr_t src, const struct ntx_addr *err_addr)
+{
+	struct ntx_cq_err *e = calloc(1, sizeof(*e));
+
+	if (!e) {
+		NTX_WARN(FI_LOG_CQ, "no memory for an error completion\n");
+		return -FI_ENOMEM;
+	}
+	e->e.op_context = ctx;
+	e->e.flags = flags;
+	e->e.len = len;
+	e->e.buf = buf;
+	e->e.data = data;
+	e->e.tag = tag;
+	e->e.olen = olen;
+	e->e.err = err;
+	e->e.prov_errno = err;
+	e->src = src;
+	if (err_addr) {
+		e->err_addr = *err_addr;
+		e->e.err_data = &e->err_addr;
+		e->e.err_data_size = sizeof(e->err_addr);
+	}
+	ntx_cmutex_lock(cq->domain, &cq->lock);
+	ntx_list_insert_tail(&cq->errs, &e->entry);
+	ntx_signal_raise(&cq->sig);
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
+	return 0;
+}
+
+ssize_t ntx_cq_ring_read(struct ntx_cq *cq, void *buf, size_t count,
+				  fi_addr_t *src)
+{
+	size_t esz = cq->esz, n;
+
+	if (!ntx_list_empty(&cq->errs))
+		return -FI_EAVAIL;
+	for (n = 0; n < count && cq->count; n++) {
+		struct ntx_cq_ent *e = &cq->ring[cq->head];
+
+		ntx_cq_put(cq, (uint8_t *)buf + n * esz, e->e.op_context,
+			   e->e.flags, e->e.len, e->e.buf, e->e.data, e->e.tag);
+		if (src)
+			src[n] = e->src;
+		if (++cq->head == cq->cap)
+			cq->head = 0;
+		cq->count--;
+	}
+	if (!cq->count && ntx_list_empty(&cq->errs))
+		ntx_signal_drain(&cq->sig);
+	return n ? (ssize_t)n : -FI_EAGAIN;
+}
