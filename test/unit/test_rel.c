@@ -1,0 +1,384 @@
+/* Unit tests of the reliability protocol (ntx_rel.c, DESIGN §10): two
+ * struct ntx_rel, A and B, joined by a simulated link that loses,
+ * duplicates and reorders datagrams as a fixed-seed PRNG decides. Time is
+ * simulated: nothing sleeps. */
+#include <criterion/criterion.h>
+#include <rdma/fi_errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ntx_rel.h"
+
+#define MTU 1440
+#define BASE_NS 10000u /* one-way delay of the link */
+#define LOG_MAX 20000
+
+/* one datagram on the link */
+struct dg {
+	uint64_t t, order;
+	int to;
+	size_t len;
+	uint8_t buf[];
+};
+
+/* an emitted datagram, for tests that look at the order */
+struct ev {
+	uint64_t t;
+	int from;
+	struct ntx_rel_hdr h;
+};
+
+/* what one side sends: message i has len[i] bytes, of class cls[i] */
+struct work {
+	uint32_t n, next;
+	uint32_t *len;
+	uint8_t *cls;
+};
+
+struct sim;
+
+struct side {
+	struct sim *sim;
+	int id;
+	struct ntx_rel rel;
+	struct ntx_rel_peer *peer;
+	struct work work;       /* what this side sends */
+	uint32_t rx_ptr[2];     /* next of the peer's messages, per class */
+	uint32_t delivered;
+	uint32_t order[64];     /* peer's message indexes in delivery order */
+	uint64_t data_out, acks_out;
+	int failed, failed_err, dropped;
+	uint8_t *scratch;
+};
+
+struct sim {
+	struct side s[2];
+	uint64_t now, rng, order;
+	uint32_t loss_ppm, dup_ppm, jitter_ns;
+	bool cut;            /* the link drops everything */
+	int64_t drop_data_n; /* drop A's n-th first transmission, -1 none */
+	uint64_t a_data_seen;
+	uint64_t lost_data, lost;
+	struct dg **q;
+	size_t nq, qcap;
+	struct ev *log;
+	size_t nlog;
+};
+
+static uint64_t rnd(struct sim *s)
+{
+	uint64_t x = s->rng; /* xorshift64 */
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return s->rng = x;
+}
+
+static bool chance(struct sim *s, uint32_t ppm)
+{
+	return ppm && rnd(s) % 1000000 < ppm;
+}
+
+static uint8_t pattern(int from, int cls, uint32_t idx, size_t i)
+{
+	return (uint8_t)(i * 131 + (i >> 8) * 7 + idx * 29 + cls * 59 +
+			 from * 17 + 1);
+}
+
+static void link_put(struct sim *s, int to, const void *hdr, size_t hlen,
+		     const void *pl, size_t len)
+{
+	struct dg *d = malloc(sizeof(*d) + hlen + len);
+
+	cr_assert(d);
+	d->t = s->now + BASE_NS + (s->jitter_ns ? rnd(s) % s->jitter_ns : 0);
+	d->order = s->order++;
+	d->to = to;
+	d->len = hlen + len;
+	memcpy(d->buf, hdr, hlen);
+	if (len)
+		memcpy(d->buf + hlen, pl, len);
+	if (s->nq == s->qcap) {
+		s->qcap = s->qcap ? 2 * s->qcap : 256;
+		s->q = realloc(s->q, s->qcap * sizeof(*s->q));
+		cr_assert(s->q);
+	}
+	s->q[s->nq++] = d;
+}
+
+/* ops->emit: log it, then lose, duplicate or delay it */
+static int sim_emit(void *arg, struct ntx_rel_peer *peer, const void *hdr,
+		    size_t hlen, const void *pl, size_t len)
+{
+	struct side *sd = arg;
+	struct sim *s = sd->sim;
+	struct ntx_rel_hdr h;
+	bool data, first;
+
+	cr_assert_eq(hlen, NTX_REL_HDR_LEN);
+	ntx_rel_hdr_unpack(hdr, &h);
+	cr_assert_eq(h.plen, len);
+	data = h.flags & NTX_REL_F_DATA;
+	sd->data_out += data;
+	sd->acks_out += !data;
+	if (s->log && s->nlog < LOG_MAX)
+		s->log[s->nlog++] = (struct ev){ s->now, sd->id, h };
+	/* A's n-th new packet: seq n, first time sent */
+	first = data && sd->id == 0 && h.seq == s->a_data_seen;
+	if (first)
+		s->a_data_seen++;
+	if (s->cut || chance(s, s->loss_ppm) ||
+	    (first && (int64_t)h.seq == s->drop_data_n)) {
+		s->lost++;
+		s->lost_data += data;
+		return 0;
+	}
+	link_put(s, !sd->id, hdr, hlen, pl, len);
+	if (chance(s, s->dup_ppm))
+		link_put(s, !sd->id, hdr, hlen, pl, len);
+	return 0;
+}
+
+/* ops->deliver: the peer's next message of this class, byte-exact */
+static void sim_deliver(void *arg, struct ntx_rel_peer *peer, int c,
+			const void *msg, size_t len)
+{
+	struct side *sd = arg;
+	struct work *w = &sd->sim->s[!sd->id].work;
+	uint32_t i = sd->rx_ptr[c];
+	const uint8_t *b = msg;
+
+	while (i < w->n && w->cls[i] != c)
+		i++;
+	cr_assert_lt(i, w->next, "side %d: class %d message beyond those sent",
+		     sd->id, c);
+	cr_assert_eq(len, w->len[i], "side %d: message %u: %zu bytes, not %u",
+		     sd->id, i, len, w->len[i]);
+	for (size_t k = 0; k < len; k++)
+		if (b[k] != pattern(!sd->id, c, i, k))
+			cr_assert_fail("side %d: message %u byte %zu differs",
+				       sd->id, i, k);
+	if (sd->delivered < 64)
+		sd->order[sd->delivered] = i;
+	sd->delivered++;
+	sd->rx_ptr[c] = i + 1;
+}
+
+static void sim_failed(void *arg, struct ntx_rel_peer *peer, int err)
+{
+	struct side *sd = arg;
+
+	sd->failed++;
+	sd->failed_err = err;
+}
+
+static void sim_dropped(void *arg, struct ntx_rel_peer *peer, void *ctx)
+{
+	((struct side *)arg)->dropped++;
+}
+
+static const struct ntx_rel_ops sim_ops = {
+	.emit = sim_emit, .deliver = sim_deliver,
+	.failed = sim_failed, .dropped = sim_dropped
+};
+
+static void cfg_test(struct ntx_rel_cfg *cfg, int id)
+{
+	ntx_rel_cfg_default(cfg);
+	cfg->mtu = MTU;
+	cfg->epoch = 100 + id;
+}
+
+static struct sim *sim_new(uint64_t seed, const struct ntx_rel_cfg *base)
+{
+	struct sim *s = calloc(1, sizeof(*s));
+
+	cr_assert(s);
+	s->rng = seed * 0x9e3779b97f4a7c15ull + 1;
+	s->drop_data_n = -1;
+	for (int i = 0; i < 2; i++) {
+		struct side *sd = &s->s[i];
+		struct ntx_rel_cfg cfg;
+
+		cfg_test(&cfg, i);
+		if (base) {
+			cfg = *base;
+			cfg.epoch = 100 + i;
+		}
+		sd->sim = s;
+		sd->id = i;
+		cr_assert_eq(ntx_rel_init(&sd->rel, &cfg, &sim_ops, sd), 0);
+		cr_assert_eq(ntx_rel_peer_new(&sd->rel, NULL, &sd->peer), 0);
+		sd->scratch = malloc(cfg.max_msg);
+		cr_assert(sd->scratch);
+	}
+	return s;
+}
+
+static void sim_free(struct sim *s)
+{
+	for (int i = 0; i < 2; i++) {
+		ntx_rel_fini(&s->s[i].rel);
+		cr_assert_eq(s->s[i].rel.mem, 0, "fini frees everything");
+		free(s->s[i].scratch);
+		free(s->s[i].work.len);
+		free(s->s[i].work.cls);
+	}
+	for (size_t i = 0; i < s->nq; i++)
+		free(s->q[i]);
+	free(s->q);
+	free(s->log);
+	free(s);
+}
+
+static void work_add(struct side *sd, uint32_t len, int cls)
+{
+	struct work *w = &sd->work;
+
+	w->len = realloc(w->len, (w->n + 1) * sizeof(*w->len));
+	w->cls = realloc(w->cls, (w->n + 1) * sizeof(*w->cls));
+	cr_assert(w->len && w->cls);
+	w->len[w->n] = len;
+	w->cls[w->n++] = (uint8_t)cls;
+}
+
+/* queue the side's messages until its queue is full */
+static void sim_feed(struct side *sd)
+{
+	struct work *w = &sd->work;
+
+	while (w->next < w->n) {
+		uint32_t i = w->next, len = w->len[i];
+		struct iovec iov[2];
+		int ret;
+
+		for (uint32_t k = 0; k < len; k++)
+			sd->scratch[k] = pattern(sd->id, w->cls[i], i, k);
+		/* two iovecs: the copy gathers */
+		iov[0] = (struct iovec){ sd->scratch, len / 3 };
+		iov[1] = (struct iovec){ sd->scratch + len / 3, len - len / 3 };
+		ret = ntx_rel_send(&sd->rel, sd->peer, w->cls[i], iov, 2, sd);
+		if (ret == -FI_EAGAIN)
+			return;
+		cr_assert_eq(ret, 0, "send: %d", ret);
+		w->next++;
+	}
+}
+
+/* deliver every datagram due now, oldest first; true if any */
+static bool sim_deliver_due(struct sim *s)
+{
+	bool any = false;
+
+	for (;;) {
+		size_t best = s->nq;
+		struct dg *d;
+
+		for (size_t i = 0; i < s->nq; i++)
+			if (s->q[i]->t <= s->now &&
+			    (best == s->nq || s->q[i]->t < s->q[best]->t ||
+			     (s->q[i]->t == s->q[best]->t &&
+			      s->q[i]->order < s->q[best]->order)))
+				best = i;
+		if (best == s->nq)
+			return any;
+		d = s->q[best];
+		s->q[best] = s->q[--s->nq];
+		ntx_rel_on_datagram(&s->s[d->to].rel, s->s[d->to].peer, d->buf,
+				    d->len, s->now);
+		free(d);
+		any = true;
+	}
+}
+
+static uint64_t sim_next(const struct sim *s)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (size_t i = 0; i < s->nq; i++)
+		if (s->q[i]->t < next)
+			next = s->q[i]->t;
+	for (int i = 0; i < 2; i++) {
+		uint64_t d = ntx_rel_next_deadline(&s->s[i].rel);
+
+		if (d < next)
+			next = d;
+	}
+	return next;
+}
+
+/* one round: feed, poll both, deliver or advance the clock; false when
+ * nothing will ever happen again or the next event is past limit */
+static bool sim_step(struct sim *s, uint64_t limit)
+{
+	uint64_t next;
+
+	for (int i = 0; i < 2; i++) {
+		sim_feed(&s->s[i]);
+		cr_assert_geq(ntx_rel_poll_tx(&s->s[i].rel, s->now), 0);
+	}
+	if (sim_deliver_due(s))
+		return true;
+	next = sim_next(s);
+	if (next == UINT64_MAX || next > limit)
+		return false;
+	s->now = next > s->now ? next : s->now + 1;
+	return true;
+}
+
+static bool sim_done(const struct sim *s)
+{
+	for (int i = 0; i < 2; i++) {
+		const struct side *sd = &s->s[i];
+
+		if (sd->work.next < sd->work.n ||
+		    s->s[!i].delivered < sd->work.n ||
+		    !ntx_rel_peer_idle(sd->peer))
+			return false;
+	}
+	return s->nq == 0;
+}
+
+/* run until every message of both sides arrived and both are idle */
+static void sim_run(struct sim *s)
+{
+	const uint64_t limit = 3600ull * 1000000000ull; /* simulated */
+
+	while (!sim_done(s))
+		cr_assert(sim_step(s, limit), "stuck at %llu ns",
+			  (unsigned long long)s->now);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(s->s[!i].delivered, s->s[i].work.n,
+			     "exactly once: every message, none twice");
+		cr_assert_eq(s->s[i].failed, 0);
+		cr_assert_eq(s->s[i].rel.mem, sizeof(struct ntx_rel_peer),
+			     "side %d holds %zu bytes once idle", i,
+			     s->s[i].rel.mem);
+		cr_assert_eq(s->s[i].rel.stats.reasm_bufs, 0);
+	}
+}
+
+static const uint32_t mixed[] = { 0, 1, MTU - 1, MTU, MTU + 1, 65536,
+				  1u << 20 };
+#define NMIXED (sizeof(mixed) / sizeof(mixed[0]))
+
+Test(rel, clean_link_mixed_sizes_arrive_once_in_order)
+{
+	struct sim *s = sim_new(1, NULL);
+
+	for (int r = 0; r < 3; r++)
+		for (size_t i = 0; i < NMIXED; i++) {
+			work_add(&s->s[0], mixed[i], NTX_REL_BULK);
+			work_add(&s->s[1], mixed[NMIXED - 1 - i], NTX_REL_BULK);
+		}
+	sim_run(s);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(s->s[i].rel.stats.tx_retrans, 0,
+			     "a clean link needs no retransmission");
+		cr_assert_eq(s->s[i].rel.stats.rx_dup, 0);
+		cr_assert_eq(s->s[i].rel.stats.delivered, 3 * NMIXED);
+	}
+	sim_free(s);
+}
