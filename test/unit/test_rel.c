@@ -382,3 +382,105 @@ Test(rel, clean_link_mixed_sizes_arrive_once_in_order)
 	}
 	sim_free(s);
 }
+
+/* A sends mixed sizes and a run of small messages, B answers with small
+ * and medium ones; both classes are used, so order is checked per class. */
+static void work_mixed(struct sim *s)
+{
+	for (size_t i = 0; i < NMIXED; i++)
+		work_add(&s->s[0], mixed[i], NTX_REL_BULK);
+	for (uint32_t i = 0; i < 300; i++) {
+		work_add(&s->s[0], (i * 37) % 3000, i % 5 ? NTX_REL_BULK :
+							    NTX_REL_PRIO);
+		work_add(&s->s[1], (i * 53) % 200, i % 3 ? NTX_REL_BULK :
+							   NTX_REL_PRIO);
+	}
+	work_add(&s->s[1], 65536, NTX_REL_BULK);
+}
+
+struct lossy {
+	const char *name;
+	uint32_t loss_ppm, dup_ppm, jitter_ns;
+	double max_ratio; /* retransmissions per lost data datagram */
+};
+
+/* every seed: all delivered exactly once in order (sim_run), and the
+ * retransmissions stay bounded by the losses */
+static void run_lossy(const struct lossy *l)
+{
+	static const uint64_t seeds[] = { 7, 1234, 99991, 31337 };
+	uint64_t retx = 0, lost = 0, data = 0, rto = 0, fast = 0, partial = 0;
+
+	for (size_t k = 0; k < sizeof(seeds) / sizeof(seeds[0]); k++) {
+		struct sim *s = sim_new(seeds[k], NULL);
+		uint64_t r = 0, d0 = data;
+
+		s->loss_ppm = l->loss_ppm;
+		s->dup_ppm = l->dup_ppm;
+		s->jitter_ns = l->jitter_ns;
+		work_mixed(s);
+		sim_run(s);
+		for (int i = 0; i < 2; i++) {
+			const struct ntx_rel_stats *st = &s->s[i].rel.stats;
+
+			r += st->tx_retrans;
+			data += st->tx_data;
+			rto += st->tx_rto;
+			partial += st->tx_partial;
+			fast += st->tx_fast;
+		}
+		if (l->loss_ppm)
+			cr_assert_gt(s->lost_data, 0, "the seed lost nothing");
+		if (getenv("REL_DEBUG"))
+			fprintf(stderr, "%s seed %llu: retx %llu rto %llu fast %llu partial %llu\n", l->name, (unsigned long long)seeds[k], (unsigned long long)r, (unsigned long long)rto, (unsigned long long)fast, (unsigned long long)partial);
+		/* a bound per seed: each loss costs a few resends at most;
+		 * reordering may cost up to 1% of the packets sent */
+		cr_assert_leq(r, l->max_ratio * s->lost_data +
+				 (l->jitter_ns ? (data - d0) / 100 : 0),
+			      "%s seed %llu: %llu retransmissions for %llu "
+			      "lost", l->name, (unsigned long long)seeds[k],
+			      (unsigned long long)r,
+			      (unsigned long long)s->lost_data);
+		retx += r;
+		lost += s->lost_data;
+		sim_free(s);
+	}
+	fprintf(stderr, "rel %-12s data %llu lost %llu retx %llu (rto %llu "
+		"fast %llu partial %llu) retx/lost %.2f\n", l->name,
+		(unsigned long long)data, (unsigned long long)lost,
+		(unsigned long long)retx, (unsigned long long)rto,
+		(unsigned long long)fast, (unsigned long long)partial, lost ? (double)retx / lost : 0.0);
+}
+
+Test(rel, loss_1_percent)
+{
+	run_lossy(&(struct lossy){ "loss 1%", 10000, 0, 0, 2.0 });
+}
+
+Test(rel, loss_5_percent)
+{
+	run_lossy(&(struct lossy){ "loss 5%", 50000, 0, 0, 2.0 });
+}
+
+Test(rel, loss_20_percent)
+{
+	/* a retransmission is lost at 20% too */
+	run_lossy(&(struct lossy){ "loss 20%", 200000, 0, 0, 2.0 });
+}
+
+Test(rel, duplication)
+{
+	/* nothing lost: no retransmission at all, duplicates dropped */
+	run_lossy(&(struct lossy){ "dup 10%", 0, 100000, 0, 0.0 });
+}
+
+Test(rel, reordering)
+{
+	/* jitter of 3x the link delay reorders most bursts */
+	run_lossy(&(struct lossy){ "reorder", 0, 0, 3 * BASE_NS, 0.0 });
+}
+
+Test(rel, loss_duplication_and_reordering)
+{
+	run_lossy(&(struct lossy){ "all", 50000, 50000, 3 * BASE_NS, 2.0 });
+}

@@ -18,11 +18,14 @@
 #define PF_RETX 0x04     /* retransmit the oldest unacknowledged packet */
 #define PF_RECOVERY 0x08 /* retransmitted; recovery ends at p->recover */
 
-#define REL_BACKOFF_MAX 20
+#define REL_BACKOFF_MAX 20 /* shifts of the timeout, before the cap */
+
+/* why PF_RETX is set, for the counters */
+enum { RETX_RTO, RETX_FAST, RETX_PARTIAL };
 
 /* ntx.h has ntx_container_of; this module includes no provider header */
 #define REL_OF(ptr, type, field) \
-	((type *)(void *)((char *)(ptr) - offsetof(type, field))) /* shifts of the timeout, before the cap */
+	((type *)(void *)((char *)(ptr) - offsetof(type, field)))
 
 /* the idle footprint promised in DESIGN §10 */
 static_assert(sizeof(struct ntx_rel_peer) <= 256, "idle peer over 256 B");
@@ -42,6 +45,7 @@ struct ntx_rel_msg {
 struct ntx_rel_slot {
 	struct ntx_rel_msg *msg; /* NULL: free */
 	uint64_t sent_ns;        /* first transmission, for the RTT */
+	uint64_t last_ns;        /* latest transmission */
 	uint16_t frag;
 	uint16_t tx_count;       /* transmissions; RTT sampled only at 1 */
 };
@@ -483,6 +487,7 @@ static int rel_fill_window(struct ntx_rel *rel, struct ntx_rel_peer *p,
 		}
 		s = &p->win[p->tx_next % rel->cfg.window];
 		*s = (struct ntx_rel_slot){ .msg = m, .sent_ns = now,
+					    .last_ns = now,
 					    .frag = m->next_frag,
 					    .tx_count = 1 };
 		p->tx_next++;
@@ -504,9 +509,16 @@ static int rel_retransmit(struct ntx_rel *rel, struct ntx_rel_peer *p,
 		return ret;
 	if (s->tx_count < UINT16_MAX)
 		s->tx_count++;
+	s->last_ns = now;
 	p->flags &= ~PF_RETX;
 	p->rto_deadline = now + rel_rto_cur(rel, p);
 	rel->stats.tx_retrans++;
+	if (p->retx_why == RETX_FAST)
+		rel->stats.tx_fast++;
+	else if (p->retx_why == RETX_PARTIAL)
+		rel->stats.tx_partial++;
+	else
+		rel->stats.tx_rto++;
 	return 1;
 }
 
@@ -527,9 +539,10 @@ static bool rel_timers(struct ntx_rel *rel, struct ntx_rel_peer *p,
 	    (p->rto << p->backoff) < rel->cfg.rto_max_ns)
 		p->backoff++;
 	p->flags |= PF_RETX | PF_RECOVERY;
+	p->retx_why = RETX_RTO;
+	p->retx_at = now;
 	p->recover = p->tx_next;
 	p->dupacks = 0;
-	rel->stats.tx_rto++;
 	return false;
 }
 
@@ -548,7 +561,7 @@ static int rel_peer_poll(struct ntx_rel *rel, struct ntx_rel_peer *p,
 
 	if (rel_timers(rel, p, now))
 		return 0;
-	if (p->flags & PF_RETX) {
+	if ((p->flags & PF_RETX) && now >= p->retx_at) {
 		ret = rel_retransmit(rel, p, now);
 		if (ret < 0)
 			return ret;
@@ -596,12 +609,14 @@ static uint64_t rel_peer_deadline(const struct ntx_rel *rel,
 {
 	uint64_t d = UINT64_MAX;
 
-	if (p->gap_acks || (p->flags & (PF_ACK_NOW | PF_RETX)) ||
+	if (p->gap_acks || (p->flags & PF_ACK_NOW) ||
 	    p->ack_owed >= rel->cfg.ack_every ||
 	    (rel_in_flight(p) < rel->cfg.window && rel_queued(p)))
 		return 0;
 	if (p->ack_owed)
 		d = p->ack_deadline;
+	if ((p->flags & PF_RETX) && p->retx_at < d)
+		d = p->retx_at;
 	if (rel_in_flight(p)) {
 		if (p->rto_deadline < d)
 			d = p->rto_deadline;
@@ -663,6 +678,19 @@ static void rel_slot_release(struct ntx_rel *rel, struct ntx_rel_peer *p,
 		rel_msg_free(rel, p, m);
 }
 
+/* Retransmit the oldest packet once it is overdue: a quarter of an RTT
+ * after its ACK was expected, so a packet merely overtaken by later ones
+ * (reordering) is not sent twice (DESIGN §10 Retransmission). */
+static void rel_retx_later(struct ntx_rel *rel, struct ntx_rel_peer *p,
+			   int why)
+{
+	const struct ntx_rel_slot *s = &p->win[p->tx_una % rel->cfg.window];
+
+	p->flags |= PF_RETX;
+	p->retx_why = (uint8_t)why;
+	p->retx_at = s->last_ns + p->srtt + p->srtt / 4 + 2 * p->rttvar;
+}
+
 /* The peer took every packet before ack: free them, restart the timer. */
 static void rel_ack_advance(struct ntx_rel *rel, struct ntx_rel_peer *p,
 			    uint32_t ack, uint64_t now)
@@ -678,14 +706,13 @@ static void rel_ack_advance(struct ntx_rel *rel, struct ntx_rel_peer *p,
 	p->dupacks = 0;
 	p->backoff = 0;
 	p->progress_ns = now;
+	/* a retransmission not yet sent may be moot now */
+	p->flags &= ~PF_RETX;
 	if (p->flags & PF_RECOVERY) {
-		if (seq_diff(ack, p->recover) >= 0) {
+		if (seq_diff(ack, p->recover) >= 0)
 			p->flags &= ~PF_RECOVERY;
-		} else if (!(p->flags & PF_RETX)) {
-			/* partial ACK: the next hole was lost too */
-			p->flags |= PF_RETX;
-			rel->stats.tx_partial++;
-		}
+		else /* partial ACK: the next hole was lost too, or late */
+			rel_retx_later(rel, p, RETX_PARTIAL);
 	}
 	if (rel_in_flight(p)) {
 		p->rto_deadline = now + rel_rto_cur(rel, p);
@@ -708,9 +735,9 @@ static void rel_on_ack(struct ntx_rel *rel, struct ntx_rel_peer *p,
 	/* a duplicate ACK: the peer holds packets past our oldest one */
 	if (d == 0 && rel_in_flight(p) && (h->flags & NTX_REL_F_GAP) &&
 	    !(p->flags & PF_RECOVERY) && ++p->dupacks == rel->cfg.dupack) {
-		p->flags |= PF_RETX | PF_RECOVERY;
+		p->flags |= PF_RECOVERY;
 		p->recover = p->tx_next;
-		rel->stats.tx_fast++;
+		rel_retx_later(rel, p, RETX_FAST);
 	}
 }
 

@@ -133,7 +133,7 @@ struct ntx_rel_peer {
 	struct ntx_rel_slot *win;    /* window slots, only while in flight */
 	struct ntx_rel_rxpkt **ooo;  /* reorder buffer, only while holding */
 	struct ntx_rel_reasm *reasm[NTX_REL_CLASSES];
-	uint64_t rto_deadline, ack_deadline, progress_ns;
+	uint64_t rto_deadline, ack_deadline, progress_ns, retx_at;
 	uint64_t srtt, rttvar, rto;
 	uint32_t tx_next, tx_una, recover, rx_next;
 	uint32_t msg_id[NTX_REL_CLASSES];
@@ -141,7 +141,7 @@ struct ntx_rel_peer {
 	uint32_t queued_bytes[NTX_REL_CLASSES];
 	uint16_t queued_msgs[NTX_REL_CLASSES];
 	uint16_t ooo_count, ack_owed;
-	uint8_t backoff, dupacks, gap_acks, flags;
+	uint8_t backoff, dupacks, gap_acks, flags, retx_why;
 	int err;
 };
 
