@@ -484,3 +484,208 @@ Test(rel, loss_duplication_and_reordering)
 {
 	run_lossy(&(struct lossy){ "all", 50000, 50000, 3 * BASE_NS, 2.0 });
 }
+
+/* the first emission by side from of packet seq, at or after index from_i
+ * of the log; -1 if none */
+static long log_find(const struct sim *s, int from, uint32_t seq,
+		     size_t from_i)
+{
+	for (size_t i = from_i; i < s->nlog; i++)
+		if (s->log[i].from == from &&
+		    (s->log[i].h.flags & NTX_REL_F_DATA) &&
+		    s->log[i].h.seq == seq)
+			return (long)i;
+	return -1;
+}
+
+Test(rel, one_loss_is_resent_after_three_duplicate_acks_before_the_rto)
+{
+	struct sim *s = sim_new(5, NULL);
+	long first, again;
+
+	s->log = calloc(LOG_MAX, sizeof(*s->log));
+	s->drop_data_n = 1; /* A's second packet, first transmission */
+	work_add(&s->s[0], 20 * MTU, NTX_REL_BULK);
+	sim_run(s);
+	first = log_find(s, 0, 1, 0);
+	again = log_find(s, 0, 1, (size_t)first + 1);
+	cr_assert_geq(first, 0);
+	cr_assert_geq(again, 0, "seq 1 was never resent");
+	cr_assert_lt(s->log[again].t - s->log[first].t,
+		     s->s[0].rel.cfg.rto_init_ns,
+		     "resent after %llu ns: the timer, not the duplicate ACKs",
+		     (unsigned long long)(s->log[again].t - s->log[first].t));
+	cr_assert_eq(s->s[0].rel.stats.tx_fast, 1);
+	cr_assert_eq(s->s[0].rel.stats.tx_rto, 0);
+	cr_assert_eq(s->s[0].rel.stats.tx_retrans, 1, "only the lost one");
+	cr_assert_geq(s->s[1].rel.stats.rx_ooo, 3);
+	fprintf(stderr, "rel fast retransmit after %llu ns (rto %llu ns)\n",
+		(unsigned long long)(s->log[again].t - s->log[first].t),
+		(unsigned long long)s->s[0].rel.cfg.rto_init_ns);
+	sim_free(s);
+}
+
+Test(rel, a_cut_link_backs_off_to_the_cap_then_fails_the_peer_once)
+{
+	struct sim *s = sim_new(6, NULL);
+	const struct ntx_rel_cfg *cfg = &s->s[0].rel.cfg;
+	uint64_t prev_t = 0, prev_gap = 0, sends = 0, capped = 0;
+	struct iovec iov = { "x", 1 };
+	long i = -1;
+
+	s->log = calloc(LOG_MAX, sizeof(*s->log));
+	s->cut = true;
+	work_add(&s->s[0], 3 * MTU, NTX_REL_BULK); /* in flight */
+	work_add(&s->s[0], 100, NTX_REL_PRIO);     /* in flight */
+	for (int k = 0; k < 3; k++)                /* queued behind */
+		work_add(&s->s[0], 70000, NTX_REL_BULK);
+	s->s[0].rel.cfg.window = 4; /* so some of them stay queued */
+	while (sim_step(s, 3 * cfg->dead_ns))
+		;
+	/* the transmissions of seq 0: each gap twice the last, to the cap */
+	while ((i = log_find(s, 0, 0, (size_t)(i + 1))) >= 0) {
+		uint64_t t = s->log[i].t;
+
+		if (sends >= 1) {
+			uint64_t gap = t - prev_t;
+
+			cr_assert_leq(gap, cfg->rto_max_ns);
+			if (prev_gap && prev_gap < cfg->rto_max_ns / 2)
+				cr_assert_eq(gap, 2 * prev_gap,
+					     "gap %llu after %llu",
+					     (unsigned long long)gap,
+					     (unsigned long long)prev_gap);
+			if (gap == cfg->rto_max_ns)
+				capped++;
+			prev_gap = gap;
+		}
+		prev_t = t;
+		sends++;
+	}
+	cr_assert_eq(s->log[log_find(s, 0, 0, 0) + 0].t, 0);
+	cr_assert_gt(capped, 5, "the timeout reached the cap and stayed");
+	cr_assert_eq(s->s[0].failed, 1, "failed exactly once");
+	cr_assert_eq(s->s[0].failed_err, -FI_ETIMEDOUT);
+	cr_assert_eq(s->s[0].dropped, 5, "every message reported");
+	cr_assert_eq(s->s[0].work.next, 5);
+	/* failed at the limit, counted from the last progress (t = 0) */
+	cr_assert_geq(s->now, cfg->dead_ns);
+	cr_assert_leq(prev_t, cfg->dead_ns);
+	cr_assert_eq(ntx_rel_send(&s->s[0].rel, s->s[0].peer, NTX_REL_BULK,
+				  &iov, 1, NULL), -FI_ETIMEDOUT);
+	cr_assert_eq(ntx_rel_poll_tx(&s->s[0].rel, s->now + cfg->dead_ns), 0,
+		     "nothing more is sent to a failed peer");
+	cr_assert_eq(s->s[0].rel.mem, sizeof(struct ntx_rel_peer));
+	cr_assert_eq(ntx_rel_next_deadline(&s->s[0].rel), UINT64_MAX);
+	fprintf(stderr, "rel cut link: %llu transmissions of seq 0 in %llu "
+		"ns, failed at %llu ns\n", (unsigned long long)sends,
+		(unsigned long long)prev_t, (unsigned long long)s->now);
+	sim_free(s);
+}
+
+Test(rel, acks_ride_on_data_both_ways)
+{
+	struct sim *s = sim_new(8, NULL);
+	uint64_t data = 0, acks = 0;
+
+	for (uint32_t i = 0; i < 400; i++) {
+		work_add(&s->s[0], 100 + (i * 97) % 6000, NTX_REL_BULK);
+		work_add(&s->s[1], 100 + (i * 61) % 6000, NTX_REL_BULK);
+	}
+	sim_run(s);
+	for (int i = 0; i < 2; i++) {
+		data += s->s[i].data_out;
+		acks += s->s[i].acks_out;
+	}
+	fprintf(stderr, "rel both ways: %llu data, %llu pure ACK datagrams "
+		"(%.3f)\n", (unsigned long long)data,
+		(unsigned long long)acks, (double)acks / data);
+	cr_assert_lt(acks * 20, data, "%llu pure ACKs for %llu data",
+		     (unsigned long long)acks, (unsigned long long)data);
+	sim_free(s);
+}
+
+Test(rel, a_lone_packet_is_acked_within_the_delayed_ack_time)
+{
+	struct sim *s = sim_new(9, NULL);
+	long d, a = -1;
+
+	s->log = calloc(LOG_MAX, sizeof(*s->log));
+	work_add(&s->s[0], 1, NTX_REL_BULK);
+	sim_run(s);
+	d = log_find(s, 0, 0, 0);
+	cr_assert_geq(d, 0);
+	for (size_t i = 0; i < s->nlog; i++)
+		if (s->log[i].from == 1 && !(s->log[i].h.flags &
+					     NTX_REL_F_DATA)) {
+			a = (long)i;
+			break;
+		}
+	cr_assert_geq(a, 0, "B never acknowledged");
+	cr_assert_eq(s->log[a].h.ack, 1);
+	/* arrival at t + BASE_NS; the ACK waits, but no longer than delack */
+	cr_assert_leq(s->log[a].t - (s->log[d].t + BASE_NS),
+		      s->s[1].rel.cfg.delack_ns);
+	cr_assert_gt(s->log[a].t, s->log[d].t + BASE_NS, "delayed, not at once");
+	cr_assert_eq(s->s[1].acks_out, 1, "one ACK");
+	cr_assert_eq(s->s[0].rel.stats.tx_retrans, 0);
+	sim_free(s);
+}
+
+Test(rel, a_priority_message_overtakes_queued_bulk_fragments)
+{
+	struct sim *s = sim_new(10, NULL);
+	struct side *a = &s->s[0];
+	long prio = -1, late_bulk = -1;
+	uint32_t win = a->rel.cfg.window;
+
+	s->log = calloc(LOG_MAX, sizeof(*s->log));
+	work_add(a, 200 * MTU, NTX_REL_BULK);
+	sim_feed(a);
+	cr_assert_eq(ntx_rel_poll_tx(&a->rel, 0), (int)win, "a full window");
+	work_add(a, 64, NTX_REL_PRIO); /* queued after the bulk message */
+	sim_run(s);
+	for (size_t i = 0; i < s->nlog; i++) {
+		const struct ev *e = &s->log[i];
+
+		if (e->from || !(e->h.flags & NTX_REL_F_DATA))
+			continue;
+		if ((e->h.flags & NTX_REL_F_PRIO) && prio < 0)
+			prio = (long)i;
+		if (!(e->h.flags & NTX_REL_F_PRIO) && e->h.frag >= win &&
+		    late_bulk < 0)
+			late_bulk = (long)i;
+	}
+	cr_assert_geq(prio, 0);
+	cr_assert_geq(late_bulk, 0);
+	cr_assert_lt(prio, late_bulk,
+		     "the priority message left at %ld, after bulk at %ld",
+		     prio, late_bulk);
+	cr_assert_eq(s->log[prio].h.seq, win, "the first free seq");
+	cr_assert_eq(s->s[1].order[0], 1, "delivered before the bulk one");
+	cr_assert_eq(s->s[1].order[1], 0);
+	sim_free(s);
+}
+
+Test(rel, an_idle_peer_is_small_and_holds_nothing)
+{
+	struct sim *s = sim_new(11, NULL);
+
+	/* DESIGN §10: a peer costs at most 256 bytes until it has traffic;
+	 * the window, reorder and reassembly buffers come and go with it */
+	cr_assert_leq(sizeof(struct ntx_rel_peer), 256);
+	cr_assert_eq(s->s[0].rel.mem, sizeof(struct ntx_rel_peer));
+	s->loss_ppm = 50000;
+	s->jitter_ns = 2 * BASE_NS;
+	work_mixed(s);
+	sim_run(s); /* checks mem == sizeof(peer) on both sides once idle */
+	for (int i = 0; i < 2; i++) {
+		cr_assert(ntx_rel_peer_idle(s->s[i].peer));
+		cr_assert_eq(ntx_rel_next_deadline(&s->s[i].rel), UINT64_MAX);
+		cr_assert(ntx_list_empty(&s->s[i].rel.active));
+		cr_assert_gt(s->s[i].rel.stats.reasm_max, 0);
+	}
+	fprintf(stderr, "rel sizeof(struct ntx_rel_peer) = %zu\n",
+		sizeof(struct ntx_rel_peer));
+	sim_free(s);
+}

@@ -956,7 +956,9 @@ int ntx_rel_on_datagram(struct ntx_rel *rel, struct ntx_rel_peer *p,
 		if (why >= 0)
 			return rel_drop(rel, why);
 	}
-	if (!ntx_rel_peer_idle(p))
+	if (ntx_rel_peer_idle(p))
+		ntx_list_remove(&p->active); /* its last packet was acked */
+	else
 		rel_peer_activate(rel, p);
 	return 0;
 }
