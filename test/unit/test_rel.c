@@ -689,3 +689,201 @@ Test(rel, an_idle_peer_is_small_and_holds_nothing)
 		sizeof(struct ntx_rel_peer));
 	sim_free(s);
 }
+
+/* ---- hostile input: one ntx_rel fed datagrams built by hand ----------- */
+
+struct victim {
+	struct ntx_rel rel;
+	struct ntx_rel_peer *peer;
+	uint32_t delivered, last_len, emitted, failed, failed_err;
+	uint8_t last[4096];
+};
+
+static int victim_emit(void *arg, struct ntx_rel_peer *peer, const void *hdr,
+		       size_t hlen, const void *pl, size_t len)
+{
+	((struct victim *)arg)->emitted++;
+	return 0;
+}
+
+static void victim_deliver(void *arg, struct ntx_rel_peer *peer, int c,
+			   const void *msg, size_t len)
+{
+	struct victim *v = arg;
+
+	v->delivered++;
+	v->last_len = (uint32_t)len;
+	memcpy(v->last, msg, len < sizeof(v->last) ? len : sizeof(v->last));
+}
+
+static void victim_failed(void *arg, struct ntx_rel_peer *peer, int err)
+{
+	struct victim *v = arg;
+
+	v->failed++;
+	v->failed_err = (uint32_t)err;
+}
+
+static const struct ntx_rel_ops victim_ops = {
+	.emit = victim_emit, .deliver = victim_deliver,
+	.failed = victim_failed
+};
+
+static struct victim *victim_new(void)
+{
+	struct victim *v = calloc(1, sizeof(*v));
+	struct ntx_rel_cfg cfg;
+
+	cr_assert(v);
+	cfg_test(&cfg, 1);
+	cr_assert_eq(ntx_rel_init(&v->rel, &cfg, &victim_ops, v), 0);
+	cr_assert_eq(ntx_rel_peer_new(&v->rel, NULL, &v->peer), 0);
+	return v;
+}
+
+static void victim_free(struct victim *v)
+{
+	ntx_rel_fini(&v->rel);
+	cr_assert_eq(v->rel.mem, 0);
+	free(v);
+}
+
+/* a data header from A (epoch 100) as an honest peer would send it */
+static struct ntx_rel_hdr hdr_data(uint32_t seq, uint32_t id, uint32_t len,
+				   uint16_t frag, uint16_t nfrag,
+				   uint16_t plen)
+{
+	return (struct ntx_rel_hdr){ .version = NTX_REL_VERSION,
+				     .flags = NTX_REL_F_DATA, .plen = plen,
+				     .src_epoch = 100, .seq = seq,
+				     .msg_id = id, .msg_len = len,
+				     .frag = frag, .nfrag = nfrag };
+}
+
+/* send h with body bytes after it (body may disagree with h.plen) */
+static int poke(struct victim *v, struct ntx_rel_hdr h, size_t body)
+{
+	static uint8_t buf[NTX_REL_HDR_LEN + 70000];
+
+	cr_assert_leq(body, sizeof(buf) - NTX_REL_HDR_LEN);
+	ntx_rel_hdr_pack(&h, buf);
+	for (size_t i = 0; i < body; i++)
+		buf[NTX_REL_HDR_LEN + i] = (uint8_t)(h.seq + h.frag + i);
+	return ntx_rel_on_datagram(&v->rel, v->peer, buf,
+				   NTX_REL_HDR_LEN + body, 0);
+}
+
+/* poke, and check it was dropped for why */
+static void poke_bad(struct victim *v, struct ntx_rel_hdr h, size_t body,
+		     int why, const char *what)
+{
+	uint64_t before = v->rel.stats.drops[why];
+
+	cr_assert_eq(poke(v, h, body), -FI_EINVAL, "%s: taken", what);
+	cr_assert_eq(v->rel.stats.drops[why], before + 1,
+		     "%s: not counted as reason %d", what, why);
+}
+
+Test(rel, malformed_datagrams_are_dropped_and_counted)
+{
+	struct victim *v = victim_new();
+	struct ntx_rel_hdr h = hdr_data(0, 0, 10, 0, 1, 10);
+	uint8_t junk[NTX_REL_HDR_LEN] = { 1 };
+	uint32_t win = v->rel.cfg.window, mtu = v->rel.cfg.mtu;
+
+	cr_assert_eq(ntx_rel_on_datagram(&v->rel, v->peer, junk, 0, 0),
+		     -FI_EINVAL);
+	cr_assert_eq(ntx_rel_on_datagram(&v->rel, v->peer, junk, 31, 0),
+		     -FI_EINVAL);
+	cr_assert_eq(v->rel.stats.drops[NTX_REL_DROP_SHORT], 2);
+	h.version = 2;
+	poke_bad(v, h, 10, NTX_REL_DROP_VERSION, "version 2");
+	h = hdr_data(0, 0, 10, 0, 1, 10);
+	h.flags |= 0x80;
+	poke_bad(v, h, 10, NTX_REL_DROP_VERSION, "unknown flag");
+	h = hdr_data(0, 0, 100, 0, 1, 100);
+	poke_bad(v, h, 50, NTX_REL_DROP_LEN, "plen beyond the datagram");
+	poke_bad(v, h, 120, NTX_REL_DROP_LEN, "datagram beyond plen");
+	h = hdr_data(0, 0, mtu + 1, 0, 1, (uint16_t)(mtu + 1));
+	poke_bad(v, h, mtu + 1, NTX_REL_DROP_LEN, "plen > mtu");
+	h = hdr_data(0, 0, 10, 0, 1, 20);
+	poke_bad(v, h, 20, NTX_REL_DROP_LEN, "plen > msg_len");
+	h = hdr_data(0, 0, 10, 0, 0, 10);
+	poke_bad(v, h, 10, NTX_REL_DROP_FRAG, "nfrag 0");
+	h = hdr_data(0, 0, 3000, 3, 3, 10);
+	poke_bad(v, h, 10, NTX_REL_DROP_FRAG, "frag == nfrag");
+	h = hdr_data(0, 0, 3000, 9, 3, 10);
+	poke_bad(v, h, 10, NTX_REL_DROP_FRAG, "frag > nfrag");
+	h = hdr_data(0, 0, v->rel.cfg.max_msg + 1, 0, 60000, 10);
+	poke_bad(v, h, 10, NTX_REL_DROP_MSGLEN, "msg_len > max_msg");
+	h = hdr_data(win, 0, 10, 0, 1, 10);
+	poke_bad(v, h, 10, NTX_REL_DROP_WINDOW, "seq = window");
+	h = hdr_data(1000000000, 0, 10, 0, 1, 10);
+	poke_bad(v, h, 10, NTX_REL_DROP_WINDOW, "seq far ahead");
+	h = hdr_data(0, 0, 10, 0, 1, 10);
+	h.ack = 5;
+	poke_bad(v, h, 10, NTX_REL_DROP_ACK, "acks packets never sent");
+	h = hdr_data(0, 0, 10, 0, 1, 10);
+	h.src_epoch = 0;
+	poke_bad(v, h, 10, NTX_REL_DROP_EPOCH, "epoch 0");
+	h = hdr_data(0, 0, 10, 0, 1, 10);
+	h.dst_epoch = 555;
+	poke_bad(v, h, 10, NTX_REL_DROP_EPOCH, "for another session of ours");
+	h = (struct ntx_rel_hdr){ .version = 1, .plen = 4, .src_epoch = 100 };
+	poke_bad(v, h, 4, NTX_REL_DROP_LEN, "an ACK with a payload");
+	cr_assert_eq(v->delivered, 0);
+	cr_assert_eq(v->peer->rx_next, 0, "nothing was taken");
+	/* and the peer still works */
+	cr_assert_eq(poke(v, hdr_data(0, 0, 10, 0, 1, 10), 10), 0);
+	cr_assert_eq(v->delivered, 1);
+	cr_assert_eq(poke(v, hdr_data(0, 0, 10, 0, 1, 10), 10), 0);
+	cr_assert_eq(v->delivered, 1, "a duplicate is not delivered again");
+	cr_assert_eq(v->rel.stats.rx_dup, 1);
+	victim_free(v);
+}
+
+Test(rel, fragments_that_do_not_continue_their_message_are_dropped)
+{
+	struct victim *v = victim_new();
+	uint32_t seq = 0;
+
+	/* frag 0 twice (overlap): the partial message goes with it */
+	cr_assert_eq(poke(v, hdr_data(seq++, 1, 300, 0, 3, 100), 100), 0);
+	poke(v, hdr_data(seq++, 1, 300, 0, 3, 100), 100);
+	cr_assert_eq(v->rel.stats.drops[NTX_REL_DROP_REASM], 1);
+	cr_assert_eq(v->rel.stats.reasm_bufs, 0, "the partial one is freed");
+	/* frag 1 with no frag 0 */
+	poke(v, hdr_data(seq++, 1, 300, 1, 3, 100), 100);
+	cr_assert_eq(v->rel.stats.drops[NTX_REL_DROP_REASM], 2);
+	/* frag 2 after frag 0: a gap inside the message */
+	poke(v, hdr_data(seq++, 2, 300, 0, 3, 100), 100);
+	poke(v, hdr_data(seq++, 2, 300, 2, 3, 100), 100);
+	cr_assert_eq(v->rel.stats.drops[NTX_REL_DROP_REASM], 3);
+	/* more bytes than msg_len */
+	poke(v, hdr_data(seq++, 3, 200, 0, 2, 100), 100);
+	poke(v, hdr_data(seq++, 3, 200, 1, 2, 150), 150);
+	cr_assert_eq(v->rel.stats.drops[NTX_REL_DROP_REASM], 4);
+	/* fewer bytes than msg_len */
+	poke(v, hdr_data(seq++, 4, 200, 0, 2, 100), 100);
+	poke(v, hdr_data(seq++, 4, 200, 1, 2, 50), 50);
+	cr_assert_eq(v->rel.stats.drops[NTX_REL_DROP_REASM], 5);
+	/* another message id in the middle, an empty middle fragment, a
+	 * lone fragment shorter than its message */
+	poke(v, hdr_data(seq++, 5, 200, 0, 2, 100), 100);
+	poke(v, hdr_data(seq++, 6, 200, 1, 2, 100), 100);
+	poke(v, hdr_data(seq++, 7, 200, 0, 2, 0), 0);
+	poke(v, hdr_data(seq++, 8, 20, 0, 1, 10), 10);
+	cr_assert_eq(v->rel.stats.drops[NTX_REL_DROP_REASM], 8);
+	cr_assert_eq(v->delivered, 0);
+	cr_assert_eq(v->peer->rx_next, seq, "the sequence moved on");
+	/* an honest message still goes through, byte-exact */
+	cr_assert_eq(poke(v, hdr_data(seq, 9, 250, 0, 2, 200), 200), 0);
+	cr_assert_eq(poke(v, hdr_data(seq + 1, 9, 250, 1, 2, 50), 50), 0);
+	cr_assert_eq(v->delivered, 1);
+	cr_assert_eq(v->last_len, 250);
+	for (uint32_t i = 0; i < 250; i++)
+		cr_assert_eq(v->last[i], (uint8_t)(i < 200 ? seq + i :
+					 seq + 1 + 1 + i - 200));
+	cr_assert_eq(v->rel.stats.reasm_bufs, 0);
+	victim_free(v);
+}
