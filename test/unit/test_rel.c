@@ -887,3 +887,185 @@ Test(rel, fragments_that_do_not_continue_their_message_are_dropped)
 	cr_assert_eq(v->rel.stats.reasm_bufs, 0);
 	victim_free(v);
 }
+
+/* what a peer can make us hold (DESIGN §10 Bounds): the reorder buffer
+ * (window packets of at most mtu bytes) and one reassembly buffer per
+ * class of at most max_msg bytes, beyond what we send ourselves */
+static size_t victim_bound(const struct victim *v, size_t own)
+{
+	const struct ntx_rel_cfg *c = &v->rel.cfg;
+
+	return own + c->window * (sizeof(void *) + 64 + c->mtu) +
+	       NTX_REL_CLASSES * (64 + (size_t)c->max_msg);
+}
+
+Test(rel, a_flood_of_message_ids_and_future_packets_stays_bounded)
+{
+	struct victim *v = victim_new();
+	size_t bound = victim_bound(v, sizeof(struct ntx_rel_peer));
+	uint32_t max = v->rel.cfg.max_msg, win = v->rel.cfg.window, seq;
+
+	/* each a first fragment of a new largest message, both classes */
+	for (seq = 0; seq < 1000; seq++) {
+		struct ntx_rel_hdr h = hdr_data(seq, seq, max, 0, 60000, 100);
+
+		if (seq & 1)
+			h.flags |= NTX_REL_F_PRIO;
+		poke(v, h, 100);
+		cr_assert_leq(v->rel.stats.reasm_bufs, NTX_REL_CLASSES);
+		cr_assert_leq(v->rel.mem, bound);
+	}
+	cr_assert_leq(v->rel.stats.reasm_max, NTX_REL_CLASSES);
+	/* a first fragment over a partial one: both go, the next starts */
+	cr_assert_geq(v->rel.stats.drops[NTX_REL_DROP_REASM], 498);
+	/* packets past a hole that is never filled: the window holds them */
+	for (uint32_t i = 0; i < 20000; i++) {
+		uint32_t s = seq + 1 + (i * 7919u) % (2 * win);
+
+		poke(v, hdr_data(s, s, 1000, 0, 1, 1000), 1000);
+		cr_assert_leq(v->peer->ooo_count, win - 1);
+		cr_assert_leq(v->rel.mem, bound);
+	}
+	cr_assert_gt(v->rel.stats.drops[NTX_REL_DROP_WINDOW], 0);
+	cr_assert_eq(v->peer->ooo_count, win - 1);
+	/* the hole filled: everything held comes out in order */
+	cr_assert_eq(poke(v, hdr_data(seq, seq, 10, 0, 1, 10), 10), 0);
+	cr_assert_eq(v->peer->rx_next, seq + win);
+	cr_assert_eq(v->delivered, win);
+	cr_assert_eq(v->peer->ooo_count, 0);
+	victim_free(v);
+}
+
+/* random datagrams, half of them built around a plausible header: near
+ * the window, fragments of up to 3, lengths mostly consistent */
+static size_t fuzz_one(uint64_t *rng, const struct victim *v, uint8_t *buf)
+{
+	struct sim r = { .rng = *rng };
+	size_t len = rnd(&r) % (NTX_REL_HDR_LEN + 1600);
+	const struct ntx_rel_peer *p = v->peer;
+
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)rnd(&r);
+	if (rnd(&r) & 1 && len >= NTX_REL_HDR_LEN) {
+		uint16_t nfrag = (uint16_t)(1 + rnd(&r) % 3);
+		uint16_t plen = (uint16_t)(len - NTX_REL_HDR_LEN);
+		struct ntx_rel_hdr h = hdr_data(
+			p->rx_next + (uint32_t)(rnd(&r) % 24) - 4,
+			(uint32_t)(rnd(&r) % 3), plen * nfrag,
+			(uint16_t)(rnd(&r) % (nfrag + (rnd(&r) % 8 == 0))),
+			nfrag, plen);
+
+		if (rnd(&r) % 4 == 0)
+			h.msg_len += (uint32_t)(rnd(&r) % 64);
+		h.flags = (uint8_t)(rnd(&r) % 8) | (rnd(&r) % 8 ? 1 : 0);
+		/* mostly acknowledging what is in flight, or one more */
+		h.ack = p->tx_una +
+			(uint32_t)(rnd(&r) % (p->tx_next - p->tx_una + 2));
+		if (rnd(&r) % 256 == 0)
+			h.src_epoch = 101; /* never our peer's: restart */
+		ntx_rel_hdr_pack(&h, buf);
+	}
+	*rng = r.rng;
+	return len;
+}
+
+Test(rel, fuzz_random_datagrams)
+{
+	struct victim *v = victim_new();
+	static uint8_t buf[NTX_REL_HDR_LEN + 1600];
+	struct iovec iov = { buf, 3000 };
+	uint64_t rng = 0x5eed, taken = 0;
+	size_t bound;
+
+	/* B has data in flight, so ACK fields mean something */
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(ntx_rel_send(&v->rel, v->peer, i & 1, &iov, 1,
+					  NULL), 0);
+	cr_assert_gt(ntx_rel_poll_tx(&v->rel, 0), 0);
+	bound = victim_bound(v, v->rel.mem);
+	for (uint32_t i = 0; i < 100000; i++) {
+		size_t len = fuzz_one(&rng, v, buf);
+
+		if (ntx_rel_peer_error(v->peer)) {
+			/* a restart was seen: start over with a new peer */
+			ntx_rel_peer_free(&v->rel, v->peer);
+			cr_assert_eq(ntx_rel_peer_new(&v->rel, NULL, &v->peer),
+				     0);
+		}
+		taken += ntx_rel_on_datagram(&v->rel, v->peer, buf, len,
+					     i * 1000ull) == 0;
+		cr_assert_leq(v->rel.mem, bound);
+		cr_assert_leq(v->rel.stats.reasm_bufs, NTX_REL_CLASSES);
+		cr_assert_geq(ntx_rel_poll_tx(&v->rel, i * 1000ull), 0);
+	}
+	cr_assert_gt(taken, 10000, "the fuzzer reaches past the checks");
+	cr_assert_gt(v->delivered, 100, "and into reassembly");
+	cr_assert_gt(v->failed, 0, "and sees restarts");
+	fprintf(stderr, "rel fuzz: %llu of 100000 taken, %u delivered, "
+		"%u restarts\n", (unsigned long long)taken, v->delivered,
+		v->failed);
+	victim_free(v);
+}
+
+Test(rel, a_restarted_peer_fails_the_session_once)
+{
+	struct victim *v = victim_new();
+	struct ntx_rel_hdr h = hdr_data(0, 0, 10, 0, 1, 10);
+
+	cr_assert_eq(poke(v, h, 10), 0);
+	h = hdr_data(0, 0, 10, 0, 1, 10);
+	h.src_epoch = 200; /* the same address, a new process */
+	poke_bad(v, h, 10, NTX_REL_DROP_EPOCH, "a new epoch");
+	cr_assert_eq(v->failed, 1);
+	cr_assert_eq((int)v->failed_err, -FI_ECONNRESET);
+	poke_bad(v, h, 10, NTX_REL_DROP_FAILED, "after the failure");
+	cr_assert_eq(v->failed, 1, "once");
+	cr_assert_eq(v->delivered, 1);
+	victim_free(v);
+}
+
+Test(rel, bad_configurations_are_refused)
+{
+	struct ntx_rel rel;
+	struct ntx_rel_cfg cfg;
+
+	cfg_test(&cfg, 0);
+	cfg.window = 1;
+	cr_assert_eq(ntx_rel_init(&rel, &cfg, &victim_ops, NULL), -FI_EINVAL);
+	cfg_test(&cfg, 0);
+	cfg.max_msg = cfg.mtu * 65536u;
+	cr_assert_eq(ntx_rel_init(&rel, &cfg, &victim_ops, NULL), -FI_EINVAL);
+	cfg_test(&cfg, 0);
+	cfg.delack_ns = cfg.rto_min_ns;
+	cr_assert_eq(ntx_rel_init(&rel, &cfg, &victim_ops, NULL), -FI_EINVAL);
+	cfg_test(&cfg, 0);
+	cfg.epoch = 0;
+	cr_assert_eq(ntx_rel_init(&rel, &cfg, &victim_ops, NULL), -FI_EINVAL);
+	cfg_test(&cfg, 0);
+	cr_assert_eq(ntx_rel_init(&rel, &cfg, &victim_ops, NULL), 0);
+	ntx_rel_fini(&rel);
+}
+
+Test(rel, send_checks_length_and_bounds_the_queue)
+{
+	struct victim *v = victim_new();
+	static uint8_t big[1 << 16];
+	struct iovec iov = { big, sizeof(big) };
+	struct iovec huge[2] = { { big, 1 }, { big, SIZE_MAX } };
+	uint32_t n = 0;
+	int ret;
+
+	cr_assert_eq(ntx_rel_send(&v->rel, v->peer, 2, &iov, 1, NULL),
+		     -FI_EINVAL);
+	cr_assert_eq(ntx_rel_send(&v->rel, v->peer, 0, huge, 2, NULL),
+		     -FI_EINVAL);
+	while ((ret = ntx_rel_send(&v->rel, v->peer, NTX_REL_BULK, &iov, 1,
+				   NULL)) == 0)
+		n++;
+	cr_assert_eq(ret, -FI_EAGAIN);
+	cr_assert_eq(n, v->rel.cfg.queue_bytes / sizeof(big));
+	/* the priority class has its own room */
+	cr_assert_eq(ntx_rel_send(&v->rel, v->peer, NTX_REL_PRIO, &iov, 1,
+				  NULL), 0);
+	victim_free(v);
+}
