@@ -972,8 +972,8 @@ static size_t fuzz_one(uint64_t *rng, const struct victim *v, uint8_t *buf)
 Test(rel, fuzz_random_datagrams)
 {
 	struct victim *v = victim_new();
-	static uint8_t buf[NTX_REL_HDR_LEN + 1600];
-	struct iovec iov = { buf, 3000 };
+	static uint8_t buf[NTX_REL_HDR_LEN + 1600], msg[3000];
+	struct iovec iov = { msg, sizeof(msg) };
 	uint64_t rng = 0x5eed, taken = 0;
 	size_t bound;
 
@@ -1021,6 +1021,17 @@ Test(rel, a_restarted_peer_fails_the_session_once)
 	poke_bad(v, h, 10, NTX_REL_DROP_FAILED, "after the failure");
 	cr_assert_eq(v->failed, 1, "once");
 	cr_assert_eq(v->delivered, 1);
+	/* a new session with the restarted peer; the old one's late
+	 * datagrams are refused, not taken for another restart */
+	ntx_rel_peer_reset(&v->rel, v->peer);
+	cr_assert_eq(v->rel.mem, sizeof(struct ntx_rel_peer));
+	poke_bad(v, hdr_data(1, 1, 10, 0, 1, 10), 10, NTX_REL_DROP_EPOCH,
+		 "from the old session");
+	cr_assert_eq(poke(v, h, 10), 0);
+	cr_assert_eq(v->delivered, 2);
+	poke_bad(v, hdr_data(1, 1, 10, 0, 1, 10), 10, NTX_REL_DROP_EPOCH,
+		 "from the old session, later");
+	cr_assert_eq(v->failed, 1);
 	victim_free(v);
 }
 

@@ -227,6 +227,23 @@ void ntx_rel_fini(struct ntx_rel *rel)
 
 /* ---- peers ------------------------------------------------------------ */
 
+/* a fresh session's state; p->entry is the caller's */
+static void rel_peer_init(struct ntx_rel *rel, struct ntx_rel_peer *p,
+			  void *ctx, uint32_t dead_epoch)
+{
+	struct ntx_list entry = p->entry;
+
+	memset(p, 0, sizeof(*p));
+	p->entry = entry;
+	ntx_list_init(&p->active);
+	ntx_list_init(&p->queue[NTX_REL_BULK]);
+	ntx_list_init(&p->queue[NTX_REL_PRIO]);
+	ntx_list_init(&p->msgs);
+	p->ctx = ctx;
+	p->rto = rel->cfg.rto_init_ns;
+	p->dead_epoch = dead_epoch;
+}
+
 int ntx_rel_peer_new(struct ntx_rel *rel, void *ctx,
 		     struct ntx_rel_peer **out)
 {
@@ -234,12 +251,7 @@ int ntx_rel_peer_new(struct ntx_rel *rel, void *ctx,
 
 	if (!p)
 		return -FI_ENOMEM;
-	ntx_list_init(&p->active);
-	ntx_list_init(&p->queue[NTX_REL_BULK]);
-	ntx_list_init(&p->queue[NTX_REL_PRIO]);
-	ntx_list_init(&p->msgs);
-	p->ctx = ctx;
-	p->rto = rel->cfg.rto_init_ns;
+	rel_peer_init(rel, p, ctx, 0);
 	ntx_list_insert_tail(&rel->peers, &p->entry);
 	*out = p;
 	return 0;
@@ -315,6 +327,14 @@ void ntx_rel_peer_free(struct ntx_rel *rel, struct ntx_rel_peer *p)
 	ntx_list_remove(&p->entry);
 	rel_peer_release(rel, p, false);
 	rel_free(rel, p, sizeof(*p));
+}
+
+void ntx_rel_peer_reset(struct ntx_rel *rel, struct ntx_rel_peer *p)
+{
+	ntx_list_remove(&p->active);
+	rel_peer_release(rel, p, false);
+	/* still on rel->peers; the old session stays refused */
+	rel_peer_init(rel, p, p->ctx, p->dead_epoch);
 }
 
 bool ntx_rel_peer_idle(const struct ntx_rel_peer *p)
@@ -911,20 +931,19 @@ static int rel_check(const struct ntx_rel *rel, const struct ntx_rel_hdr *h,
 	return -1;
 }
 
-/* Sessions (DESIGN §10 Epochs): a new src_epoch is a restarted peer. */
+/* Sessions (DESIGN §10 Epochs): a new src_epoch is a restarted peer.
+ * The first epoch is learned only once the datagram is taken. */
 static int rel_check_epoch(struct ntx_rel *rel, struct ntx_rel_peer *p,
 			   const struct ntx_rel_hdr *h)
 {
 	if (h->dst_epoch && h->dst_epoch != rel->cfg.epoch)
 		return NTX_REL_DROP_EPOCH; /* for our previous incarnation */
-	if (!p->peer_epoch)
-		p->peer_epoch = h->src_epoch;
-	if (h->src_epoch == p->peer_epoch)
+	if (h->src_epoch == p->dead_epoch)
+		return NTX_REL_DROP_EPOCH; /* from the peer's failed session */
+	if (!p->peer_epoch || h->src_epoch == p->peer_epoch)
 		return -1;
-	if (h->src_epoch != p->dead_epoch) {
-		p->dead_epoch = p->peer_epoch;
-		rel_peer_fail(rel, p, -FI_ECONNRESET);
-	}
+	p->dead_epoch = p->peer_epoch;
+	rel_peer_fail(rel, p, -FI_ECONNRESET);
 	return NTX_REL_DROP_EPOCH;
 }
 
@@ -950,6 +969,7 @@ int ntx_rel_on_datagram(struct ntx_rel *rel, struct ntx_rel_peer *p,
 		why = NTX_REL_DROP_WINDOW;
 	if (why >= 0)
 		return rel_drop(rel, why);
+	p->peer_epoch = h.src_epoch;
 	rel_on_ack(rel, p, &h, now_ns);
 	if (h.flags & NTX_REL_F_DATA) {
 		why = rel_on_data(rel, p, &h, b + NTX_REL_HDR_LEN, now_ns);

@@ -166,6 +166,10 @@ int ntx_rel_peer_new(struct ntx_rel *rel, void *ctx,
 		     struct ntx_rel_peer **out);
 /* frees it and its queued messages, without callbacks */
 void ntx_rel_peer_free(struct ntx_rel *rel, struct ntx_rel_peer *peer);
+/* A peer that failed with -FI_ECONNRESET (it restarted) starts a new
+ * session: state cleared, queued messages discarded without callbacks,
+ * the old session's datagrams still refused. */
+void ntx_rel_peer_reset(struct ntx_rel *rel, struct ntx_rel_peer *peer);
 static inline void *ntx_rel_peer_ctx(const struct ntx_rel_peer *peer)
 {
 	return peer->ctx;
