@@ -404,52 +404,60 @@ struct lossy {
 	double max_ratio; /* retransmissions per lost data datagram */
 };
 
+struct tally {
+	uint64_t data, lost, retx, rto, fast, partial;
+};
+
+static void tally_add(struct tally *t, const struct sim *s)
+{
+	for (int i = 0; i < 2; i++) {
+		const struct ntx_rel_stats *st = &s->s[i].rel.stats;
+
+		t->data += st->tx_data;
+		t->retx += st->tx_retrans;
+		t->rto += st->tx_rto;
+		t->fast += st->tx_fast;
+		t->partial += st->tx_partial;
+	}
+	t->lost += s->lost_data;
+}
+
 /* every seed: all delivered exactly once in order (sim_run), and the
  * retransmissions stay bounded by the losses */
 static void run_lossy(const struct lossy *l)
 {
 	static const uint64_t seeds[] = { 7, 1234, 99991, 31337 };
-	uint64_t retx = 0, lost = 0, data = 0, rto = 0, fast = 0, partial = 0;
+	struct tally all = { 0 };
 
 	for (size_t k = 0; k < sizeof(seeds) / sizeof(seeds[0]); k++) {
 		struct sim *s = sim_new(seeds[k], NULL);
-		uint64_t r = 0, d0 = data;
+		struct tally one = { 0 };
 
 		s->loss_ppm = l->loss_ppm;
 		s->dup_ppm = l->dup_ppm;
 		s->jitter_ns = l->jitter_ns;
 		work_mixed(s);
 		sim_run(s);
-		for (int i = 0; i < 2; i++) {
-			const struct ntx_rel_stats *st = &s->s[i].rel.stats;
-
-			r += st->tx_retrans;
-			data += st->tx_data;
-			rto += st->tx_rto;
-			partial += st->tx_partial;
-			fast += st->tx_fast;
-		}
+		tally_add(&one, s);
+		tally_add(&all, s);
 		if (l->loss_ppm)
-			cr_assert_gt(s->lost_data, 0, "the seed lost nothing");
-		if (getenv("REL_DEBUG"))
-			fprintf(stderr, "%s seed %llu: retx %llu rto %llu fast %llu partial %llu\n", l->name, (unsigned long long)seeds[k], (unsigned long long)r, (unsigned long long)rto, (unsigned long long)fast, (unsigned long long)partial);
+			cr_assert_gt(one.lost, 0, "the seed lost nothing");
 		/* a bound per seed: each loss costs a few resends at most;
 		 * reordering may cost up to 1% of the packets sent */
-		cr_assert_leq(r, l->max_ratio * s->lost_data +
-				 (l->jitter_ns ? (data - d0) / 100 : 0),
+		cr_assert_leq(one.retx, l->max_ratio * one.lost +
+				 (l->jitter_ns ? one.data / 100 : 0),
 			      "%s seed %llu: %llu retransmissions for %llu "
 			      "lost", l->name, (unsigned long long)seeds[k],
-			      (unsigned long long)r,
-			      (unsigned long long)s->lost_data);
-		retx += r;
-		lost += s->lost_data;
+			      (unsigned long long)one.retx,
+			      (unsigned long long)one.lost);
 		sim_free(s);
 	}
-	fprintf(stderr, "rel %-12s data %llu lost %llu retx %llu (rto %llu "
+	fprintf(stderr, "rel %-9s data %llu lost %llu retx %llu (rto %llu "
 		"fast %llu partial %llu) retx/lost %.2f\n", l->name,
-		(unsigned long long)data, (unsigned long long)lost,
-		(unsigned long long)retx, (unsigned long long)rto,
-		(unsigned long long)fast, (unsigned long long)partial, lost ? (double)retx / lost : 0.0);
+		(unsigned long long)all.data, (unsigned long long)all.lost,
+		(unsigned long long)all.retx, (unsigned long long)all.rto,
+		(unsigned long long)all.fast, (unsigned long long)all.partial,
+		all.lost ? (double)all.retx / all.lost : 0.0);
 }
 
 Test(rel, loss_1_percent)
@@ -947,17 +955,20 @@ static size_t fuzz_one(uint64_t *rng, const struct victim *v, uint8_t *buf)
 	for (size_t i = 0; i < len; i++)
 		buf[i] = (uint8_t)rnd(&r);
 	if (rnd(&r) & 1 && len >= NTX_REL_HDR_LEN) {
+		/* one draw per statement: the order is the same everywhere */
 		uint16_t nfrag = (uint16_t)(1 + rnd(&r) % 3);
 		uint16_t plen = (uint16_t)(len - NTX_REL_HDR_LEN);
-		struct ntx_rel_hdr h = hdr_data(
-			p->rx_next + (uint32_t)(rnd(&r) % 24) - 4,
-			(uint32_t)(rnd(&r) % 3), plen * nfrag,
-			(uint16_t)(rnd(&r) % (nfrag + (rnd(&r) % 8 == 0))),
-			nfrag, plen);
+		uint32_t seq = p->rx_next + (uint32_t)(rnd(&r) % 24) - 4;
+		uint32_t id = (uint32_t)(rnd(&r) % 3);
+		uint16_t past = rnd(&r) % 8 == 0; /* frag == nfrag at times */
+		uint16_t frag = (uint16_t)(rnd(&r) % (nfrag + past));
+		struct ntx_rel_hdr h = hdr_data(seq, id, plen * nfrag, frag,
+						nfrag, plen);
 
 		if (rnd(&r) % 4 == 0)
 			h.msg_len += (uint32_t)(rnd(&r) % 64);
-		h.flags = (uint8_t)(rnd(&r) % 8) | (rnd(&r) % 8 ? 1 : 0);
+		h.flags = (uint8_t)(rnd(&r) % 8);
+		h.flags |= rnd(&r) % 8 ? NTX_REL_F_DATA : 0;
 		/* mostly acknowledging what is in flight, or one more */
 		h.ack = p->tx_una +
 			(uint32_t)(rnd(&r) % (p->tx_next - p->tx_una + 2));
