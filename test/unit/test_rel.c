@@ -57,6 +57,8 @@ struct sim {
 	uint64_t now, rng, order;
 	uint32_t loss_ppm, dup_ppm, jitter_ns;
 	bool cut;            /* the link drops everything */
+	uint32_t refuse_every; /* emit says -FI_EAGAIN every n-th call */
+	uint64_t emit_calls, refused;
 	int64_t drop_data_n; /* drop A's n-th first transmission, -1 none */
 	uint64_t a_data_seen;
 	uint64_t lost_data, lost;
@@ -118,6 +120,10 @@ static int sim_emit(void *arg, struct ntx_rel_peer *peer, const void *hdr,
 	bool data, first;
 
 	cr_assert_eq(hlen, NTX_REL_HDR_LEN);
+	if (s->refuse_every && ++s->emit_calls % s->refuse_every == 0) {
+		s->refused++; /* a full socket: nothing left */
+		return -FI_EAGAIN;
+	}
 	ntx_rel_hdr_unpack(hdr, &h);
 	cr_assert_eq(h.plen, len);
 	data = h.flags & NTX_REL_F_DATA;
@@ -316,8 +322,12 @@ static bool sim_step(struct sim *s, uint64_t limit)
 	uint64_t next;
 
 	for (int i = 0; i < 2; i++) {
+		int ret;
+
 		sim_feed(&s->s[i]);
-		cr_assert_geq(ntx_rel_poll_tx(&s->s[i].rel, s->now), 0);
+		ret = ntx_rel_poll_tx(&s->s[i].rel, s->now);
+		cr_assert(ret >= 0 || (ret == -FI_EAGAIN && s->refuse_every),
+			  "poll_tx: %d", ret);
 	}
 	if (sim_deliver_due(s))
 		return true;
@@ -1089,5 +1099,45 @@ Test(rel, send_checks_length_and_bounds_the_queue)
 	/* the priority class has its own room */
 	cr_assert_eq(ntx_rel_send(&v->rel, v->peer, NTX_REL_PRIO, &iov, 1,
 				  NULL), 0);
+	victim_free(v);
+}
+
+Test(rel, a_full_socket_delays_datagrams_but_loses_none)
+{
+	struct sim *s = sim_new(12, NULL);
+
+	s->refuse_every = 3;
+	s->loss_ppm = 20000;
+	s->jitter_ns = BASE_NS;
+	work_mixed(s);
+	sim_run(s); /* all delivered once, in order, both sides idle */
+	cr_assert_gt(s->refused, 100);
+	sim_free(s);
+}
+
+Test(rel, idle_peers_cost_only_their_struct)
+{
+	struct victim *v = victim_new();
+	struct ntx_rel_peer *p;
+	struct iovec iov = { "abc", 3 };
+	uint8_t ack[NTX_REL_HDR_LEN];
+
+	for (int i = 0; i < 1000; i++)
+		cr_assert_eq(ntx_rel_peer_new(&v->rel, NULL, &p), 0);
+	cr_assert_eq(v->rel.mem, 1001 * sizeof(struct ntx_rel_peer));
+	cr_assert_eq(ntx_rel_next_deadline(&v->rel), UINT64_MAX,
+		     "no idle peer is active");
+	/* one message out and its ACK back: the window comes and goes */
+	cr_assert_eq(ntx_rel_send(&v->rel, p, NTX_REL_BULK, &iov, 1, NULL), 0);
+	cr_assert_eq(ntx_rel_poll_tx(&v->rel, 0), 1);
+	cr_assert_gt(v->rel.mem, 1001 * sizeof(struct ntx_rel_peer));
+	ntx_rel_hdr_pack(&(struct ntx_rel_hdr){ .version = NTX_REL_VERSION,
+						.src_epoch = 100,
+						.dst_epoch = 101, .ack = 1 },
+			 ack);
+	cr_assert_eq(ntx_rel_on_datagram(&v->rel, p, ack, sizeof(ack), 1000),
+		     0);
+	cr_assert(ntx_rel_peer_idle(p));
+	cr_assert_eq(v->rel.mem, 1001 * sizeof(struct ntx_rel_peer));
 	victim_free(v);
 }
