@@ -9,6 +9,33 @@
 
 #include "ntx/ntx_base.h"
 
+/* ---- id table (ntx_idtab.c, DESIGN §3) -------------------------------------
+ * A pointer per small integer id, for tables looked up on the data path
+ * (a request per arriving packet): a lookup is a bounds check and a
+ * load. Empty slots are NULL; the table doubles as ids grow, up to
+ * NTX_IDTAB_MAX slots. A zeroed struct is an empty table. */
+#define NTX_IDTAB_MIN 64u
+#define NTX_IDTAB_MAX (1u << 28) /* 2 GiB of slots: ids past it fail */
+struct ntx_idtab {
+	void **slot;
+	uint32_t cap;  /* slots allocated */
+	uint32_t used; /* slots holding a pointer */
+	uint32_t hint; /* no empty slot below it (ntx_idtab_alloc) */
+};
+static inline void *ntx_idtab_get(const struct ntx_idtab *t, uint64_t id)
+{
+	return id < t->cap ? t->slot[id] : NULL;
+}
+/* Puts p at id, growing the table (p NULL: clears). -FI_ENOSPC past
+ * NTX_IDTAB_MAX, -FI_ENOMEM. */
+int ntx_idtab_set(struct ntx_idtab *t, uint64_t id, void *p);
+/* Puts p (not NULL) in the lowest empty slot and gives its id. */
+int ntx_idtab_alloc(struct ntx_idtab *t, void *p, uint32_t *id);
+/* Empties a slot; returns what it held (NULL if nothing). */
+void *ntx_idtab_clear(struct ntx_idtab *t, uint64_t id);
+/* Frees the slots (not what they point to); the table is empty again. */
+void ntx_idtab_fini(struct ntx_idtab *t);
+
 /* ---- signal: an eventfd that becomes readable when an object has news --- */
 struct ntx_signal {
 	int fd;
@@ -64,9 +91,8 @@ struct ntx_domain {
 	uint64_t mr_mode;
 	struct fid_eq *eq;
 	struct ntx_auth_key auth; /* job key of the domain's endpoints */
-	/* MR table: key = [random:32 | index:32] (DESIGN §6) */
-	struct ntx_mr **mr_table;
-	uint32_t mr_cap;
+	/* MR table (struct ntx_mr *): key = [random:32 | index:32] (§6) */
+	struct ntx_idtab mr_table;
 	bool progress_busy; /* recursion guard */
 	int wait_sets[16];  /* epoll fds given out by FI_GETWAIT */
 	int nwait_sets;
@@ -143,9 +169,7 @@ struct ntx_av {
 	enum fi_av_type type;
 	struct fid_eq *eq;
 	pthread_mutex_t lock; /* entries: endpoints look up under it */
-	struct ntx_addr *addrs; /* indexed by fi_addr (slot) */
-	uint8_t *used;
-	size_t count, cap;
+	struct ntx_idtab addrs; /* struct ntx_addr *, by fi_addr (slot) */
 };
 /* Returns the address stored at fi_addr, or NULL when the slot is empty. */
 const struct ntx_addr *ntx_av_get(struct ntx_av *av, fi_addr_t fi_addr);
@@ -153,6 +177,10 @@ fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a);
 /* Stores a name in a free slot (AV lock held); -FI_ENOMEM. */
 int ntx_av_table_add(struct ntx_av *av, const struct ntx_addr *a,
 		     fi_addr_t *out);
+/* Empties a slot (AV lock held); -FI_EINVAL if it was empty. */
+int ntx_av_table_del(struct ntx_av *av, fi_addr_t fi_addr);
+/* Frees every name of the table. */
+void ntx_av_table_fini(struct ntx_av *av);
 
 /* ---- CQ ------------------------------------------------------------------- */
 struct ntx_cq_ent {
@@ -246,11 +274,42 @@ int ntx_mr_check(struct ntx_domain *dom, const struct ntx_ep *ep,
 		 struct iovec *iov, size_t *niov, struct ntx_mr **mr);
 /* Puts an MR in a free slot of the domain's table (mr_lock held). */
 int ntx_mr_table_add(struct ntx_domain *dom, struct ntx_mr *mr);
+/* Takes it out again (mr_lock held). */
+void ntx_mr_table_del(struct ntx_domain *dom, struct ntx_mr *mr);
+/* The MR in slot i, or NULL (mr_lock held). */
+struct ntx_mr *ntx_mr_table_at(struct ntx_domain *dom, uint32_t i);
+/* FI_MR_ENDPOINT: an endpoint closes, the keys bound to it are valid
+ * nowhere (mr_lock held). */
+void ntx_mr_table_unbind(struct ntx_domain *dom, const struct ntx_ep *ep);
 /* An application-chosen key some live MR already has. */
 bool ntx_mr_key_used(struct ntx_domain *dom, uint64_t key);
 
-/* ---- iovec arrays (ntx_iov.c) ---- */
+/* ---- iovec arrays (ntx_iov.c, DESIGN §3) ---- */
 size_t ntx_iov_len(const struct iovec *iov, size_t count);
+/* A position inside an iovec array: byte off of entry idx. Zero-length
+ * entries are stepped over; every operation stops at the array's end and
+ * says how many bytes it covered. */
+struct ntx_iov_cur {
+	const struct iovec *iov;
+	size_t count;
+	size_t idx;
+	size_t off;
+};
+void ntx_iov_cur_init(struct ntx_iov_cur *c, const struct iovec *iov,
+		      size_t count);
+/* The next contiguous run of at most max bytes at the position, which
+ * moves past it; its length (0 at the end). c->idx is then the entry
+ * the run lies in. */
+size_t ntx_iov_cur_next(struct ntx_iov_cur *c, size_t max,
+			struct iovec *chunk);
+size_t ntx_iov_cur_skip(struct ntx_iov_cur *c, size_t len);
+/* Copies into the iovecs at the position (copy_in) or out of them. */
+size_t ntx_iov_cur_copy_in(struct ntx_iov_cur *c, const void *src,
+			   size_t len);
+size_t ntx_iov_cur_copy_out(struct ntx_iov_cur *c, void *dst, size_t len);
+/* The next len bytes as at most max_out iovecs (count of them). */
+size_t ntx_iov_cur_slice(struct ntx_iov_cur *c, size_t len,
+			 struct iovec *out, size_t max_out, size_t *count);
 size_t ntx_iov_copy_to(const struct iovec *iov, size_t count, size_t off,
 		       const void *src, size_t len);
 size_t ntx_iov_copy_from(void *dst, const struct iovec *iov, size_t count,

@@ -186,13 +186,11 @@ struct ntx_ep {
 	struct ntx_list vcs;
 	struct ntx_list busy_vcs; /* VCs with a backlog: progress pumps only
 				   * these, however many peers are idle */
-	struct ntx_vc **vc_tab; /* by AV slot */
-	size_t vc_cap;
+	struct ntx_idtab vc_tab; /* struct ntx_vc *, by AV slot */
 	struct ntx_tme tme;
 	struct ntx_list unexp_free; /* ntx_unexp pool */
 	uint32_t unexp_pooled;      /* entries in unexp_free */
-	struct ntx_req **reqtab; /* id -> request, for the wire */
-	uint32_t reqtab_cap;
+	struct ntx_idtab reqtab; /* id -> struct ntx_req *, for the wire */
 	uint32_t req_gen;
 	struct ntx_list req_free;
 	size_t tx_outstanding, tx_limit;
@@ -244,6 +242,8 @@ void ntx_ep_arm(struct ntx_ep *ep, bool arm);
 struct ntx_req *ntx_req_get(struct ntx_ep *ep, enum ntx_req_kind kind);
 void ntx_req_put(struct ntx_req *req);
 struct ntx_req *ntx_req_lookup(struct ntx_ep *ep, uint64_t id);
+/* Frees every request of the endpoint's pool (at close). */
+void ntx_req_fini(struct ntx_ep *ep);
 /* A copy buffer for inject data and queued packets (NTX_BOUNCE_SIZE) */
 int ntx_req_bounce(struct ntx_req *req);
 #define NTX_INJECT_MAX 4096

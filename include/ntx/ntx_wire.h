@@ -7,6 +7,7 @@
 #define NTX_WIRE_H
 
 #include <stdint.h>
+#include <sys/uio.h>
 
 enum ntx_op {
 	NTX_OP_EAGER = 1, /* whole message in the payload */
@@ -106,5 +107,17 @@ struct ntx_wire_iov {
 	uint64_t key;
 };
 #define NTX_KEY_NONE UINT64_MAX /* no single copy of this buffer */
+
+/* A peer's buffers as iovecs (addresses in its memory, keys dropped), for
+ * the iovec cursor (DESIGN §3) and process_vm_readv. */
+static inline size_t ntx_wire_iov_view(const struct ntx_wire_iov *w,
+				       size_t n, struct iovec *iov)
+{
+	for (size_t i = 0; i < n; i++) {
+		iov[i].iov_base = (void *)(uintptr_t)w[i].addr;
+		iov[i].iov_len = w[i].len;
+	}
+	return n;
+}
 
 #endif /* NTX_WIRE_H */

@@ -99,13 +99,8 @@ static int ntx_av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count,
 		return -FI_EINVAL;
 	ntx_mutex_lock(av->domain, &av->lock);
 	for (size_t i = 0; i < count; i++) {
-		if (fi_addr[i] >= av->cap || !av->used[fi_addr[i]]) {
+		if (ntx_av_table_del(av, fi_addr[i]))
 			ret = -FI_EINVAL;
-			continue;
-		}
-		av->used[fi_addr[i]] = 0;
-		if (fi_addr[i] < av->count)
-			av->count = fi_addr[i];
 	}
 	ntx_mutex_unlock(av->domain, &av->lock);
 	return ret;
@@ -156,8 +151,7 @@ static int ntx_av_close(struct fid *fid)
 		return -FI_EBUSY;
 	}
 	ntx_ref_put(&av->domain->ref);
-	free(av->addrs);
-	free(av->used);
+	ntx_av_table_fini(av);
 	pthread_mutex_destroy(&av->lock);
 	free(av);
 	return 0;

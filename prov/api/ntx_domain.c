@@ -25,7 +25,7 @@ static int ntx_domain_close(struct fid *fid)
 	pthread_mutex_destroy(&dom->lock);
 	pthread_mutex_destroy(&dom->mr_lock);
 	ntx_ref_put(&dom->fabric->ref);
-	free(dom->mr_table);
+	ntx_idtab_fini(&dom->mr_table);
 	ntx_wipe(&dom->auth, sizeof(dom->auth));
 	free(dom);
 	return 0;

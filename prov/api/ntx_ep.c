@@ -29,9 +29,7 @@ static int ntx_ep_close(struct fid *fid)
 	ntx_ep_lock(ep);
 	/* FI_MR_ENDPOINT: keys bound to this endpoint are valid nowhere */
 	ntx_mutex_lock(dom, &dom->mr_lock);
-	for (uint32_t i = 0; i < dom->mr_cap; i++)
-		if (dom->mr_table[i] && dom->mr_table[i]->ep == ep)
-			dom->mr_table[i]->ep = NULL;
+	ntx_mr_table_unbind(dom, ep);
 	ntx_mutex_unlock(dom, &dom->mr_lock);
 	ntx_list_foreach_safe(&ep->vcs, it, tmp)
 		ntx_vc_destroy(ntx_container_of(it, struct ntx_vc, entry));
@@ -51,12 +49,8 @@ static int ntx_ep_close(struct fid *fid)
 	ntx_ep_unlock(ep);
 	pthread_mutex_destroy(&ep->lock);
 
-	for (uint32_t i = 0; i < ep->reqtab_cap; i++) {
-		free(ep->reqtab[i]->bounce);
-		free(ep->reqtab[i]);
-	}
-	free(ep->reqtab);
-	free(ep->vc_tab);
+	ntx_req_fini(ep);
+	ntx_idtab_fini(&ep->vc_tab);
 	if (ep->av)
 		ntx_ref_put(&ep->av->ref);
 	if (ep->tx_cq)

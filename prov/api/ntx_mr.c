@@ -21,7 +21,7 @@ static int ntx_mr_close(struct fid *fid)
 	struct ntx_domain *dom = mr->domain;
 
 	ntx_mutex_lock(dom, &dom->mr_lock);
-	dom->mr_table[mr->index] = NULL;
+	ntx_mr_table_del(dom, mr);
 	ntx_mutex_unlock(dom, &dom->mr_lock);
 	if (mr->cntr)
 		ntx_ref_put(&mr->cntr->ref);

@@ -1,6 +1,8 @@
 /*
- * The AV table (DESIGN §3): fi_addr is the slot of a name; the engine
- * looks names up by slot and slots up by name (FI_SOURCE).
+ * The AV table (DESIGN §3): fi_addr is the slot of a name in an id table;
+ * the engine looks names up by slot and slots up by name (FI_SOURCE).
+ * Each name is allocated on its own, so a pointer to one stays valid
+ * while the table grows.
  */
 #include "config.h"
 #include <stdlib.h>
@@ -9,54 +11,52 @@
 
 const struct ntx_addr *ntx_av_get(struct ntx_av *av, fi_addr_t fi_addr)
 {
-	if (fi_addr >= av->cap || !av->used[fi_addr])
-		return NULL;
-	return &av->addrs[fi_addr];
+	return ntx_idtab_get(&av->addrs, fi_addr);
 }
 
 fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a)
 {
-	for (size_t i = 0; i < av->cap; i++)
-		if (av->used[i] && ntx_addr_same_ep(&av->addrs[i], a) &&
-		    av->addrs[i].epoch == a->epoch)
+	for (uint32_t i = 0; i < av->addrs.cap; i++) {
+		const struct ntx_addr *s = ntx_idtab_get(&av->addrs, i);
+
+		if (s && ntx_addr_same_ep(s, a) && s->epoch == a->epoch)
 			return i;
+	}
 	return FI_ADDR_NOTAVAIL;
-}
-
-static int ntx_av_grow(struct ntx_av *av)
-{
-	size_t cap = av->cap ? av->cap * 2 : 64;
-	struct ntx_addr *addrs = realloc(av->addrs, cap * sizeof(*addrs));
-	uint8_t *used;
-
-	if (!addrs)
-		return -FI_ENOMEM;
-	av->addrs = addrs;
-	used = realloc(av->used, cap);
-	if (!used)
-		return -FI_ENOMEM;
-	memset(used + av->cap, 0, cap - av->cap);
-	av->used = used;
-	av->cap = cap;
-	return 0;
 }
 
 int ntx_av_table_add(struct ntx_av *av, const struct ntx_addr *a,
 		      fi_addr_t *out)
 {
-	size_t i;
+	struct ntx_addr *copy = malloc(sizeof(*copy));
+	uint32_t i;
+	int ret;
 
-	for (i = av->count; i < av->cap && av->used[i]; i++)
-		;
-	if (i >= av->cap) {
-		for (i = 0; i < av->cap && av->used[i]; i++)
-			;
-		if (i == av->cap && ntx_av_grow(av))
-			return -FI_ENOMEM;
+	if (!copy)
+		return -FI_ENOMEM;
+	*copy = *a;
+	ret = ntx_idtab_alloc(&av->addrs, copy, &i);
+	if (ret) {
+		free(copy);
+		return ret;
 	}
-	av->addrs[i] = *a;
-	av->used[i] = 1;
-	av->count = i + 1;
 	*out = i;
 	return 0;
+}
+
+int ntx_av_table_del(struct ntx_av *av, fi_addr_t fi_addr)
+{
+	struct ntx_addr *a = ntx_idtab_clear(&av->addrs, fi_addr);
+
+	if (!a)
+		return -FI_EINVAL;
+	free(a);
+	return 0;
+}
+
+void ntx_av_table_fini(struct ntx_av *av)
+{
+	for (uint32_t i = 0; i < av->addrs.cap; i++)
+		free(ntx_idtab_get(&av->addrs, i));
+	ntx_idtab_fini(&av->addrs);
 }

@@ -11,31 +11,38 @@
 
 int ntx_mr_table_add(struct ntx_domain *dom, struct ntx_mr *mr)
 {
-	uint32_t i;
+	return ntx_idtab_alloc(&dom->mr_table, mr, &mr->index);
+}
 
-	for (i = 0; i < dom->mr_cap; i++)
-		if (!dom->mr_table[i])
-			break;
-	if (i == dom->mr_cap) {
-		uint32_t cap = dom->mr_cap ? dom->mr_cap * 2 : 64;
-		struct ntx_mr **t = realloc(dom->mr_table, cap * sizeof(*t));
+void ntx_mr_table_del(struct ntx_domain *dom, struct ntx_mr *mr)
+{
+	if (ntx_idtab_get(&dom->mr_table, mr->index) == mr)
+		ntx_idtab_clear(&dom->mr_table, mr->index);
+}
 
-		if (!t)
-			return -FI_ENOMEM;
-		memset(t + dom->mr_cap, 0, (cap - dom->mr_cap) * sizeof(*t));
-		dom->mr_table = t;
-		dom->mr_cap = cap;
+struct ntx_mr *ntx_mr_table_at(struct ntx_domain *dom, uint32_t i)
+{
+	return ntx_idtab_get(&dom->mr_table, i);
+}
+
+void ntx_mr_table_unbind(struct ntx_domain *dom, const struct ntx_ep *ep)
+{
+	for (uint32_t i = 0; i < dom->mr_table.cap; i++) {
+		struct ntx_mr *mr = ntx_mr_table_at(dom, i);
+
+		if (mr && mr->ep == ep)
+			mr->ep = NULL;
 	}
-	dom->mr_table[i] = mr;
-	mr->index = i;
-	return 0;
 }
 
 bool ntx_mr_key_used(struct ntx_domain *dom, uint64_t key)
 {
-	for (uint32_t i = 0; i < dom->mr_cap; i++)
-		if (dom->mr_table[i] && dom->mr_table[i]->mr.key == key)
+	for (uint32_t i = 0; i < dom->mr_table.cap; i++) {
+		struct ntx_mr *mr = ntx_mr_table_at(dom, i);
+
+		if (mr && mr->mr.key == key)
 			return true;
+	}
 	return false;
 }
 
@@ -48,12 +55,12 @@ static struct ntx_mr *ntx_mr_find(struct ntx_domain *dom, uint64_t key)
 	if (dom->mr_mode & FI_MR_PROV_KEY) {
 		uint32_t idx = (uint32_t)key;
 
-		mr = idx < dom->mr_cap ? dom->mr_table[idx] : NULL;
+		mr = ntx_mr_table_at(dom, idx);
 		/* the generation half makes a stale key miss a reused slot */
 		return mr && mr->mr.key == key ? mr : NULL;
 	}
-	for (uint32_t i = 0; i < dom->mr_cap; i++) {
-		mr = dom->mr_table[i];
+	for (uint32_t i = 0; i < dom->mr_table.cap; i++) {
+		mr = ntx_mr_table_at(dom, i);
 		if (mr && mr->mr.key == key)
 			return mr;
 	}

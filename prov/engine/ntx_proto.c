@@ -242,7 +242,7 @@ int ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 			 fi_addr_t dest, uint64_t tag, uint64_t data,
 			 void *context, uint64_t flags)
 {
-	struct ntx_vc *vc = dest < ep->vc_cap ? ep->vc_tab[dest] : NULL;
+	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab, dest);
 	struct ntx_wire_hdr h = {
 		.op = NTX_OP_EAGER,
 		.flags = NTX_PF_INLINE | ntx_pkt_flags(flags),
@@ -322,21 +322,16 @@ ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
 
 /* ---- receive side ---------------------------------------------------------- */
 
-/* The part of a receive buffer a message lands in: the whole request, or
- * for a multi-receive buffer the next free bytes of it. */
-static void ntx_rx_target(struct ntx_req *r, struct iovec *iov, size_t *cnt,
-			  size_t *room)
+/* Where in a receive's buffers a message lands (its offset; the iovec
+ * copy walks from there): the start, or for a multi-receive buffer the
+ * first free byte. */
+static size_t ntx_rx_target(const struct ntx_req *r, void **buf, size_t *room)
 {
-	if (r->flags & FI_MULTI_RECV) {
-		iov->iov_base = (uint8_t *)r->iov[0].iov_base + r->mr_used;
-		iov->iov_len = r->len - r->mr_used;
-		*cnt = 1;
-		*room = iov->iov_len;
-		return;
-	}
-	memcpy(iov, r->iov, r->iov_count * sizeof(*iov));
-	*cnt = r->iov_count;
-	*room = r->len;
+	size_t off = (r->flags & FI_MULTI_RECV) ? r->mr_used : 0;
+
+	*buf = (void *)((uintptr_t)r->iov[0].iov_base + off);
+	*room = r->len - off;
+	return off;
 }
 
 /* Releases a multi-receive buffer once less than the minimum is left. */
@@ -368,14 +363,13 @@ static void ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc,
 			 const struct ntx_wire_hdr *h, const void *payload,
 			 size_t len)
 {
-	struct iovec iov[NTX_MAX_IOV];
-	size_t cnt, room, n;
+	size_t room, off, n;
 	uint64_t mflag = 0;
 	void *buf;
 
-	ntx_rx_target(r, iov, &cnt, &room);
-	buf = iov[0].iov_base;
-	n = ntx_iov_copy_to(iov, cnt, 0, payload, len < room ? len : room);
+	off = ntx_rx_target(r, &buf, &room);
+	n = ntx_iov_copy_to(r->iov, r->iov_count, off, payload,
+			    len < room ? len : room);
 	if (r->flags & FI_MULTI_RECV)
 		mflag = ntx_mrecv_consume(r, n);
 	ntx_comp_rx(r, n, ntx_rx_flags(h) | mflag, h->tag, h->cq_data,
@@ -419,29 +413,23 @@ void ntx_wire_iov_fill(struct ntx_vc *vc, const struct iovec *iov, size_t n,
 	}
 }
 
-/* The bytes [off, off + len) of a peer's buffers, keys kept. */
-static size_t ntx_wire_slice(const struct ntx_wire_iov *w, size_t n,
-			     size_t off, size_t len, struct ntx_wire_iov *out,
-			     size_t *count)
+/* The next len bytes of a peer's buffers w at cursor c (over their
+ * ntx_wire_iov_view), keys kept: each run takes the key of the entry it
+ * lies in. */
+static size_t ntx_wire_slice(struct ntx_iov_cur *c,
+			     const struct ntx_wire_iov *w, size_t len,
+			     struct ntx_wire_iov *out, size_t *count)
 {
-	size_t k = 0, got = 0;
+	struct iovec chunk;
+	size_t k = 0, got = 0, m;
 
-	for (size_t i = 0; i < n && got < len; i++) {
-		size_t m;
-
-		if (off >= w[i].len) {
-			off -= w[i].len;
-			continue;
-		}
-		m = w[i].len - off;
-		if (m > len - got)
-			m = len - got;
-		out[k].addr = w[i].addr + off;
+	while (got < len && k < NTX_MAX_IOV &&
+	       (m = ntx_iov_cur_next(c, len - got, &chunk))) {
+		out[k].addr = (uintptr_t)chunk.iov_base;
 		out[k].len = m;
-		out[k].key = w[i].key;
+		out[k].key = w[c->idx].key;
 		k++;
 		got += m;
-		off = 0;
 	}
 	*count = k;
 	return got;
@@ -454,8 +442,9 @@ int ntx_bulk_move(struct ntx_vc *vc, bool write, const struct iovec *local,
 		  size_t nremote, size_t off, size_t len)
 {
 	const struct ntx_be_ops *ops = vc->ops;
-	struct iovec lsl[NTX_MAX_IOV];
+	struct iovec lsl[NTX_MAX_IOV], rview[NTX_MAX_IOV];
 	struct ntx_wire_iov rsl[NTX_MAX_IOV];
+	struct ntx_iov_cur lc, rc, l, r;
 	size_t nl, nr;
 	ssize_t n;
 
@@ -463,15 +452,25 @@ int ntx_bulk_move(struct ntx_vc *vc, bool write, const struct iovec *local,
 	 * over tcp): refused, never a call through a missing op */
 	if (!(write ? ops->bulk_write : ops->bulk_read))
 		return -FI_EOPNOTSUPP;
+	if (nremote > NTX_MAX_IOV)
+		return -FI_EINVAL;
+	ntx_iov_cur_init(&lc, local, nlocal);
+	ntx_iov_cur_init(&rc, rview, ntx_wire_iov_view(remote, nremote, rview));
+	ntx_iov_cur_skip(&lc, off);
+	ntx_iov_cur_skip(&rc, off);
 	while (len) {
-		ntx_iov_slice(local, nlocal, off, len, lsl, &nl);
-		ntx_wire_slice(remote, nremote, off, len, rsl, &nr);
+		/* slice from copies: a partial move resumes where it ended */
+		l = lc;
+		r = rc;
+		ntx_iov_cur_slice(&l, len, lsl, NTX_MAX_IOV, &nl);
+		ntx_wire_slice(&r, remote, len, rsl, &nr);
 		n = write ? ops->bulk_write(vc->conn, lsl, nl, rsl, nr)
 			  : ops->bulk_read(vc->conn, lsl, nl, rsl, nr);
-		if (n <= 0)
+		if (n <= 0 || (size_t)n > len)
 			return n < 0 ? (int)n : -FI_EIO;
 		len -= (size_t)n;
-		off += (size_t)n;
+		ntx_iov_cur_skip(&lc, (size_t)n);
+		ntx_iov_cur_skip(&rc, (size_t)n);
 	}
 	return 0;
 }

@@ -7,23 +7,24 @@
 
 #include "ntx/ntx_engine.h"
 
+/* Doubles the pool (256 requests at first); slots never empty again,
+ * so the requests' ids are 0 .. used - 1. */
 static int ntx_reqtab_grow(struct ntx_ep *ep)
 {
-	uint32_t cap = ep->reqtab_cap ? ep->reqtab_cap * 2 : 256;
-	struct ntx_req **tab = realloc(ep->reqtab, cap * sizeof(*tab));
+	uint32_t n = ep->reqtab.used ? ep->reqtab.used : 256;
 
-	if (!tab)
-		return -FI_ENOMEM;
-	ep->reqtab = tab;
-	for (uint32_t i = ep->reqtab_cap; i < cap; i++) {
+	for (uint32_t k = 0; k < n; k++) {
 		struct ntx_req *r = calloc(1, sizeof(*r));
+		uint32_t i;
 
 		if (!r)
 			return -FI_ENOMEM;
+		if (ntx_idtab_alloc(&ep->reqtab, r, &i)) {
+			free(r);
+			return -FI_ENOMEM;
+		}
 		r->id = i; /* generation bits added on every use */
 		r->ep = ep;
-		tab[i] = r;
-		ep->reqtab_cap = i + 1;
 		ntx_list_insert_tail(&ep->req_free, &r->entry);
 	}
 	return 0;
@@ -62,13 +63,22 @@ void ntx_req_put(struct ntx_req *r)
 
 struct ntx_req *ntx_req_lookup(struct ntx_ep *ep, uint64_t id)
 {
-	uint32_t idx = (uint32_t)id;
-	struct ntx_req *r;
+	struct ntx_req *r = ntx_idtab_get(&ep->reqtab, (uint32_t)id);
 
-	if (idx >= ep->reqtab_cap)
-		return NULL;
-	r = ep->reqtab[idx];
-	return (r->id == id && r->state != NTX_RS_NEW) ? r : NULL;
+	return (r && r->id == id && r->state != NTX_RS_NEW) ? r : NULL;
+}
+
+void ntx_req_fini(struct ntx_ep *ep)
+{
+	for (uint32_t i = 0; i < ep->reqtab.cap; i++) {
+		struct ntx_req *r = ntx_idtab_get(&ep->reqtab, i);
+
+		if (r) {
+			free(r->bounce);
+			free(r);
+		}
+	}
+	ntx_idtab_fini(&ep->reqtab);
 }
 
 int ntx_req_bounce(struct ntx_req *r)

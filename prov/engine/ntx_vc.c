@@ -26,21 +26,7 @@ static struct ntx_vc *ntx_vc_new(struct ntx_ep *ep, const struct ntx_addr *peer)
 
 static int ntx_vc_tab_set(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc *vc)
 {
-	if (addr >= ep->vc_cap) {
-		size_t cap = ep->vc_cap ? ep->vc_cap : 64;
-		struct ntx_vc **tab;
-
-		while (cap <= addr)
-			cap *= 2;
-		tab = realloc(ep->vc_tab, cap * sizeof(*tab));
-		if (!tab)
-			return -FI_ENOMEM;
-		memset(tab + ep->vc_cap, 0, (cap - ep->vc_cap) * sizeof(*tab));
-		ep->vc_tab = tab;
-		ep->vc_cap = cap;
-	}
-	ep->vc_tab[addr] = vc;
-	return 0;
+	return ntx_idtab_set(&ep->vc_tab, addr, vc);
 }
 
 static struct ntx_vc *ntx_vc_find(struct ntx_ep *ep, const struct ntx_addr *a)
@@ -110,7 +96,7 @@ unlock:
 int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 {
 	struct ntx_addr peer;
-	struct ntx_vc *vc = addr < ep->vc_cap ? ep->vc_tab[addr] : NULL;
+	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab, addr);
 	struct ntx_ep_be *be;
 	int ret;
 
@@ -159,10 +145,12 @@ fi_addr_t ntx_vc_fi_addr_lookup(struct ntx_vc *vc)
 		vc->fi_addr = a;
 		/* a VC we connected ourselves keeps carrying our sends, so
 		 * that they stay in order */
-		if (a != FI_ADDR_NOTAVAIL &&
-		    (a >= ep->vc_cap || !ep->vc_tab[a] ||
-		     ep->vc_tab[a]->state == NTX_VC_ERROR))
-			ntx_vc_tab_set(ep, a, vc);
+		if (a != FI_ADDR_NOTAVAIL) {
+			struct ntx_vc *old = ntx_idtab_get(&ep->vc_tab, a);
+
+			if (!old || old->state == NTX_VC_ERROR)
+				ntx_vc_tab_set(ep, a, vc);
+		}
 	}
 	return vc->fi_addr;
 }
@@ -279,8 +267,8 @@ void ntx_vc_destroy(struct ntx_vc *vc)
 		vc->err = -FI_ECANCELED;
 		ntx_proto_vc_failed(vc);
 	}
-	if (vc->fi_addr < ep->vc_cap && ep->vc_tab[vc->fi_addr] == vc)
-		ep->vc_tab[vc->fi_addr] = NULL;
+	if (ntx_idtab_get(&ep->vc_tab, vc->fi_addr) == vc)
+		ntx_idtab_clear(&ep->vc_tab, vc->fi_addr);
 	if (vc->conn)
 		vc->ops->disconnect(vc->conn);
 	if (vc->busy)

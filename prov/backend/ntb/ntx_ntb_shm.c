@@ -1282,11 +1282,7 @@ static ssize_t ntx_ntb_cma_result(const struct ntx_be_conn *c, ssize_t n,
 static size_t ntx_ntb_remote(const struct ntx_wire_iov *w, size_t n,
 			     struct iovec *iov)
 {
-	for (size_t i = 0; i < n; i++) {
-		iov[i].iov_base = (void *)(uintptr_t)w[i].addr;
-		iov[i].iov_len = w[i].len;
-	}
-	return n;
+	return ntx_wire_iov_view(w, n, iov);
 }
 
 static ssize_t ntx_ntb_bulk_read(struct ntx_be_conn *c,
