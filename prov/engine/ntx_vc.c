@@ -278,6 +278,70 @@ void ntx_vc_destroy(struct ntx_vc *vc)
 	free(vc);
 }
 
+/* ---- simultaneous connects (DESIGN §3) ------------------------------------ */
+
+/* An order of endpoint names both sides compute alike. */
+static int ntx_vc_name_cmp(const struct ntx_addr *a, const struct ntx_addr *b)
+{
+	uint64_t ka = (uint64_t)a->host << 32 | a->pid;
+	uint64_t kb = (uint64_t)b->host << 32 | b->pid;
+
+	if (ka == kb) {
+		ka = (uint64_t)a->ep_id << 32 | a->epoch;
+		kb = (uint64_t)b->ep_id << 32 | b->epoch;
+	}
+	return ka < kb ? -1 : ka > kb;
+}
+
+/* Our own VC to the peer of 'acc' that still waits for its connection. */
+static struct ntx_vc *ntx_vc_connecting(struct ntx_vc *acc)
+{
+	struct ntx_list *it;
+
+	ntx_list_foreach(&acc->ep->vcs, it) {
+		struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc, entry);
+
+		if (vc != acc && vc->state == NTX_VC_CONNECTING &&
+		    vc->conn != acc->conn &&
+		    ntx_addr_same_ep(&vc->peer, &acc->peer) &&
+		    vc->peer.epoch == acc->peer.epoch)
+			return vc;
+	}
+	return NULL;
+}
+
+/* The peer's connection crossed ours, which is still connecting. Both
+ * sides keep the connection started by the endpoint whose name orders
+ * first: the other side moves its backlog (nothing of it has left yet)
+ * onto the accepted VC and lets its own connection go, from progress
+ * (not inside the back end's poll); the peer's side of it then fails
+ * owing nothing. */
+static void ntx_vc_crossed(struct ntx_vc *acc)
+{
+	struct ntx_vc *mine = ntx_vc_connecting(acc);
+	struct ntx_ep *ep = acc->ep;
+
+	if (!mine || ntx_vc_name_cmp(&ep->name, &acc->peer) < 0)
+		return;
+	while (!ntx_list_empty(&mine->backlog)) {
+		struct ntx_req *r = ntx_container_of(ntx_list_first(&mine->backlog),
+						     struct ntx_req, entry);
+
+		ntx_list_remove(&r->entry);
+		r->vc = acc;
+		ntx_vc_backlog(acc, r, false);
+	}
+	acc->ctrl_queued += mine->ctrl_queued;
+	mine->ctrl_queued = 0;
+	acc->fi_addr = mine->fi_addr;
+	if (mine->fi_addr != FI_ADDR_NOTAVAIL &&
+	    ntx_idtab_get(&ep->vc_tab, mine->fi_addr) == mine)
+		ntx_idtab_set(&ep->vc_tab, mine->fi_addr, acc);
+	mine->state = NTX_VC_ERROR; /* owes nothing: reaped quietly */
+	mine->err = -FI_ECANCELED;
+	ep->reap = true;
+}
+
 /* ---- back-end callbacks ------------------------------------------------- */
 
 static void *ntx_vc_accept(void *ctx, struct ntx_be_conn *conn,
@@ -296,6 +360,7 @@ static void *ntx_vc_accept(void *ctx, struct ntx_be_conn *conn,
 		return NULL;
 	}
 	ntx_auth_begin(vc); /* CONNECTED, or AUTH when a key is involved */
+	ntx_vc_crossed(vc);
 	ntx_vc_fi_addr(vc);
 	return vc;
 }
@@ -304,6 +369,9 @@ static void ntx_vc_connected(void *arg)
 {
 	struct ntx_vc *vc = arg;
 
+	/* a VC given up meanwhile (a crossed connect) stays down */
+	if (vc->state != NTX_VC_CONNECTING)
+		return;
 	ntx_auth_begin(vc);
 	ntx_vc_pump(vc);
 }

@@ -1,0 +1,2 @@
+#include "config.h"
+#include "ntx_et.h"
