@@ -1,7 +1,7 @@
 #!/bin/bash
 # AddressSanitizer + UndefinedBehaviorSanitizer build target: a copy of the
 # tracked sources built with -fsanitize=address,undefined in build-asan/,
-# and the Criterion suites (unit, functional, and adversary with the
+# and the Criterion suites (unit, engine, functional, and adversary with the
 # fuzzer for 15 s) run on it. The provider is
 # dlopen'ed by libfabric, so the ASan runtime is preloaded. Fails on any
 # sanitizer report or failing test.
@@ -17,15 +17,16 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 ./configure CFLAGS="$san -g -O1 -fno-omit-frame-pointer" LDFLAGS="$san" \
   > ../configure.log
 make -j"$(nproc)" > ../make.log
-make -j"$(nproc)" test/unit/test_unit test/func/test_func \
-  test/adversary/test_adversary >> ../make.log
+make -j"$(nproc)" test/unit/test_unit test/engine/test_engine \
+  test/func/test_func test/adversary/test_adversary >> ../make.log
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export FI_PROVIDER_PATH=$PWD/.libs FI_PROVIDER=ntx
 export NTX_FUZZ_SECONDS=15 # test/adversary/test_fuzz.c: longer than in make check
 export LD_PRELOAD=$(cc -print-file-name=libasan.so)
 status=0
-for t in test/unit/test_unit test/func/test_func test/adversary/test_adversary; do
+for t in test/unit/test_unit test/engine/test_engine test/func/test_func \
+  test/adversary/test_adversary; do
   timeout 1200 "$t" -j1 > "../$(basename "$t").log" 2>&1 || status=1
   grep -E "Synthesis" "../$(basename "$t").log" || status=1
   # what failed, with the lines the test printed just before

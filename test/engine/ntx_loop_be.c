@@ -186,7 +186,7 @@ static int loop_send(struct ntx_be_conn *c, const void *hdr,
 	}
 	assert(c->open && !c->closed);
 	assert(len <= NTX_LOOP_MTU);
-	if (!c->peer || c->peer->closed)
+	if (!c->peer || c->peer->closed || be->inj.drop_sends)
 		return 0; /* lost, as on a wire whose far end is gone */
 	e = calloc(1, sizeof(*e));
 	assert(e);

@@ -22,6 +22,7 @@ struct ntx_loop_inject {
 	unsigned send_eagain; /* that many sends return -FI_EAGAIN */
 	bool refuse_accept;  /* incoming connections are closed at once */
 	bool drop_connected; /* never report our connects as connected */
+	bool drop_sends;     /* sends succeed and go nowhere */
 };
 
 struct ntx_be_conn;
