@@ -57,14 +57,14 @@ static struct fi_ops_domain ntx_domain_ops = {
 	.av_open = ntx_av_open,
 	.cq_open = ntx_cq_open,
 	.endpoint = ntx_ep_open,
-	.scalable_ep = NTX_NOSYS,
+	.scalable_ep = ntx_no_scalable_ep,
 	.cntr_open = ntx_cntr_open,
-	.poll_open = NTX_NOSYS,
-	.stx_ctx = NTX_NOSYS,
-	.srx_ctx = NTX_NOSYS,
+	.poll_open = ntx_no_poll_open,
+	.stx_ctx = ntx_no_stx_ctx,
+	.srx_ctx = ntx_no_srx_ctx,
 	.query_atomic = ntx_query_atomic,
-	.query_collective = NTX_NOSYS,
-	.endpoint2 = NTX_NOSYS,
+	.query_collective = ntx_no_query_collective,
+	.endpoint2 = ntx_no_endpoint2,
 };
 
 static struct fi_ops_mr ntx_domain_mr_ops = {
