@@ -94,10 +94,11 @@ struct ntx_req {
 	size_t msg_len;  /* recv: the sender's length */
 	int split_err;   /* recv: result of our part of a split transfer */
 	/* multi-receive: buffer bookkeeping and child receives */
-	struct ntx_req *parent;
-	size_t mr_used;
-	uint32_t mr_children;
-	bool mr_released;
+	struct ntx_req *multi_parent; /* a child: the buffer it came from */
+	size_t multi_used;       /* bytes of the buffer handed out */
+	uint32_t multi_children; /* references: children in flight */
+	bool multi_released;     /* off the posted queue (below the
+				  * minimum left) */
 	/* copy of inject data or a queued control header */
 	struct ntx_wire_hdr hdr;
 	uint8_t *bounce;

@@ -328,8 +328,8 @@ static void ntx_rx_target(struct ntx_req *r, struct iovec *iov, size_t *cnt,
 			  size_t *room)
 {
 	if (r->flags & FI_MULTI_RECV) {
-		iov->iov_base = (uint8_t *)r->iov[0].iov_base + r->mr_used;
-		iov->iov_len = r->len - r->mr_used;
+		iov->iov_base = (uint8_t *)r->iov[0].iov_base + r->multi_used;
+		iov->iov_len = r->len - r->multi_used;
 		*cnt = 1;
 		*room = iov->iov_len;
 		return;
@@ -342,12 +342,12 @@ static void ntx_rx_target(struct ntx_req *r, struct iovec *iov, size_t *cnt,
 /* Releases a multi-receive buffer once less than the minimum is left. */
 static uint64_t ntx_mrecv_consume(struct ntx_req *r, size_t used)
 {
-	r->mr_used += used;
-	if (r->mr_released || r->len - r->mr_used >= r->ep->min_multi_recv)
+	r->multi_used += used;
+	if (r->multi_released || r->len - r->multi_used >= r->ep->min_multi_recv)
 		return 0;
-	r->mr_released = true;
+	r->multi_released = true;
 	ntx_list_remove(&r->entry);
-	return r->mr_children ? 0 : FI_MULTI_RECV;
+	return r->multi_children ? 0 : FI_MULTI_RECV;
 }
 
 static uint64_t ntx_rx_flags(const struct ntx_wire_hdr *h)
@@ -387,13 +387,13 @@ static void ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc,
 
 static void ntx_rx_done(struct ntx_req *r, struct ntx_vc *vc)
 {
-	struct ntx_req *parent = r->parent;
+	struct ntx_req *parent = r->multi_parent;
 	uint64_t mflag = 0;
 	void *buf = r->iov[0].iov_base;
 
-	if (parent && parent->mr_children == 1 && parent->mr_released) {
+	if (parent && parent->multi_children == 1 && parent->multi_released) {
 		mflag = FI_MULTI_RECV;
-		parent->mr_children = 0;
+		parent->multi_children = 0;
 	}
 	ntx_comp_rx(r, r->want, (r->hdr.flags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA
 							     : 0) | mflag,
@@ -545,12 +545,13 @@ static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
 		parent = r;
 		c->context = r->context;
 		c->flags = r->flags & ~FI_MULTI_RECV;
-		c->parent = parent;
-		c->iov[0].iov_base = (uint8_t *)r->iov[0].iov_base + r->mr_used;
-		c->iov[0].iov_len = r->len - r->mr_used;
+		c->multi_parent = parent;
+		c->iov[0].iov_base = (uint8_t *)r->iov[0].iov_base +
+				     r->multi_used;
+		c->iov[0].iov_len = r->len - r->multi_used;
 		c->iov_count = 1;
 		c->len = c->iov[0].iov_len;
-		parent->mr_children++;
+		parent->multi_children++;
 		ntx_mrecv_consume(parent, h->msg_len < c->len ? h->msg_len
 							      : c->len);
 		r = c;
@@ -670,12 +671,12 @@ static void ntx_unexp_deliver(struct ntx_req *r, struct ntx_unexp *u)
  * one out of a released buffer reports the release. */
 static void ntx_mrecv_unref(struct ntx_req *r)
 {
-	if (--r->mr_children || !r->mr_released)
+	if (--r->multi_children || !r->multi_released)
 		return;
 	/* a release with no data of its own carries only FI_MULTI_RECV */
 	if (r->ep->rx_cq)
 		ntx_cq_push(r->ep->rx_cq, r->context, FI_MULTI_RECV, 0,
-			    (uint8_t *)r->iov[0].iov_base + r->mr_used, 0, 0,
+			    (uint8_t *)r->iov[0].iov_base + r->multi_used, 0, 0,
 			    FI_ADDR_NOTAVAIL);
 	ntx_req_put(r);
 }
@@ -704,8 +705,8 @@ ssize_t ntx_proto_recv(struct ntx_ep *ep, struct ntx_req *r)
 		/* posted first so that consumption can release it; the
 		 * reference keeps it alive while unexpected messages land */
 		ntx_tme_post(&ep->tme, r);
-		r->mr_children++;
-		while (!r->mr_released &&
+		r->multi_children++;
+		while (!r->multi_released &&
 		       (u = ntx_tme_match_unexp(&ep->tme, false, r->addr, 0, 0,
 						NULL)))
 			ntx_unexp_deliver(r, u);
@@ -918,8 +919,8 @@ static void ntx_on_done(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 	NTX_WARN(FI_LOG_EP_DATA, "split rendezvous failed: %s\n",
 		 fi_strerror(-ret));
 	ntx_comp_rx_err(r, -ret, 0, 0, r->hdr.tag, r->hdr.cq_data);
-	if (r->parent)
-		ntx_mrecv_unref(r->parent);
+	if (r->multi_parent)
+		ntx_mrecv_unref(r->multi_parent);
 	ntx_req_put(r);
 }
 
@@ -1012,8 +1013,8 @@ void ntx_proto_vc_failed(struct ntx_vc *vc)
 			} else {
 				ntx_comp_rx_err(r, err, 0, 0, r->hdr.tag,
 						r->hdr.cq_data);
-				if (r->parent)
-					ntx_mrecv_unref(r->parent);
+				if (r->multi_parent)
+					ntx_mrecv_unref(r->multi_parent);
 				ntx_req_put(r);
 			}
 		}
