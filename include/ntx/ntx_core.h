@@ -79,17 +79,50 @@ struct ntx_domain {
 	_Atomic uint64_t app_poll_ns;
 };
 
+/* Lock contracts (DESIGN §3, locks). A function whose comment says "X
+ * lock held" asserts it: debug builds keep, per thread, the locks of the
+ * domain's objects that the ntx_*_lock helpers below took. A lock the
+ * threading mode skips is never taken and its contract holds trivially;
+ * with NDEBUG nothing of this is compiled. */
+#ifndef NDEBUG
+void ntx_lock_note_take(const pthread_mutex_t *m);
+void ntx_lock_note_drop(const pthread_mutex_t *m);
+bool ntx_lock_held(const pthread_mutex_t *m);
+#else
+#define ntx_lock_note_take(m) ((void)0)
+#define ntx_lock_note_drop(m) ((void)0)
+#endif
+/* domain lock, and the other locks that only a lockless domain skips */
+#define ntx_assert_domain_locked(d)                                         \
+	assert((d)->lockless || ntx_lock_held(&(d)->lock))
+#define ntx_assert_mutex_locked(d, m)                                       \
+	assert((d)->lockless || ntx_lock_held(m))
+/* endpoint, scope and CQ locks, which ep_lockless domains skip */
+#define ntx_assert_cmutex_locked(d, m)                                      \
+	assert((d)->ep_lockless || ntx_lock_held(m))
+
+static inline void ntx_lock_take(pthread_mutex_t *m)
+{
+	pthread_mutex_lock(m);
+	ntx_lock_note_take(m);
+}
+static inline void ntx_lock_drop(pthread_mutex_t *m)
+{
+	ntx_lock_note_drop(m);
+	pthread_mutex_unlock(m);
+}
+
 /* FI_THREAD_DOMAIN: the application serializes every call on the domain,
  * so without a progress thread the lock guards nothing. */
 static inline void ntx_domain_lock(struct ntx_domain *d)
 {
 	if (!d->lockless)
-		pthread_mutex_lock(&d->lock);
+		ntx_lock_take(&d->lock);
 }
 static inline void ntx_domain_unlock(struct ntx_domain *d)
 {
 	if (!d->lockless)
-		pthread_mutex_unlock(&d->lock);
+		ntx_lock_drop(&d->lock);
 }
 /* Locks of endpoints, scopes and CQ rings: the application serializes
  * them itself with FI_THREAD_COMPLETION. */
@@ -97,13 +130,13 @@ static inline void ntx_cmutex_lock(const struct ntx_domain *d,
 				   pthread_mutex_t *m)
 {
 	if (!d->ep_lockless)
-		pthread_mutex_lock(m);
+		ntx_lock_take(m);
 }
 static inline void ntx_cmutex_unlock(const struct ntx_domain *d,
 				     pthread_mutex_t *m)
 {
 	if (!d->ep_lockless)
-		pthread_mutex_unlock(m);
+		ntx_lock_drop(m);
 }
 /* The endpoints a completion object (CQ or counter) progresses, sleeps
  * and arms for: the thread-hot path. whole_domain: a counter bound to an
@@ -125,13 +158,13 @@ static inline void ntx_mutex_lock(const struct ntx_domain *d,
 				  pthread_mutex_t *m)
 {
 	if (!d->lockless)
-		pthread_mutex_lock(m);
+		ntx_lock_take(m);
 }
 static inline void ntx_mutex_unlock(const struct ntx_domain *d,
 				    pthread_mutex_t *m)
 {
 	if (!d->lockless)
-		pthread_mutex_unlock(m);
+		ntx_lock_drop(m);
 }
 
 

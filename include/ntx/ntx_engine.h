@@ -237,6 +237,9 @@ static inline void ntx_ep_unlock(struct ntx_ep *ep)
 {
 	ntx_cmutex_unlock(ep->domain, &ep->lock);
 }
+/* "Endpoint lock held" (DESIGN §3, locks) */
+#define ntx_assert_ep_locked(ep)                                            \
+	ntx_assert_cmutex_locked((ep)->domain, &(ep)->lock)
 /* Makes arrivals write the back ends' wait fds (or stops it); takes the
  * endpoint lock. */
 void ntx_ep_arm(struct ntx_ep *ep, bool arm);
@@ -382,7 +385,8 @@ struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a);
 /* ---- domain progress (ntx_dom_progress.c) and the helper thread
  * (ntx_auto.c) ---- */
 
-/* Domain lock held: progress of every endpoint. */
+/* Domain lock held: progress of every endpoint (unlike a CQ's, which
+ * holds its scope's lock). */
 void ntx_domain_progress(struct ntx_domain *dom);
 /* Before a completion object's own progress: keeps the helper thread
  * away. */

@@ -9,6 +9,7 @@
 
 const struct ntx_addr *ntx_av_get(struct ntx_av *av, fi_addr_t fi_addr)
 {
+	ntx_assert_mutex_locked(av->domain, &av->lock);
 	if (fi_addr >= av->cap || !av->used[fi_addr])
 		return NULL;
 	return &av->addrs[fi_addr];
@@ -16,6 +17,7 @@ const struct ntx_addr *ntx_av_get(struct ntx_av *av, fi_addr_t fi_addr)
 
 fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a)
 {
+	ntx_assert_mutex_locked(av->domain, &av->lock);
 	for (size_t i = 0; i < av->cap; i++)
 		if (av->used[i] && ntx_addr_same_ep(&av->addrs[i], a) &&
 		    av->addrs[i].epoch == a->epoch)
@@ -46,6 +48,7 @@ int ntx_av_table_add(struct ntx_av *av, const struct ntx_addr *a,
 {
 	size_t i;
 
+	ntx_assert_mutex_locked(av->domain, &av->lock);
 	for (i = av->count; i < av->cap && av->used[i]; i++)
 		;
 	if (i >= av->cap) {

@@ -505,7 +505,7 @@ static void ntx_rma_on_read(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 }
 
 /* Large parts: the target copies with one process_vm_readv/writev, after
- * the check, under the domain lock that fi_close of the MR also takes. */
+ * the check, under the mr_lock that fi_close of the MR also takes. */
 static void ntx_rma_on_cma(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			   const void *payload, size_t len)
 {
@@ -655,6 +655,7 @@ static int ntx_rma_check_part(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	uint64_t access;
 	int ret;
 
+	ntx_assert_mutex_locked(vc->ep->domain, &vc->ep->domain->mr_lock);
 	if (h->status == NTX_OP_WRITE)
 		access = FI_REMOTE_WRITE;
 	else if (h->status == NTX_OP_READ)
