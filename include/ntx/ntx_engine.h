@@ -231,7 +231,7 @@ static inline bool ntx_ep_has_cntr(struct ntx_ep *ep)
 
 static inline void ntx_ep_lock(struct ntx_ep *ep)
 {
-	ntx_cmutex_lock(ep->domain, &ep->lock);
+	ntx_cmutex_lock_rank(ep->domain, &ep->lock, NTX_LOCK_EP);
 }
 static inline void ntx_ep_unlock(struct ntx_ep *ep)
 {

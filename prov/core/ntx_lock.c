@@ -1,8 +1,9 @@
 /*
  * Lock contracts in debug builds (DESIGN §3, locks): each thread keeps the
  * locks of the domain's objects it holds, taken through the ntx_*_lock
- * helpers of ntx_core.h, so that "X lock held" can be asserted. Without
- * NDEBUG only; a release build compiles none of it.
+ * helpers of ntx_core.h, so that "X lock held" can be asserted, and
+ * their ranks, so that a lock taken out of order asserts. Without NDEBUG
+ * only; a release build compiles none of it.
  */
 #include "config.h"
 
@@ -15,6 +16,7 @@
 
 static _Thread_local struct {
 	const pthread_mutex_t *m[NTX_LOCKS_HELD_MAX];
+	enum ntx_lock_rank rank[NTX_LOCKS_HELD_MAX];
 	unsigned n;
 } ntx_held;
 
@@ -26,10 +28,15 @@ bool ntx_lock_held(const pthread_mutex_t *m)
 	return false;
 }
 
-void ntx_lock_note_take(const pthread_mutex_t *m)
+/* Every lock held ranks below the one taken: the order of DESIGN §3
+ * (which also catches a thread taking a lock it holds). */
+void ntx_lock_note_take(const pthread_mutex_t *m, enum ntx_lock_rank rank)
 {
+	for (unsigned i = 0; i < ntx_held.n; i++)
+		assert(ntx_held.rank[i] < rank);
 	assert(ntx_held.n < NTX_LOCKS_HELD_MAX);
-	ntx_held.m[ntx_held.n++] = m;
+	ntx_held.m[ntx_held.n] = m;
+	ntx_held.rank[ntx_held.n++] = rank;
 }
 
 /* Locks need not be dropped in the order they were taken. */
@@ -37,7 +44,9 @@ void ntx_lock_note_drop(const pthread_mutex_t *m)
 {
 	for (unsigned i = ntx_held.n; i-- > 0;) {
 		if (ntx_held.m[i] == m) {
-			ntx_held.m[i] = ntx_held.m[--ntx_held.n];
+			ntx_held.n--;
+			ntx_held.m[i] = ntx_held.m[ntx_held.n];
+			ntx_held.rank[i] = ntx_held.rank[ntx_held.n];
 			return;
 		}
 	}

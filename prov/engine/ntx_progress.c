@@ -146,7 +146,7 @@ static bool ntx_scope_lock(struct ntx_domain *d, struct ntx_scope *s)
 	if (whole)
 		ntx_domain_lock(d);
 	else
-		ntx_cmutex_lock(d, &s->lock);
+		ntx_cmutex_lock_rank(d, &s->lock, NTX_LOCK_SCOPE);
 	return whole;
 }
 
