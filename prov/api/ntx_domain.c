@@ -1,5 +1,5 @@
 /*
- * fid_domain: owns the engine lock, the MR key table and the list of
+ * fid_domain: owns the domain lock, the MR key table and the list of
  * endpoints that progress polls.
  */
 #include "config.h"

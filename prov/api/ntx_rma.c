@@ -1,6 +1,6 @@
 /*
  * fi_rma(3) entry points: argument checks, then a one-sided request handed
- * to the engine under the domain lock. The target checks keys; here only
+ * to the engine under the endpoint lock. The target checks keys; here only
  * what the application got wrong locally is refused.
  */
 #include "config.h"
