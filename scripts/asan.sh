@@ -14,7 +14,8 @@ mkdir -p "$b/src"
 cd "$b/src"
 ./autogen.sh > ../autogen.log 2>&1
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
-./configure CFLAGS="$san -g -O1 -fno-omit-frame-pointer" LDFLAGS="$san" \
+./configure --enable-lock-check CFLAGS="$san -g -O1 -fno-omit-frame-pointer" \
+  LDFLAGS="$san" \
   > ../configure.log
 make -j"$(nproc)" > ../make.log
 make -j"$(nproc)" test/unit/test_unit test/engine/test_engine \

@@ -12,7 +12,7 @@ mkdir -p "$b/src"
 (cd "$top" && git ls-files -z | xargs -0 cp --parents -t "$b/src")
 cd "$b/src"
 ./autogen.sh > ../autogen.log 2>&1
-./configure CFLAGS="-fsanitize=thread -g -O1" LDFLAGS="-fsanitize=thread" \
+./configure --enable-lock-check CFLAGS="-fsanitize=thread -g -O1" LDFLAGS="-fsanitize=thread" \
   > ../configure.log
 make -j"$(nproc)" libntx-fi.la > ../make.log
 cc -fsanitize=thread -g -O1 -Wall -o ../stress_threads \

@@ -67,10 +67,9 @@ int ntx_eq_trywait(struct fid *fid);
 int ntx_cntr_trywait(struct fid *fid);
 
 /* ---- stubs (ntx_stub.c) ---------------------------------------------------- */
-/* Fills any op of any table: the ABI returns its -FI_ENOSYS in rax. */
-ssize_t ntx_nosys(void);
+/* Ops an object does not offer, one stub of the member's own type each
+ * (-FI_ENOSYS unless noted in ntx_stub.c). */
 const char *ntx_strerror(int prov_errno, char *buf, size_t len);
-#define NTX_NOSYS ((void *)ntx_nosys)
 int ntx_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
 int ntx_no_control(struct fid *fid, int command, void *arg);
 int ntx_no_ops_open(struct fid *fid, const char *name, uint64_t flags,
@@ -78,6 +77,41 @@ int ntx_no_ops_open(struct fid *fid, const char *name, uint64_t flags,
 int ntx_no_tostr(const struct fid *fid, char *buf, size_t len);
 int ntx_no_ops_set(struct fid *fid, const char *name, uint64_t flags,
 		   void *ops, void *context);
+int ntx_no_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
+		      struct fid_pep **pep, void *context);
+int ntx_no_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
+		     struct fid_wait **waitset);
+int ntx_no_domain2(struct fid_fabric *fabric, struct fi_info *info,
+		   struct fid_domain **dom, uint64_t flags, void *context);
+int ntx_no_scalable_ep(struct fid_domain *domain, struct fi_info *info,
+		       struct fid_ep **sep, void *context);
+int ntx_no_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
+		     struct fid_poll **pollset);
+int ntx_no_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr,
+		   struct fid_stx **stx, void *context);
+int ntx_no_srx_ctx(struct fid_domain *domain, struct fi_rx_attr *attr,
+		   struct fid_ep **rx_ep, void *context);
+int ntx_no_query_collective(struct fid_domain *domain,
+			    enum fi_collective_op coll,
+			    struct fi_collective_attr *attr, uint64_t flags);
+int ntx_no_endpoint2(struct fid_domain *domain, struct fi_info *info,
+		     struct fid_ep **ep, uint64_t flags, void *context);
+int ntx_no_av_set(struct fid_av *av, struct fi_av_set_attr *attr,
+		  struct fid_av_set **av_set, void *context);
+int ntx_no_tx_ctx(struct fid_ep *sep, int index, struct fi_tx_attr *attr,
+		  struct fid_ep **tx_ep, void *context);
+int ntx_no_rx_ctx(struct fid_ep *sep, int index, struct fi_rx_attr *attr,
+		  struct fid_ep **rx_ep, void *context);
+int ntx_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen);
+int ntx_no_connect(struct fid_ep *ep, const void *addr, const void *param,
+		   size_t paramlen);
+int ntx_no_listen(struct fid_pep *pep);
+int ntx_no_accept(struct fid_ep *ep, const void *param, size_t paramlen);
+int ntx_no_reject(struct fid_pep *pep, fid_t handle, const void *param,
+		  size_t paramlen);
+int ntx_no_shutdown(struct fid_ep *ep, uint64_t flags);
+int ntx_no_join(struct fid_ep *ep, const void *addr, uint64_t flags,
+		struct fid_mc **mc, void *context);
 extern struct fi_ops_fabric ntx_fabric_ops;
 
 #endif /* NTX_H */

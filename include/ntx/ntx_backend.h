@@ -17,7 +17,8 @@
 struct ntx_be_ep;   /* one back-end instance per endpoint */
 struct ntx_be_conn; /* one per VC */
 
-/* Engine callbacks, run from ops->poll with the domain lock held. */
+/* Engine callbacks, run with the endpoint lock held (the engine asserts
+ * it): from ops->poll, or from any op the engine calls under that lock. */
 struct ntx_be_cb {
 	void *ctx;
 	/* a peer connected to us; returns the engine's VC (or NULL to

@@ -72,10 +72,12 @@ struct ntx_domain {
 	struct fid_domain dom;
 	struct ntx_fabric *fabric;
 	atomic_int ref;
-	/* Locks, in the order they nest: lock (endpoint list, wait sets,
-	 * domain-wide progress) > a completion object's scope lock (its
-	 * endpoint list and progress) > an endpoint's lock (its engine
-	 * state) > the leaves: mr_lock, an AV's lock, a CQ's lock. Threads
+	/* Locks, in the order they nest (DESIGN §3, locks; enum
+	 * ntx_lock_rank): lock (endpoint list, wait sets, domain-wide
+	 * progress) > a completion object's scope lock (its endpoint list
+	 * and progress) > an endpoint's lock (its engine state) > mr_lock
+	 * (held from a target's key check until the bytes moved, completions
+	 * written under it) > the leaves: an AV's lock, a CQ's lock. Threads
 	 * polling different CQs share none of them (thread-hot CQs). */
 	pthread_mutex_t lock;
 	pthread_mutex_t mr_lock; /* MR table; held across check and copy */
@@ -105,31 +107,86 @@ struct ntx_domain {
 	_Atomic uint64_t app_poll_ns;
 };
 
+/* Lock contracts (DESIGN §3, locks). A function whose comment says "X
+ * lock held" asserts it: lock-checking builds (configure
+ * --enable-lock-check, NTX_LOCK_CHECK; the ASan build and the unit tests
+ * use it) keep, per thread, the locks of the domain's objects that the
+ * ntx_*_lock helpers below took, with their rank, and assert that a thread
+ * takes locks in rising rank only. A lock the threading mode skips is
+ * never taken and its contract holds trivially. Other builds compile none
+ * of it: the bookkeeping would cost every lock on the message path. */
+enum ntx_lock_rank {
+	NTX_LOCK_DOMAIN = 1, /* ntx_domain.lock */
+	NTX_LOCK_SCOPE,      /* a CQ's or counter's ntx_scope.lock */
+	NTX_LOCK_EP,         /* ntx_ep.lock */
+	NTX_LOCK_MR,         /* ntx_domain.mr_lock */
+	NTX_LOCK_LEAF,       /* a CQ's or an AV's lock: nothing nests in */
+};
+#ifdef NTX_LOCK_CHECK
+void ntx_lock_note_take(const pthread_mutex_t *m, enum ntx_lock_rank rank);
+void ntx_lock_note_drop(const pthread_mutex_t *m);
+bool ntx_lock_held(const pthread_mutex_t *m);
+/* domain lock, and the other locks that only a lockless domain skips */
+#define ntx_assert_domain_locked(d)                                         \
+	assert((d)->lockless || ntx_lock_held(&(d)->lock))
+#define ntx_assert_mutex_locked(d, m)                                       \
+	assert((d)->lockless || ntx_lock_held(m))
+/* endpoint, scope and CQ locks, which ep_lockless domains skip */
+#define ntx_assert_cmutex_locked(d, m)                                      \
+	assert((d)->ep_lockless || ntx_lock_held(m))
+#else
+#define ntx_lock_note_take(m, rank) ((void)0)
+#define ntx_lock_note_drop(m) ((void)0)
+#define ntx_assert_domain_locked(d) ((void)(d))
+#define ntx_assert_mutex_locked(d, m) ((void)(d), (void)(m))
+#define ntx_assert_cmutex_locked(d, m) ((void)(d), (void)(m))
+#endif
+
+/* The rank is checked before the lock is taken: a wrong order asserts
+ * instead of deadlocking once in a while. */
+static inline void ntx_lock_take(pthread_mutex_t *m, enum ntx_lock_rank rank)
+{
+	ntx_lock_note_take(m, rank);
+	pthread_mutex_lock(m);
+}
+static inline void ntx_lock_drop(pthread_mutex_t *m)
+{
+	ntx_lock_note_drop(m);
+	pthread_mutex_unlock(m);
+}
+
 /* FI_THREAD_DOMAIN: the application serializes every call on the domain,
  * so without a progress thread the lock guards nothing. */
 static inline void ntx_domain_lock(struct ntx_domain *d)
 {
 	if (!d->lockless)
-		pthread_mutex_lock(&d->lock);
+		ntx_lock_take(&d->lock, NTX_LOCK_DOMAIN);
 }
 static inline void ntx_domain_unlock(struct ntx_domain *d)
 {
 	if (!d->lockless)
-		pthread_mutex_unlock(&d->lock);
+		ntx_lock_drop(&d->lock);
 }
 /* Locks of endpoints, scopes and CQ rings: the application serializes
  * them itself with FI_THREAD_COMPLETION. */
+static inline void ntx_cmutex_lock_rank(const struct ntx_domain *d,
+					pthread_mutex_t *m,
+					enum ntx_lock_rank rank)
+{
+	if (!d->ep_lockless)
+		ntx_lock_take(m, rank);
+}
+/* a CQ's lock */
 static inline void ntx_cmutex_lock(const struct ntx_domain *d,
 				   pthread_mutex_t *m)
 {
-	if (!d->ep_lockless)
-		pthread_mutex_lock(m);
+	ntx_cmutex_lock_rank(d, m, NTX_LOCK_LEAF);
 }
 static inline void ntx_cmutex_unlock(const struct ntx_domain *d,
 				     pthread_mutex_t *m)
 {
 	if (!d->ep_lockless)
-		pthread_mutex_unlock(m);
+		ntx_lock_drop(m);
 }
 /* The endpoints a completion object (CQ or counter) progresses, sleeps
  * and arms for: the thread-hot path. whole_domain: a counter bound to an
@@ -146,18 +203,20 @@ int ntx_scope_add(struct ntx_domain *d, struct ntx_scope *s,
 		  struct ntx_ep *ep);
 void ntx_scope_del(struct ntx_domain *d, struct ntx_scope *s,
 		   struct ntx_ep *ep);
-/* Any other lock of the domain's objects, skipped like the domain's. */
+/* Any other lock of the domain's objects, skipped like the domain's:
+ * mr_lock and an AV's lock. */
 static inline void ntx_mutex_lock(const struct ntx_domain *d,
 				  pthread_mutex_t *m)
 {
 	if (!d->lockless)
-		pthread_mutex_lock(m);
+		ntx_lock_take(m, m == &d->mr_lock ? NTX_LOCK_MR
+						  : NTX_LOCK_LEAF);
 }
 static inline void ntx_mutex_unlock(const struct ntx_domain *d,
 				    pthread_mutex_t *m)
 {
 	if (!d->lockless)
-		pthread_mutex_unlock(m);
+		ntx_lock_drop(m);
 }
 
 

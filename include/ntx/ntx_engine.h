@@ -94,10 +94,11 @@ struct ntx_req {
 	size_t msg_len;  /* recv: the sender's length */
 	int split_err;   /* recv: result of our part of a split transfer */
 	/* multi-receive: buffer bookkeeping and child receives */
-	struct ntx_req *parent;
-	size_t mr_used;
-	uint32_t mr_children;
-	bool mr_released;
+	struct ntx_req *multi_parent; /* a child: the buffer it came from */
+	size_t multi_used;       /* bytes of the buffer handed out */
+	uint32_t multi_children; /* references: children in flight */
+	bool multi_released;     /* off the posted queue (below the
+				  * minimum left) */
 	/* copy of inject data or a queued control header */
 	struct ntx_wire_hdr hdr;
 	uint8_t *bounce;
@@ -228,12 +229,15 @@ static inline bool ntx_ep_has_cntr(struct ntx_ep *ep)
 
 static inline void ntx_ep_lock(struct ntx_ep *ep)
 {
-	ntx_cmutex_lock(ep->domain, &ep->lock);
+	ntx_cmutex_lock_rank(ep->domain, &ep->lock, NTX_LOCK_EP);
 }
 static inline void ntx_ep_unlock(struct ntx_ep *ep)
 {
 	ntx_cmutex_unlock(ep->domain, &ep->lock);
 }
+/* "Endpoint lock held" (DESIGN §3, locks) */
+#define ntx_assert_ep_locked(ep)                                            \
+	ntx_assert_cmutex_locked((ep)->domain, &(ep)->lock)
 /* Makes arrivals write the back ends' wait fds (or stops it); takes the
  * endpoint lock. */
 void ntx_ep_arm(struct ntx_ep *ep, bool arm);
@@ -381,7 +385,8 @@ struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a);
 /* ---- domain progress (ntx_dom_progress.c) and the helper thread
  * (ntx_auto.c) ---- */
 
-/* Domain lock held: progress of every endpoint. */
+/* Domain lock held: progress of every endpoint (unlike a CQ's, which
+ * holds its scope's lock). */
 void ntx_domain_progress(struct ntx_domain *dom);
 /* Before a completion object's own progress: keeps the helper thread
  * away. */

@@ -96,13 +96,11 @@ static int ntx_atomic_fill(struct ntx_req *r, const struct ntx_atomic_args *a,
 	return 0;
 }
 
-static ssize_t ntx_atomic_start(struct ntx_ep *ep,
-				const struct ntx_atomic_args *a)
+/* An operation, counts and flags that ntx offers: 0 or -FI_E*. */
+static int ntx_atomic_check_args(const struct ntx_ep *ep,
+				 const struct ntx_atomic_args *a)
 {
 	const struct fi_msg_atomic *m = a->msg;
-	size_t size = ntx_atomic_dt_size(m->datatype);
-	struct ntx_req *r;
-	ssize_t ret;
 
 	if (!ep->enabled)
 		return -FI_EOPBADSTATE;
@@ -117,6 +115,35 @@ static ssize_t ntx_atomic_start(struct ntx_ep *ep,
 		NTX_WARN(FI_LOG_EP_DATA, "atomic: bad iov counts or flags\n");
 		return -FI_EINVAL;
 	}
+	return 0;
+}
+
+/* FI_INJECT: the caller may reuse its operands as soon as we return, so
+ * they move into the request's bounce buffer. */
+static int ntx_atomic_bounce(struct ntx_req *r)
+{
+	if (r->len > NTX_INJECT_MAX)
+		return -FI_EMSGSIZE;
+	if (ntx_req_bounce(r))
+		return -FI_EAGAIN;
+	ntx_iov_copy_from(r->bounce, r->iov, r->iov_count, r->len);
+	r->iov[0].iov_base = r->bounce;
+	r->iov[0].iov_len = r->len;
+	r->iov_count = 1;
+	return 0;
+}
+
+static ssize_t ntx_atomic_start(struct ntx_ep *ep,
+				const struct ntx_atomic_args *a)
+{
+	const struct fi_msg_atomic *m = a->msg;
+	size_t size = ntx_atomic_dt_size(m->datatype);
+	struct ntx_req *r;
+	ssize_t ret;
+
+	ret = ntx_atomic_check_args(ep, a);
+	if (ret)
+		return ret;
 	ntx_ep_lock(ep);
 	r = ntx_rma_req_get(ep);
 	if (!r) {
@@ -124,19 +151,8 @@ static ssize_t ntx_atomic_start(struct ntx_ep *ep,
 		return -FI_EAGAIN;
 	}
 	ret = ntx_atomic_fill(r, a, size);
-	if (!ret && (a->flags & FI_INJECT)) {
-		/* the caller may reuse its operands as soon as we return */
-		if (r->len > NTX_INJECT_MAX || ntx_req_bounce(r)) {
-			ret = r->len > NTX_INJECT_MAX ? -FI_EMSGSIZE
-						      : -FI_EAGAIN;
-		} else {
-			ntx_iov_copy_from(r->bounce, r->iov, r->iov_count,
-					  r->len);
-			r->iov[0].iov_base = r->bounce;
-			r->iov[0].iov_len = r->len;
-			r->iov_count = 1;
-		}
-	}
+	if (!ret && (a->flags & FI_INJECT))
+		ret = ntx_atomic_bounce(r);
 	if (ret) {
 		if (ret == -FI_EINVAL)
 			NTX_WARN(FI_LOG_EP_DATA, "atomic: counts do not match "

@@ -185,7 +185,7 @@ static struct fi_ops_av ntx_av_ops = {
 	.remove = ntx_av_remove,
 	.lookup = ntx_av_lookup,
 	.straddr = ntx_av_straddr,
-	.av_set = NTX_NOSYS,
+	.av_set = ntx_no_av_set,
 };
 
 int ntx_av_open(struct fid_domain *domain, struct fi_av_attr *attr,

@@ -1,5 +1,5 @@
 /*
- * fid_domain: owns the engine lock, the MR key table and the list of
+ * fid_domain: owns the domain lock, the MR key table and the list of
  * endpoints that progress polls.
  */
 #include "config.h"
@@ -57,14 +57,14 @@ static struct fi_ops_domain ntx_domain_ops = {
 	.av_open = ntx_av_open,
 	.cq_open = ntx_cq_open,
 	.endpoint = ntx_ep_open,
-	.scalable_ep = NTX_NOSYS,
+	.scalable_ep = ntx_no_scalable_ep,
 	.cntr_open = ntx_cntr_open,
-	.poll_open = NTX_NOSYS,
-	.stx_ctx = NTX_NOSYS,
-	.srx_ctx = NTX_NOSYS,
+	.poll_open = ntx_no_poll_open,
+	.stx_ctx = ntx_no_stx_ctx,
+	.srx_ctx = ntx_no_srx_ctx,
 	.query_atomic = ntx_query_atomic,
-	.query_collective = NTX_NOSYS,
-	.endpoint2 = NTX_NOSYS,
+	.query_collective = ntx_no_query_collective,
+	.endpoint2 = ntx_no_endpoint2,
 };
 
 static struct fi_ops_mr ntx_domain_mr_ops = {
@@ -88,13 +88,49 @@ int ntx_domain_net(const char *name, const struct ntx_be_ops **ops)
 	return 0;
 }
 
+/* The job key: fi_info's, else FI_NTX_AUTH_KEY (DESIGN §7). */
+static int ntx_domain_auth_key(struct ntx_domain *dom,
+			       const struct fi_domain_attr *attr)
+{
+	struct ntx_auth_key dflt;
+	int ret;
+
+	ntx_auth_key_default(&dflt);
+	ret = ntx_auth_key_set(&dom->auth, attr->auth_key, attr->auth_key_size,
+			       &dflt);
+	ntx_wipe(&dflt, sizeof(dflt));
+	return ret;
+}
+
+static uint64_t ntx_domain_mr_mode(uint64_t mode)
+{
+	if (mode == FI_MR_BASIC) /* the old enum: a whole mode */
+		return FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	if (mode == FI_MR_SCALABLE)
+		return 0;
+	return mode;
+}
+
+/* The locks the threading mode lets the domain skip (DESIGN §3, locks);
+ * a helper thread is one more thread, so it keeps them all. */
+static void ntx_domain_pick_locks(struct ntx_domain *dom)
+{
+	dom->lockless = dom->threading == FI_THREAD_DOMAIN &&
+			!dom->auto_progress;
+	/* FI_THREAD_COMPLETION: everything sharing a CQ or counter is
+	 * serialized by the application, and different ones share no
+	 * endpoint; only domain-wide objects (MRs, AVs) keep their locks */
+	dom->ep_lockless = dom->lockless ||
+			   (dom->threading == FI_THREAD_COMPLETION &&
+			    !dom->auto_progress);
+}
+
 int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		    struct fid_domain **out, void *context)
 {
 	struct ntx_fabric *fab = ntx_container_of(fabric, struct ntx_fabric,
 						  fab);
 	const struct ntx_be_ops *net_ops;
-	struct ntx_auth_key dflt;
 	struct ntx_domain *dom;
 	int ret;
 
@@ -110,15 +146,9 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom = calloc(1, sizeof(*dom));
 	if (!dom)
 		return -FI_ENOMEM;
-	/* the job key: fi_info's, else FI_NTX_AUTH_KEY (DESIGN §7) */
-	ntx_auth_key_default(&dflt);
-	ret = ntx_auth_key_set(&dom->auth, info->domain_attr->auth_key,
-			       info->domain_attr->auth_key_size, &dflt);
-	ntx_wipe(&dflt, sizeof(dflt));
-	if (ret) {
-		free(dom);
-		return ret;
-	}
+	ret = ntx_domain_auth_key(dom, info->domain_attr);
+	if (ret)
+		goto free_dom;
 	dom->net_ops = net_ops;
 	snprintf(dom->name, sizeof(dom->name), "%s",
 		 info->domain_attr->name ? info->domain_attr->name
@@ -128,11 +158,7 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	ntx_list_init(&dom->eps);
 	dom->fabric = fab;
 	dom->threading = info->domain_attr->threading;
-	dom->mr_mode = (uint64_t)info->domain_attr->mr_mode;
-	if (dom->mr_mode == FI_MR_BASIC) /* the old enum: a whole mode */
-		dom->mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-	else if (dom->mr_mode == FI_MR_SCALABLE)
-		dom->mr_mode = 0;
+	dom->mr_mode = ntx_domain_mr_mode((uint64_t)info->domain_attr->mr_mode);
 	dom->dom.fid.fclass = FI_CLASS_DOMAIN;
 	dom->dom.fid.context = context;
 	dom->dom.fid.ops = &ntx_domain_fi_ops;
@@ -141,22 +167,10 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	if (info->domain_attr->data_progress == FI_PROGRESS_AUTO ||
 	    info->domain_attr->control_progress == FI_PROGRESS_AUTO) {
 		ret = ntx_auto_start(dom);
-		if (ret) {
-			ntx_wipe(&dom->auth, sizeof(dom->auth));
-			pthread_mutex_destroy(&dom->lock);
-			pthread_mutex_destroy(&dom->mr_lock);
-			free(dom);
-			return ret;
-		}
+		if (ret)
+			goto destroy_locks;
 	}
-	dom->lockless = dom->threading == FI_THREAD_DOMAIN &&
-			!dom->auto_progress;
-	/* FI_THREAD_COMPLETION: everything sharing a CQ or counter is
-	 * serialized by the application, and different ones share no
-	 * endpoint; only domain-wide objects (MRs, AVs) keep their locks */
-	dom->ep_lockless = dom->lockless ||
-			   (dom->threading == FI_THREAD_COMPLETION &&
-			    !dom->auto_progress);
+	ntx_domain_pick_locks(dom);
 	NTX_INFO(FI_LOG_DOMAIN, "domain %s: %s, %s progress, %s\n",
 		 info->domain_attr->name ? info->domain_attr->name : "?",
 		 fi_tostr(&dom->threading, FI_TYPE_THREADING),
@@ -165,4 +179,11 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	ntx_ref_get(&fab->ref);
 	*out = &dom->dom;
 	return 0;
+destroy_locks:
+	pthread_mutex_destroy(&dom->lock);
+	pthread_mutex_destroy(&dom->mr_lock);
+	ntx_wipe(&dom->auth, sizeof(dom->auth));
+free_dom:
+	free(dom);
+	return ret;
 }

@@ -8,13 +8,11 @@
 #include "ntx/ntx.h"
 #include "ntx/ntx_sha256.h"
 
-static int ntx_ep_close(struct fid *fid)
+/* No progress reaches the endpoint once it left these lists. */
+static void ntx_ep_leave_domain(struct ntx_ep *ep)
 {
-	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
 	struct ntx_domain *dom = ep->domain;
-	struct ntx_list *it, *tmp;
 
-	/* no progress reaches the endpoint once it left these lists */
 	ntx_domain_lock(dom);
 	ntx_list_remove(&ep->dom_entry);
 	if (ep->tx_cq)
@@ -26,13 +24,13 @@ static int ntx_ep_close(struct fid *fid)
 			ntx_scope_del(dom, &(*ntx_ep_cntr_slot(ep, i))->scope,
 				      ep);
 	ntx_domain_unlock(dom);
-	ntx_ep_lock(ep);
-	/* FI_MR_ENDPOINT: keys bound to this endpoint are valid nowhere */
-	ntx_mutex_lock(dom, &dom->mr_lock);
-	ntx_mr_table_unbind(dom, ep);
-	ntx_mutex_unlock(dom, &dom->mr_lock);
-	ntx_list_foreach_safe(&ep->vcs, it, tmp)
-		ntx_vc_destroy(ntx_container_of(it, struct ntx_vc, entry));
+}
+
+/* Unexpected messages, and the pool of their entries. */
+static void ntx_ep_free_unexp(struct ntx_ep *ep)
+{
+	struct ntx_list *it, *tmp;
+
 	for (int t = 0; t < 3; t++) {
 		struct ntx_list *q = t < 2 ? &ep->tme.unexp[t] : &ep->unexp_free;
 
@@ -43,14 +41,11 @@ static int ntx_ep_close(struct fid *fid)
 			free(u);
 		}
 	}
-	for (int i = 0; i < NTX_BE_MAX; i++)
-		if (ep->be[i].ops)
-			ep->be[i].ops->close(ep->be[i].be);
-	ntx_ep_unlock(ep);
-	pthread_mutex_destroy(&ep->lock);
+}
 
-	ntx_req_fini(ep);
-	ntx_idtab_fini(&ep->vc_tab);
+/* The references the endpoint's bindings hold. */
+static void ntx_ep_put_bound(struct ntx_ep *ep)
+{
 	if (ep->av)
 		ntx_ref_put(&ep->av->ref);
 	if (ep->tx_cq)
@@ -60,6 +55,32 @@ static int ntx_ep_close(struct fid *fid)
 	for (int i = 0; i < NTX_EP_CNTRS; i++)
 		if (*ntx_ep_cntr_slot(ep, i))
 			ntx_ref_put(&(*ntx_ep_cntr_slot(ep, i))->ref);
+}
+
+static int ntx_ep_close(struct fid *fid)
+{
+	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
+	struct ntx_domain *dom = ep->domain;
+	struct ntx_list *it, *tmp;
+
+	ntx_ep_leave_domain(ep);
+	ntx_ep_lock(ep);
+	/* FI_MR_ENDPOINT: keys bound to this endpoint are valid nowhere */
+	ntx_mutex_lock(dom, &dom->mr_lock);
+	ntx_mr_table_unbind(dom, ep);
+	ntx_mutex_unlock(dom, &dom->mr_lock);
+	ntx_list_foreach_safe(&ep->vcs, it, tmp)
+		ntx_vc_destroy(ntx_container_of(it, struct ntx_vc, entry));
+	ntx_ep_free_unexp(ep);
+	for (int i = 0; i < NTX_BE_MAX; i++)
+		if (ep->be[i].ops)
+			ep->be[i].ops->close(ep->be[i].be);
+	ntx_ep_unlock(ep);
+	pthread_mutex_destroy(&ep->lock);
+
+	ntx_req_fini(ep);
+	ntx_idtab_fini(&ep->vc_tab);
+	ntx_ep_put_bound(ep);
 	ntx_ref_put(&dom->ref);
 	ntx_wipe(&ep->auth, sizeof(ep->auth));
 	free(ep);
@@ -329,8 +350,8 @@ static struct fi_ops_ep ntx_ep_ops = {
 	.cancel = ntx_ep_cancel,
 	.getopt = ntx_ep_getopt,
 	.setopt = ntx_ep_setopt,
-	.tx_ctx = NTX_NOSYS,
-	.rx_ctx = NTX_NOSYS,
+	.tx_ctx = ntx_no_tx_ctx,
+	.rx_ctx = ntx_no_rx_ctx,
 	.rx_size_left = ntx_ep_rx_size_left,
 	.tx_size_left = ntx_ep_tx_size_left,
 };
@@ -339,14 +360,78 @@ static struct fi_ops_cm ntx_ep_cm_ops = {
 	.size = sizeof(struct fi_ops_cm),
 	.setname = ntx_ep_setname,
 	.getname = ntx_ep_getname,
-	.getpeer = NTX_NOSYS,
-	.connect = NTX_NOSYS,
-	.listen = NTX_NOSYS,
-	.accept = NTX_NOSYS,
-	.reject = NTX_NOSYS,
-	.shutdown = NTX_NOSYS,
-	.join = NTX_NOSYS,
+	.getpeer = ntx_no_getpeer,
+	.connect = ntx_no_connect,
+	.listen = ntx_no_listen,
+	.accept = ntx_no_accept,
+	.reject = ntx_no_reject,
+	.shutdown = ntx_no_shutdown,
+	.join = ntx_no_join,
 };
+
+/* The endpoint's attributes from fi_info and FI_NTX_*, and its empty
+ * engine state. */
+static void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
+			const struct fi_info *info)
+{
+	ep->domain = dom;
+	pthread_mutex_init(&ep->lock, NULL);
+	ep->caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED);
+	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	ep->tx_limit = info->tx_attr && info->tx_attr->size
+			       ? info->tx_attr->size : ntx_tx_attr.size;
+	ep->min_multi_recv = ntx_params.min_multi_recv;
+	ep->cma_ok = ntx_params.shm_cma;
+	ep->local_via_network = ntx_params.local_via_network;
+	ntx_list_init(&ep->vcs);
+	ntx_list_init(&ep->busy_vcs);
+	ntx_list_init(&ep->req_free);
+	ntx_list_init(&ep->unexp_free);
+	ntx_tme_init(&ep->tme);
+}
+
+/* The shm window, and the domain's network back end if it has one. */
+static int ntx_ep_open_bes(struct ntx_ep *ep, const struct ntx_addr *want)
+{
+	const struct ntx_be_ops *net_ops = ep->domain->net_ops;
+	int ret;
+
+	ret = ntx_ep_open_be(ep, NTX_BE_SHM, ntx_be_local()->ops, want);
+	if (ret || !net_ops)
+		return ret;
+	ret = ntx_ep_open_be(ep, NTX_BE_NET, net_ops, want);
+	if (ret)
+		ep->be[NTX_BE_SHM].ops->close(ep->be[NTX_BE_SHM].be);
+	return ret;
+}
+
+/* Our whole name, given to the back ends that tell it to peers. */
+static void ntx_ep_set_name(struct ntx_ep *ep)
+{
+	struct ntx_addr name;
+
+	ntx_ep_name(ep, &name);
+	ep->name = name;
+	for (int i = 0; i < NTX_BE_MAX; i++)
+		if (ep->be[i].ops && ep->be[i].ops->setname)
+			ep->be[i].ops->setname(ep->be[i].be, &name);
+}
+
+/* Domain progress and the FI_GETWAIT sets given out so far see the
+ * endpoint from now on. */
+static void ntx_ep_join_domain(struct ntx_ep *ep)
+{
+	struct ntx_domain *dom = ep->domain;
+
+	ntx_domain_lock(dom);
+	for (int i = 0; i < NTX_BE_MAX; i++)
+		if (ep->be[i].ops)
+			ntx_domain_wait_set_add(dom,
+				ep->be[i].ops->wait_fd(ep->be[i].be));
+	ntx_list_insert_tail(&dom->eps, &ep->dom_entry);
+	ntx_domain_unlock(dom);
+}
 
 int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **out, void *context)
@@ -354,7 +439,6 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	struct ntx_domain *dom = ntx_container_of(domain, struct ntx_domain,
 						  dom);
 	const struct ntx_addr *want = NULL;
-	struct ntx_addr name;
 	struct ntx_ep *ep;
 	int ret;
 
@@ -376,42 +460,13 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	/* the endpoint's own job key overrides the domain's */
 	ret = ntx_auth_key_set(&ep->auth, info->ep_attr->auth_key,
 			       info->ep_attr->auth_key_size, &dom->auth);
-	if (ret) {
-		free(ep);
-		return ret;
-	}
-	ep->domain = dom;
-	pthread_mutex_init(&ep->lock, NULL);
-	ep->caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED);
-	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
-	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
-	ep->tx_limit = info->tx_attr && info->tx_attr->size
-			       ? info->tx_attr->size : ntx_tx_attr.size;
-	ep->min_multi_recv = ntx_params.min_multi_recv;
-	ep->cma_ok = ntx_params.shm_cma;
-	ep->local_via_network = ntx_params.local_via_network;
-	ntx_list_init(&ep->vcs);
-	ntx_list_init(&ep->busy_vcs);
-	ntx_list_init(&ep->req_free);
-	ntx_list_init(&ep->unexp_free);
-	ntx_tme_init(&ep->tme);
-	ret = ntx_ep_open_be(ep, NTX_BE_SHM, ntx_be_local()->ops, want);
-	if (!ret && dom->net_ops) {
-		ret = ntx_ep_open_be(ep, NTX_BE_NET, dom->net_ops, want);
-		if (ret)
-			ep->be[NTX_BE_SHM].ops->close(ep->be[NTX_BE_SHM].be);
-	}
-	if (ret) {
-		pthread_mutex_destroy(&ep->lock);
-		ntx_wipe(&ep->auth, sizeof(ep->auth));
-		free(ep);
-		return ret;
-	}
-	ntx_ep_name(ep, &name);
-	ep->name = name;
-	for (int i = 0; i < NTX_BE_MAX; i++)
-		if (ep->be[i].ops && ep->be[i].ops->setname)
-			ep->be[i].ops->setname(ep->be[i].be, &name);
+	if (ret)
+		goto free_ep;
+	ntx_ep_init(ep, dom, info);
+	ret = ntx_ep_open_bes(ep, want);
+	if (ret)
+		goto destroy_lock;
+	ntx_ep_set_name(ep);
 	ep->ep.fid.fclass = FI_CLASS_EP;
 	ep->ep.fid.context = context;
 	ep->ep.fid.ops = &ntx_ep_fi_ops;
@@ -422,13 +477,13 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->ep.rma = &ntx_rma_ops;
 	ep->ep.atomic = &ntx_atomic_ops;
 	ntx_ref_get(&dom->ref);
-	ntx_domain_lock(dom);
-	for (int i = 0; i < NTX_BE_MAX; i++)
-		if (ep->be[i].ops)
-			ntx_domain_wait_set_add(dom,
-				ep->be[i].ops->wait_fd(ep->be[i].be));
-	ntx_list_insert_tail(&dom->eps, &ep->dom_entry);
-	ntx_domain_unlock(dom);
+	ntx_ep_join_domain(ep);
 	*out = &ep->ep;
 	return 0;
+destroy_lock:
+	pthread_mutex_destroy(&ep->lock);
+	ntx_wipe(&ep->auth, sizeof(ep->auth));
+free_ep:
+	free(ep);
+	return ret;
 }

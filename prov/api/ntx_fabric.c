@@ -57,11 +57,11 @@ static struct fi_ops ntx_fabric_fi_ops = {
 struct fi_ops_fabric ntx_fabric_ops = {
 	.size = sizeof(struct fi_ops_fabric),
 	.domain = ntx_domain_open,
-	.passive_ep = NTX_NOSYS,
+	.passive_ep = ntx_no_passive_ep,
 	.eq_open = ntx_eq_open,
-	.wait_open = NTX_NOSYS,
+	.wait_open = ntx_no_wait_open,
 	.trywait = ntx_fabric_trywait,
-	.domain2 = NTX_NOSYS,
+	.domain2 = ntx_no_domain2,
 };
 
 int ntx_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,

@@ -1,6 +1,6 @@
 /*
  * fi_msg(3) and fi_tagged(3) entry points: argument checks, then a request
- * handed to the engine under the domain lock.
+ * handed to the engine under the endpoint lock.
  */
 #include "config.h"
 

@@ -1,6 +1,6 @@
 /*
  * fi_rma(3) entry points: argument checks, then a one-sided request handed
- * to the engine under the domain lock. The target checks keys; here only
+ * to the engine under the endpoint lock. The target checks keys; here only
  * what the application got wrong locally is refused.
  */
 #include "config.h"
@@ -21,6 +21,7 @@ static inline struct ntx_ep *ntx_ep_of(struct fid_ep *fep)
  * (-FI_EAGAIN for the caller). Endpoint lock held. */
 struct ntx_req *ntx_rma_req_get(struct ntx_ep *ep)
 {
+	ntx_assert_ep_locked(ep);
 	if (ep->tx_outstanding >= ep->tx_limit) {
 		ntx_ep_progress(ep);
 		if (ep->tx_outstanding >= ep->tx_limit)

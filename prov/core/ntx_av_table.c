@@ -11,11 +11,13 @@
 
 const struct ntx_addr *ntx_av_get(struct ntx_av *av, fi_addr_t fi_addr)
 {
+	ntx_assert_mutex_locked(av->domain, &av->lock);
 	return ntx_idtab_get(&av->addrs, fi_addr);
 }
 
 fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a)
 {
+	ntx_assert_mutex_locked(av->domain, &av->lock);
 	for (uint32_t i = 0; i < av->addrs.cap; i++) {
 		const struct ntx_addr *s = ntx_idtab_get(&av->addrs, i);
 
@@ -32,6 +34,7 @@ int ntx_av_table_add(struct ntx_av *av, const struct ntx_addr *a,
 	uint32_t i;
 	int ret;
 
+	ntx_assert_mutex_locked(av->domain, &av->lock);
 	if (!copy)
 		return -FI_ENOMEM;
 	*copy = *a;

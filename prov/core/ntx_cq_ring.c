@@ -141,6 +141,7 @@ ssize_t ntx_cq_ring_read(struct ntx_cq *cq, void *buf, size_t count,
 {
 	size_t esz = cq->esz, n;
 
+	ntx_assert_cmutex_locked(cq->domain, &cq->lock);
 	if (!ntx_list_empty(&cq->errs))
 		return -FI_EAVAIL;
 	for (n = 0; n < count && cq->count; n++) {

@@ -11,6 +11,7 @@
 
 int ntx_mr_table_add(struct ntx_domain *dom, struct ntx_mr *mr)
 {
+	ntx_assert_mutex_locked(dom, &dom->mr_lock);
 	return ntx_idtab_alloc(&dom->mr_table, mr, &mr->index);
 }
 
@@ -74,6 +75,7 @@ int ntx_mr_check(struct ntx_domain *dom, const struct ntx_ep *ep,
 	struct ntx_mr *mr = ntx_mr_find(dom, key);
 	uint64_t base, off;
 
+	ntx_assert_mutex_locked(dom, &dom->mr_lock);
 	if (!mr || ((dom->mr_mode & FI_MR_ENDPOINT) &&
 		    (mr->ep != ep || !mr->enabled))) {
 		NTX_WARN(FI_LOG_MR, "remote access with unknown key 0x%llx\n",

@@ -50,7 +50,11 @@ static void ntx_param_int(const char *name, const char *help, int *val,
 		*val = v;
 }
 
-void ntx_params_init(void)
+/* The definitions run in the order fi_info -e lists them: grouped by what
+ * they tune, each group a function. */
+
+/* messages and the shm window */
+static void ntx_params_init_window(void)
 {
 	ntx_param_size("eager_max",
 		       "largest message in bytes copied inline into the "
@@ -78,6 +82,11 @@ void ntx_params_init(void)
 		       "half of the message while the receiver reads the other "
 		       "half (0: never)",
 		       &ntx_params.shm_split_min, 0, SIZE_MAX);
+}
+
+/* how a dead peer is noticed */
+static void ntx_params_init_peers(void)
+{
 	ntx_param_int("peer_check_ms",
 		      "milliseconds between liveness checks of peers with "
 		      "outstanding operations (a local peer's exit is seen at "
@@ -92,6 +101,10 @@ void ntx_params_init(void)
 		      "wakes waiters every FI_NTX_PEER_CHECK_MS instead (what "
 		      "is done where pidfd_open fails)",
 		      &ntx_params.peer_pidfd, FI_PARAM_BOOL);
+}
+
+static void ntx_params_init_tcp(void)
+{
 	ntx_param_size("tcp_hello_ms",
 		       "tcp: milliseconds an accepted connection may take to "
 		       "say hello before it is closed",
@@ -106,6 +119,11 @@ void ntx_params_init(void)
 		      "tcp domain: reach peers on this host through the network "
 		      "back end instead of the shm window (for tests)",
 		      &ntx_params.local_via_network, FI_PARAM_BOOL);
+}
+
+/* FI_PROGRESS_AUTO's helper thread */
+static void ntx_params_init_progress(void)
+{
 	ntx_param_size("progress_idle_us",
 		       "FI_PROGRESS_AUTO: microseconds without an application "
 		       "call into ntx before the helper thread progresses",
@@ -116,6 +134,11 @@ void ntx_params_init(void)
 			"core other than the one of the thread opening the "
 			"domain)");
 	fi_param_get_str(&ntx_prov, "progress_cpus", &ntx_params.progress_cpus);
+}
+
+/* the job key (DESIGN §7) */
+static void ntx_params_init_auth(void)
+{
 	/* the key itself is never logged */
 	fi_param_define(&ntx_prov, "auth_key", FI_PARAM_STRING,
 			"job key: peers must prove that they hold the same "
@@ -128,6 +151,11 @@ void ntx_params_init(void)
 		       "connected before everything owed to it fails "
 		       "(FI_ETIMEDOUT)",
 		       &ntx_params.auth_timeout_ms, 100, 3600000);
+}
+
+/* depths and limits of queues */
+static void ntx_params_init_queues(void)
+{
 	ntx_param_size("cq_size", "default completion queue depth",
 		       &ntx_params.cq_size, 1, 1 << 24);
 	ntx_param_size("peer_unexp_max",
@@ -138,6 +166,16 @@ void ntx_params_init(void)
 	ntx_param_size("min_multi_recv",
 		       "default FI_OPT_MIN_MULTI_RECV of an endpoint",
 		       &ntx_params.min_multi_recv, 0, SIZE_MAX);
+}
+
+void ntx_params_init(void)
+{
+	ntx_params_init_window();
+	ntx_params_init_peers();
+	ntx_params_init_tcp();
+	ntx_params_init_progress();
+	ntx_params_init_auth();
+	ntx_params_init_queues();
 }
 
 int ntx_auth_key_set(struct ntx_auth_key *k, const void *key, size_t len,

@@ -24,7 +24,7 @@ int ntx_scope_add(struct ntx_domain *d, struct ntx_scope *s,
 {
 	struct ntx_ep **eps;
 
-	ntx_cmutex_lock(d, &s->lock);
+	ntx_cmutex_lock_rank(d, &s->lock, NTX_LOCK_SCOPE);
 	for (size_t i = 0; i < s->n; i++) {
 		if (s->eps[i] == ep) {
 			ntx_cmutex_unlock(d, &s->lock);
@@ -45,7 +45,7 @@ int ntx_scope_add(struct ntx_domain *d, struct ntx_scope *s,
 void ntx_scope_del(struct ntx_domain *d, struct ntx_scope *s,
 		   struct ntx_ep *ep)
 {
-	ntx_cmutex_lock(d, &s->lock);
+	ntx_cmutex_lock_rank(d, &s->lock, NTX_LOCK_SCOPE);
 	for (size_t i = 0; i < s->n; i++) {
 		if (s->eps[i] == ep) {
 			s->eps[i] = s->eps[--s->n];

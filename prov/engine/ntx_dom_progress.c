@@ -13,6 +13,7 @@ void ntx_domain_poll(struct ntx_domain *dom)
 {
 	struct ntx_list *it;
 
+	ntx_assert_domain_locked(dom);
 	if (dom->progress_busy)
 		return;
 	dom->progress_busy = true;
@@ -31,24 +32,29 @@ void ntx_domain_note_poll(struct ntx_domain *dom)
 /* Domain lock held. */
 void ntx_domain_progress(struct ntx_domain *dom)
 {
+	ntx_assert_domain_locked(dom);
 	ntx_domain_note_poll(dom);
 	ntx_domain_poll(dom);
 }
 
+/* Domain lock held: the endpoint list. */
 void ntx_domain_arm(struct ntx_domain *dom, bool arm)
 {
 	struct ntx_list *it;
 
+	ntx_assert_domain_locked(dom);
 	ntx_list_foreach(&dom->eps, it) {
 		ntx_ep_arm(ntx_container_of(it, struct ntx_ep, dom_entry), arm);
 	}
 }
 
+/* Domain lock held: the endpoint list. */
 int ntx_domain_wait_fds(struct ntx_domain *dom, int *fds, int max)
 {
 	struct ntx_list *it;
 	int n = 0;
 
+	ntx_assert_domain_locked(dom);
 	ntx_list_foreach(&dom->eps, it) {
 		struct ntx_ep *ep = ntx_container_of(it, struct ntx_ep,
 						     dom_entry);
@@ -85,10 +91,12 @@ unlock:
 	return ret;
 }
 
+/* Domain lock held: the wait sets. */
 void ntx_domain_wait_set_add(struct ntx_domain *dom, int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 
+	ntx_assert_domain_locked(dom);
 	for (int i = 0; i < dom->nwait_sets; i++)
 		epoll_ctl(dom->wait_sets[i], EPOLL_CTL_ADD, fd, &ev);
 }

@@ -45,6 +45,7 @@ struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a)
 
 static void ntx_ep_arm_locked(struct ntx_ep *ep, bool arm)
 {
+	ntx_assert_ep_locked(ep);
 	ep->net_skip = 0; /* the re-check after arming looks everywhere */
 	for (int i = 0; i < NTX_BE_MAX; i++) {
 		if (!ep->be[i].ops)
@@ -99,6 +100,7 @@ void ntx_ep_progress(struct ntx_ep *ep)
 {
 	struct ntx_list *it, *tmp;
 
+	ntx_assert_ep_locked(ep);
 	if (ep->progress_busy) /* a completion callback calling back in */
 		return;
 	ep->progress_busy = true;
@@ -144,7 +146,7 @@ static bool ntx_scope_lock(struct ntx_domain *d, struct ntx_scope *s)
 	if (whole)
 		ntx_domain_lock(d);
 	else
-		ntx_cmutex_lock(d, &s->lock);
+		ntx_cmutex_lock_rank(d, &s->lock, NTX_LOCK_SCOPE);
 	return whole;
 }
 
@@ -167,6 +169,10 @@ static size_t ntx_scope_eps(struct ntx_domain *d, struct ntx_scope *s,
 	struct ntx_list *it;
 	size_t n = 0, cap = 0;
 
+	if (whole)
+		ntx_assert_domain_locked(d);
+	else
+		ntx_assert_cmutex_locked(d, &s->lock);
 	if (!whole) {
 		*eps = s->eps;
 		return s->n;

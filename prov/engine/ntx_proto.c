@@ -327,7 +327,7 @@ ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
  * first free byte. */
 static size_t ntx_rx_target(const struct ntx_req *r, void **buf, size_t *room)
 {
-	size_t off = (r->flags & FI_MULTI_RECV) ? r->mr_used : 0;
+	size_t off = (r->flags & FI_MULTI_RECV) ? r->multi_used : 0;
 
 	*buf = (void *)((uintptr_t)r->iov[0].iov_base + off);
 	*room = r->len - off;
@@ -337,12 +337,12 @@ static size_t ntx_rx_target(const struct ntx_req *r, void **buf, size_t *room)
 /* Releases a multi-receive buffer once less than the minimum is left. */
 static uint64_t ntx_mrecv_consume(struct ntx_req *r, size_t used)
 {
-	r->mr_used += used;
-	if (r->mr_released || r->len - r->mr_used >= r->ep->min_multi_recv)
+	r->multi_used += used;
+	if (r->multi_released || r->len - r->multi_used >= r->ep->min_multi_recv)
 		return 0;
-	r->mr_released = true;
+	r->multi_released = true;
 	ntx_list_remove(&r->entry);
-	return r->mr_children ? 0 : FI_MULTI_RECV;
+	return r->multi_children ? 0 : FI_MULTI_RECV;
 }
 
 static uint64_t ntx_rx_flags(const struct ntx_wire_hdr *h)
@@ -381,13 +381,13 @@ static void ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc,
 
 static void ntx_rx_done(struct ntx_req *r, struct ntx_vc *vc)
 {
-	struct ntx_req *parent = r->parent;
+	struct ntx_req *parent = r->multi_parent;
 	uint64_t mflag = 0;
 	void *buf = r->iov[0].iov_base;
 
-	if (parent && parent->mr_children == 1 && parent->mr_released) {
+	if (parent && parent->multi_children == 1 && parent->multi_released) {
 		mflag = FI_MULTI_RECV;
-		parent->mr_children = 0;
+		parent->multi_children = 0;
 	}
 	ntx_comp_rx(r, r->want, (r->hdr.flags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA
 							     : 0) | mflag,
@@ -522,37 +522,43 @@ static bool ntx_rx_split(struct ntx_req *r, struct ntx_vc *vc,
 	return true;
 }
 
+/* A rendezvous into a multi-receive buffer: a child receive owns the
+ * next slice of it. NULL when there is no request to spare (the buffer's
+ * owner gets the error). */
+static struct ntx_req *ntx_mrecv_child(struct ntx_ep *ep, struct ntx_req *r,
+				       const struct ntx_wire_hdr *h)
+{
+	struct ntx_req *c = ntx_req_get(ep, NTX_REQ_RECV);
+
+	if (!c) {
+		ntx_comp_rx_err(r, FI_ENOMEM, 0, h->msg_len, h->tag,
+				h->cq_data);
+		return NULL;
+	}
+	c->context = r->context;
+	c->flags = r->flags & ~FI_MULTI_RECV;
+	c->multi_parent = r;
+	c->iov[0].iov_base = (uint8_t *)r->iov[0].iov_base + r->multi_used;
+	c->iov[0].iov_len = r->len - r->multi_used;
+	c->iov_count = 1;
+	c->len = c->iov[0].iov_len;
+	r->multi_children++;
+	ntx_mrecv_consume(r, h->msg_len < c->len ? h->msg_len : c->len);
+	return c;
+}
+
 static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
 			const struct ntx_wire_hdr *h,
 			const struct ntx_wire_iov *riov, uint16_t niov)
 {
-	struct ntx_ep *ep = vc->ep;
 	struct ntx_wire_hdr reply = { .sreq = h->sreq };
-	struct ntx_req *parent = NULL;
 	size_t room;
 	int ret;
 
 	if (r->flags & FI_MULTI_RECV) {
-		/* a child receive owns a slice of the multi-receive buffer */
-		struct ntx_req *c = ntx_req_get(ep, NTX_REQ_RECV);
-
-		if (!c) {
-			ntx_comp_rx_err(r, FI_ENOMEM, 0, h->msg_len, h->tag,
-					h->cq_data);
+		r = ntx_mrecv_child(vc->ep, r, h);
+		if (!r)
 			return;
-		}
-		parent = r;
-		c->context = r->context;
-		c->flags = r->flags & ~FI_MULTI_RECV;
-		c->parent = parent;
-		c->iov[0].iov_base = (uint8_t *)r->iov[0].iov_base + r->mr_used;
-		c->iov[0].iov_len = r->len - r->mr_used;
-		c->iov_count = 1;
-		c->len = c->iov[0].iov_len;
-		parent->mr_children++;
-		ntx_mrecv_consume(parent, h->msg_len < c->len ? h->msg_len
-							      : c->len);
-		r = c;
 	}
 	room = r->len;
 	r->vc = vc;
@@ -669,12 +675,12 @@ static void ntx_unexp_deliver(struct ntx_req *r, struct ntx_unexp *u)
  * one out of a released buffer reports the release. */
 static void ntx_mrecv_unref(struct ntx_req *r)
 {
-	if (--r->mr_children || !r->mr_released)
+	if (--r->multi_children || !r->multi_released)
 		return;
 	/* a release with no data of its own carries only FI_MULTI_RECV */
 	if (r->ep->rx_cq)
 		ntx_cq_push(r->ep->rx_cq, r->context, FI_MULTI_RECV, 0,
-			    (uint8_t *)r->iov[0].iov_base + r->mr_used, 0, 0,
+			    (uint8_t *)r->iov[0].iov_base + r->multi_used, 0, 0,
 			    FI_ADDR_NOTAVAIL);
 	ntx_req_put(r);
 }
@@ -703,8 +709,8 @@ ssize_t ntx_proto_recv(struct ntx_ep *ep, struct ntx_req *r)
 		/* posted first so that consumption can release it; the
 		 * reference keeps it alive while unexpected messages land */
 		ntx_tme_post(&ep->tme, r);
-		r->mr_children++;
-		while (!r->mr_released &&
+		r->multi_children++;
+		while (!r->multi_released &&
 		       (u = ntx_tme_match_unexp(&ep->tme, false, r->addr, 0, 0,
 						NULL)))
 			ntx_unexp_deliver(r, u);
@@ -755,46 +761,44 @@ ssize_t ntx_proto_peek(struct ntx_ep *ep, struct ntx_req *r)
 	return 0;
 }
 
-static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
-		       const void *payload, size_t len)
+/* An EAGER or RTS packet as it arrived: an inline payload is in the
+ * header (our private copy: its bytes are safe), an RTS's iovecs are
+ * copied into riov, then checked against the length. false: malformed. */
+static inline bool ntx_msg_parse(const struct ntx_wire_hdr *h,
+				 const void **payload, size_t *len,
+				 struct ntx_wire_iov *riov, uint16_t *niov)
 {
-	struct ntx_ep *ep = vc->ep;
-	bool tagged = h->flags & NTX_PF_TAGGED;
-	struct ntx_wire_iov riov[NTX_MAX_IOV];
-	uint16_t niov = 0;
 	uint64_t sum = 0;
-	struct ntx_unexp *u;
-	struct ntx_req *r;
 
 	if (h->flags & NTX_PF_INLINE) {
-		/* h is our private copy of the header: its bytes are safe */
-		if (h->op != NTX_OP_EAGER || len || h->msg_len > NTX_INLINE_MAX)
-			goto bad;
-		payload = &h->rreq;
-		len = h->msg_len;
-	} else if (h->op == NTX_OP_EAGER) {
-		if (h->msg_len != len)
-			goto bad;
-	} else {
-		niov = h->niov;
-		if (niov == 0 || niov > NTX_MAX_IOV ||
-		    len != niov * sizeof(riov[0]))
-			goto bad;
-		memcpy(riov, payload, len); /* copy, then validate */
-		for (uint16_t i = 0; i < niov; i++)
-			sum += riov[i].len;
-		if (sum != h->msg_len)
-			goto bad;
+		if (h->op != NTX_OP_EAGER || *len ||
+		    h->msg_len > NTX_INLINE_MAX)
+			return false;
+		*payload = &h->rreq;
+		*len = h->msg_len;
+		return true;
 	}
-	r = ntx_tme_match_posted(&ep->tme, tagged, ntx_vc_fi_addr(vc), h->tag,
-				 h->msg_len);
-	if (r) {
-		if (h->op == NTX_OP_EAGER)
-			ntx_rx_eager(r, vc, h, payload, len);
-		else
-			ntx_rx_rndv(r, vc, h, riov, niov);
-		return;
-	}
+	if (h->op == NTX_OP_EAGER)
+		return h->msg_len == *len;
+	*niov = h->niov;
+	if (*niov == 0 || *niov > NTX_MAX_IOV ||
+	    *len != *niov * sizeof(riov[0]))
+		return false;
+	memcpy(riov, *payload, *len); /* copy, then validate */
+	for (uint16_t i = 0; i < *niov; i++)
+		sum += riov[i].len;
+	return sum == h->msg_len;
+}
+
+/* A message no receive was posted for waits, within the peer's limit. */
+static inline void ntx_msg_unexpected(struct ntx_vc *vc,
+				      const struct ntx_wire_hdr *h,
+				      const void *payload, size_t len,
+				      const struct ntx_wire_iov *riov,
+				      uint16_t niov)
+{
+	struct ntx_unexp *u;
+
 	if (vc->unexp_bytes + ntx_unexp_cost(len) > ntx_params.peer_unexp_max) {
 		NTX_WARN(FI_LOG_EP_DATA, "pid %u has %zu bytes of unexpected "
 			 "messages waiting (FI_NTX_PEER_UNEXP_MAX): connection "
@@ -802,7 +806,7 @@ static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_vc_fail(vc, -FI_ENOSPC);
 		return;
 	}
-	u = ntx_unexp_get(ep, h->op == NTX_OP_EAGER ? len : 0);
+	u = ntx_unexp_get(vc->ep, h->op == NTX_OP_EAGER ? len : 0);
 	if (!u) {
 		NTX_WARN(FI_LOG_EP_DATA, "no memory for an unexpected message\n");
 		ntx_vc_fail(vc, -FI_ENOMEM);
@@ -818,12 +822,34 @@ static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		memcpy(u->riov, riov, sizeof(riov[0]) * niov);
 		u->niov = niov;
 	}
-	ntx_tme_add_unexp(&ep->tme, u);
-	return;
-bad:
-	NTX_WARN(FI_LOG_EP_DATA, "malformed message from pid %u\n",
-		 vc->peer.pid);
-	ntx_vc_fail(vc, -FI_EREMOTEIO);
+	ntx_tme_add_unexp(&vc->ep->tme, u);
+}
+
+static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+		       const void *payload, size_t len)
+{
+	struct ntx_ep *ep = vc->ep;
+	bool tagged = h->flags & NTX_PF_TAGGED;
+	struct ntx_wire_iov riov[NTX_MAX_IOV];
+	uint16_t niov = 0;
+	struct ntx_req *r;
+
+	if (!ntx_msg_parse(h, &payload, &len, riov, &niov)) {
+		NTX_WARN(FI_LOG_EP_DATA, "malformed message from pid %u\n",
+			 vc->peer.pid);
+		ntx_vc_fail(vc, -FI_EREMOTEIO);
+		return;
+	}
+	r = ntx_tme_match_posted(&ep->tme, tagged, ntx_vc_fi_addr(vc), h->tag,
+				 h->msg_len);
+	if (!r) {
+		ntx_msg_unexpected(vc, h, payload, len, riov, niov);
+		return;
+	}
+	if (h->op == NTX_OP_EAGER)
+		ntx_rx_eager(r, vc, h, payload, len);
+	else
+		ntx_rx_rndv(r, vc, h, riov, niov);
 }
 
 /* A reply naming one of our requests: it must exist, belong to this VC
@@ -917,16 +943,59 @@ static void ntx_on_done(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 	NTX_WARN(FI_LOG_EP_DATA, "split rendezvous failed: %s\n",
 		 fi_strerror(-ret));
 	ntx_comp_rx_err(r, -ret, 0, 0, r->hdr.tag, r->hdr.cq_data);
-	if (r->parent)
-		ntx_mrecv_unref(r->parent);
+	if (r->multi_parent)
+		ntx_mrecv_unref(r->multi_parent);
 	ntx_req_put(r);
+}
+
+/* Sender: the receiver is ready for a stream of DATA packets. */
+static inline void ntx_on_cts(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
+{
+	struct ntx_req *r = ntx_reply_req(vc, h->sreq, NTX_RS_RTS_SENT);
+
+	if (!r)
+		return;
+	if (h->msg_len > r->len) {
+		ntx_vc_fail(vc, -FI_EREMOTEIO);
+		return;
+	}
+	ntx_list_remove(&r->entry);
+	r->state = NTX_RS_STREAM;
+	r->peer_req = h->rreq;
+	r->want = h->msg_len;
+	r->done = 0;
+	ntx_vc_queue(vc, r);
+	ntx_vc_pump(vc);
+}
+
+/* Sender: the receiver has the whole message (or failed to take it). */
+static inline void ntx_on_fin(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
+{
+	struct ntx_req *r = ntx_reply_req(vc, h->sreq, NTX_RS_RTS_SENT);
+
+	if (!r)
+		return;
+	ntx_list_remove(&r->entry);
+	if (h->status)
+		ntx_proto_send_fail(r, -(h->status > 0 ? h->status : FI_EIO));
+	else
+		ntx_proto_send_done(r);
+}
+
+/* Sender: a delivery-complete send arrived. */
+static inline void ntx_on_ack(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
+{
+	struct ntx_req *r = ntx_reply_req(vc, h->sreq, NTX_RS_WAIT_ACK);
+
+	if (!r)
+		return;
+	ntx_list_remove(&r->entry);
+	ntx_proto_send_done(r);
 }
 
 void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			 const void *payload, size_t len)
 {
-	struct ntx_req *r;
-
 	if (vc->state == NTX_VC_ERROR)
 		return;
 	if (h->op == 0 || h->op >= NTX_OP_MAX || (h->flags & ~NTX_PF_ALL)) {
@@ -956,37 +1025,13 @@ void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_on_done(vc, h);
 		break;
 	case NTX_OP_CTS:
-		r = ntx_reply_req(vc, h->sreq, NTX_RS_RTS_SENT);
-		if (!r)
-			return;
-		if (h->msg_len > r->len) {
-			ntx_vc_fail(vc, -FI_EREMOTEIO);
-			return;
-		}
-		ntx_list_remove(&r->entry);
-		r->state = NTX_RS_STREAM;
-		r->peer_req = h->rreq;
-		r->want = h->msg_len;
-		r->done = 0;
-		ntx_vc_queue(vc, r);
-		ntx_vc_pump(vc);
+		ntx_on_cts(vc, h);
 		break;
 	case NTX_OP_FIN:
-		r = ntx_reply_req(vc, h->sreq, NTX_RS_RTS_SENT);
-		if (!r)
-			return;
-		ntx_list_remove(&r->entry);
-		if (h->status)
-			ntx_proto_send_fail(r, -(h->status > 0 ? h->status : FI_EIO));
-		else
-			ntx_proto_send_done(r);
+		ntx_on_fin(vc, h);
 		break;
 	case NTX_OP_ACK:
-		r = ntx_reply_req(vc, h->sreq, NTX_RS_WAIT_ACK);
-		if (!r)
-			return;
-		ntx_list_remove(&r->entry);
-		ntx_proto_send_done(r);
+		ntx_on_ack(vc, h);
 		break;
 	}
 }
@@ -1011,8 +1056,8 @@ void ntx_proto_vc_failed(struct ntx_vc *vc)
 			} else {
 				ntx_comp_rx_err(r, err, 0, 0, r->hdr.tag,
 						r->hdr.cq_data);
-				if (r->parent)
-					ntx_mrecv_unref(r->parent);
+				if (r->multi_parent)
+					ntx_mrecv_unref(r->multi_parent);
 				ntx_req_put(r);
 			}
 		}

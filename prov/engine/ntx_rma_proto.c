@@ -275,6 +275,31 @@ ssize_t ntx_rma_post(struct ntx_ep *ep, struct ntx_req *r)
 	return 0;
 }
 
+/* The answer to a request's key check (RMA_CHECK): its data moves next,
+ * or none of it does. false: a malformed answer. */
+static bool ntx_rma_on_check_resp(struct ntx_vc *vc, struct ntx_req *r,
+				  const struct ntx_wire_hdr *h, size_t len)
+{
+	if (r->rma_stage != NTX_RMA_CHECKING || len)
+		return false;
+	r->unacked--;
+	ntx_list_remove(&r->entry);
+	if (h->status) { /* nothing of the request moves */
+		r->rma_err = h->status > 0 && h->status < NTX_RMA_RETRY
+				     ? h->status : FI_EIO;
+		r->part = r->riov_count;
+		r->rma_stage = NTX_RMA_DONE;
+		if (!r->unacked)
+			ntx_rma_finish(r);
+		else
+			ntx_list_insert_tail(&vc->pending, &r->entry);
+		return true;
+	}
+	r->rma_stage = NTX_RMA_DATA;
+	ntx_vc_backlog(vc, r, true);
+	return true;
+}
+
 static void ntx_rma_on_resp(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			    const void *payload, size_t len)
 {
@@ -285,23 +310,8 @@ static void ntx_rma_on_resp(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	if (!r || r->vc != vc || r->state != NTX_RS_RMA || !r->unacked)
 		goto bad;
 	if (h->niov == NTX_RMA_CHECK_PART) {
-		if (r->rma_stage != NTX_RMA_CHECKING || len)
+		if (!ntx_rma_on_check_resp(vc, r, h, len))
 			goto bad;
-		r->unacked--;
-		ntx_list_remove(&r->entry);
-		if (h->status) { /* nothing of the request moves */
-			r->rma_err = h->status > 0 && h->status < NTX_RMA_RETRY
-					     ? h->status : FI_EIO;
-			r->part = r->riov_count;
-			r->rma_stage = NTX_RMA_DONE;
-			if (!r->unacked)
-				ntx_rma_finish(r);
-			else
-				ntx_list_insert_tail(&vc->pending, &r->entry);
-			return;
-		}
-		r->rma_stage = NTX_RMA_DATA;
-		ntx_vc_backlog(vc, r, true);
 		return;
 	}
 	if (h->niov >= r->riov_count)
@@ -505,7 +515,7 @@ static void ntx_rma_on_read(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 }
 
 /* Large parts: the target copies with one process_vm_readv/writev, after
- * the check, under the domain lock that fi_close of the MR also takes. */
+ * the check, under the mr_lock that fi_close of the MR also takes. */
 static void ntx_rma_on_cma(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			   const void *payload, size_t len)
 {
@@ -655,6 +665,7 @@ static int ntx_rma_check_part(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	uint64_t access;
 	int ret;
 
+	ntx_assert_mutex_locked(vc->ep->domain, &vc->ep->domain->mr_lock);
 	if (h->status == NTX_OP_WRITE)
 		access = FI_REMOTE_WRITE;
 	else if (h->status == NTX_OP_READ)

@@ -348,8 +348,10 @@ static void *ntx_vc_accept(void *ctx, struct ntx_be_conn *conn,
 			   const struct ntx_addr *peer)
 {
 	struct ntx_ep_be *be = ctx;
-	struct ntx_vc *vc = ntx_vc_new(be->ep, peer);
+	struct ntx_vc *vc;
 
+	ntx_assert_ep_locked(be->ep);
+	vc = ntx_vc_new(be->ep, peer);
 	if (!vc)
 		return NULL;
 	vc->ops = be->ops;
@@ -369,6 +371,7 @@ static void ntx_vc_connected(void *arg)
 {
 	struct ntx_vc *vc = arg;
 
+	ntx_assert_ep_locked(vc->ep);
 	/* a VC given up meanwhile (a crossed connect) stays down */
 	if (vc->state != NTX_VC_CONNECTING)
 		return;
@@ -382,6 +385,7 @@ static void ntx_vc_recv(void *arg, const void *hdr, const void *payload,
 	struct ntx_vc *vc = arg;
 	struct ntx_wire_hdr h;
 
+	ntx_assert_ep_locked(vc->ep);
 	memcpy(&h, hdr, sizeof(h));
 	/* nothing but the job-key exchange before the peer proved it */
 	if (vc->state == NTX_VC_AUTH || h.op == NTX_OP_AUTH)
@@ -392,6 +396,7 @@ static void ntx_vc_recv(void *arg, const void *hdr, const void *payload,
 
 static void ntx_vc_failed(void *arg, int err)
 {
+	ntx_assert_ep_locked(((struct ntx_vc *)arg)->ep);
 	ntx_vc_fail(arg, err);
 }
 
