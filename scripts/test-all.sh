@@ -1,9 +1,11 @@
 #!/bin/bash
 # Every test: Criterion unit and functional suites (make check, warnings
-# are errors), the verbs back end on a soft-RoCE device in a qemu guest
-# and between two such guests (test/rxe), fi_pingpong end to end with data
-# checks over each domain and path, Open MPI over the ofi MTL, and the
-# installed man page.
+# are errors), the tarball (make distcheck: an out-of-tree build of it
+# passes make check and installs under its own prefix; it carries every
+# tracked file, test/dist/check-dist.sh), the verbs back end on a
+# soft-RoCE device in a qemu guest and between two such guests (test/rxe),
+# fi_pingpong end to end with data checks over each domain and path, Open
+# MPI over the ofi MTL, and the installed man page.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -24,6 +26,20 @@ build() {
 }
 check() {
   make -j"$(nproc)" check || { cat test-suite.log test/*/*.log 2>/dev/null | tail -200; return 1; }
+}
+distcheck() { # fuzzers 1 s each: the suites already ran at full length
+  local log; log=$(mktemp)
+  local dist; dist=$(sed -n 's/^PACKAGE = //p' Makefile)-$(sed -n 's/^VERSION = //p' Makefile)
+  local start=$SECONDS
+  if ! NTX_FUZZ_SECONDS=1 make -j"$(nproc)" distcheck > "$log" 2>&1; then
+    tail -150 "$log"; rm -f "$log"
+    cat "$dist"/_build/sub/test-suite.log 2>/dev/null | tail -150
+    return 1
+  fi
+  grep -A2 'archives ready for distribution' "$log"; rm -f "$log"
+  echo "make distcheck: $((SECONDS - start)) s"
+  test/dist/check-dist.sh "$dist.tar.gz"
+  test/dist/check-dist.sh "$tarball"
 }
 install() {
   local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
@@ -48,6 +64,7 @@ pp() { # name; envs and opts come from the arrays set by the caller
 }
 step build build
 step "make check" check
+step "make distcheck (tarball: out-of-tree make check, install; carries every tracked file)" distcheck
 step "install, fi_info and man page" install
 step "verbs back end on soft-RoCE (rxe0 under qemu)" test/rxe/run-rxe-tests.sh
 step "verbs between two soft-RoCE hosts (two qemu guests): fi_pingpong, functional suite" \
