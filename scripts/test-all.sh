@@ -39,7 +39,8 @@ distcheck() { # fuzzers 1 s each: the suites already ran at full length
   grep -A2 'archives ready for distribution' "$log"; rm -f "$log"
   echo "make distcheck: $((SECONDS - start)) s"
   test/dist/check-dist.sh "$dist.tar.gz"
-  test/dist/check-dist.sh "$tarball"
+  local rc=$?; [ $rc = 77 ] && rc=0 # 77: not a git checkout (a tarball)
+  return $rc
 }
 install() {
   local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
