@@ -3,7 +3,8 @@
 #  - every tracked file must be in the tarball, except the allow-list below;
 #  - every file in the tarball must be tracked or made by autotools
 #    (configure, Makefile.in, build-aux/, m4/ ...): no objects, binaries,
-#    logs or stray files from the source tree.
+#    logs or stray files from the source tree;
+#  - what git has executable (the runners) is executable in the tarball.
 # Usage: test/dist/check-dist.sh TARBALL [SRCDIR]   (SRCDIR: a git checkout,
 # default the one this script is in). scripts/test-all.sh runs it after
 # make distcheck.
@@ -26,6 +27,11 @@ tar -tf "$tarball" | grep -v '/$' | sed 's|^[^/]*/||' |
   LC_ALL=C sort > "$tmp/shipped"
 [ -s "$tmp/shipped" ] || { echo "check-dist: no file in $tarball" >&2; exit 1; }
 
+# executable files: git's mode 100755 must stay executable in the tarball
+git -C "$src" ls-files -s | awk '$1 == "100755" { print $4 }' | LC_ALL=C sort > "$tmp/exec"
+tar -tvf "$tarball" | awk '$1 ~ /^-..x/ { print $NF }' | sed 's|^[^/]*/||' |
+  LC_ALL=C sort > "$tmp/shipped-exec"
+
 fail=0
 missing=$(LC_ALL=C comm -23 "$tmp/tracked" "$tmp/shipped" | grep -Ev "$not_shipped" || true)
 extra=$(LC_ALL=C comm -13 "$tmp/tracked" "$tmp/shipped" | grep -Ev "$generated" || true)
@@ -34,11 +40,17 @@ if [ -n "$missing" ]; then
   printf '  %s\n' $missing
   fail=1
 fi
+not_exec=$(LC_ALL=C comm -23 "$tmp/exec" "$tmp/shipped-exec" | grep -Fxf "$tmp/shipped" || true)
+if [ -n "$not_exec" ]; then
+  echo "check-dist: executable in git but not in $tarball:"
+  printf '  %s\n' $not_exec
+  fail=1
+fi
 if [ -n "$extra" ]; then
   echo "check-dist: in $tarball but neither tracked nor made by autotools (build products?):"
   printf '  %s\n' $extra
   fail=1
 fi
-[ $fail = 0 ] && echo "check-dist: $tarball carries all $(wc -l < "$tmp/tracked") tracked files" \
-  "(but the allow-list) and nothing else than autotools' files"
+[ $fail = 0 ] && echo "check-dist: $tarball carries every tracked file but the allow-list" \
+  "($(wc -l < "$tmp/tracked") tracked), with their modes, and nothing else but autotools' files"
 exit $fail
