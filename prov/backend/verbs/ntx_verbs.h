@@ -128,7 +128,7 @@ static inline int ntx_vb_nonblock(int fd)
 /* the ops table (ntx_verbs.c), which the heads' ops point to */
 extern const struct ntx_be_ops ntx_verbs_ops;
 
-/* ---- devices (ntx_verbs_dev.c) --------------------------------------------- */
+/* ---- devices (ntx_verbs_dev.c) ------------------------------------------- */
 
 /* One verbs device that can carry an ntx domain (active port 1 with an
  * IPv4 address for rdma_cm), with the limits read from it. */
@@ -147,7 +147,7 @@ int ntx_vb_dev_find(const char *dev, struct ntx_vb_devinfo *out);
 /* Each usable device as a domain (ntx_be_desc.domains). */
 int ntx_vb_domains(struct ntx_be_domain *out, int max);
 
-/* ---- connections (ntx_verbs_cm.c) ------------------------------------------ */
+/* ---- connections (ntx_verbs_cm.c) ---------------------------------------- */
 
 /* The event channel and the listening id on the device's address (the
  * service of 'want', if any); sets be->ctx to the device rdma_cm opened. */
@@ -167,7 +167,7 @@ void ntx_vb_disconnect(struct ntx_be_conn *conn);
 size_t ntx_vb_conn_eager(const struct ntx_be_conn *conn);
 void ntx_vb_check_peers(struct ntx_be_ep *be);
 
-/* ---- packets (ntx_verbs_pkt.c) --------------------------------------------- */
+/* ---- packets (ntx_verbs_pkt.c) ------------------------------------------- */
 
 /* The completion channel, CQ (cqe entries), SRQ, eager buffers and send
  * slots; ntx_vb_pkt_close frees what there is of them. */
@@ -186,7 +186,7 @@ void ntx_vb_arm(struct ntx_be_ep *be);
 void ntx_vb_disarm(struct ntx_be_ep *be);
 int ntx_vb_wait_fd(struct ntx_be_ep *be);
 
-/* ---- bulk moves (ntx_verbs_bulk.c) ----------------------------------------- */
+/* ---- bulk moves (ntx_verbs_bulk.c) --------------------------------------- */
 
 uint64_t ntx_vb_expose(struct ntx_be_conn *conn, void *addr, size_t len,
 		       bool writable);
@@ -197,7 +197,7 @@ ssize_t ntx_vb_bulk_write(struct ntx_be_conn *conn, const struct iovec *local,
 			  size_t nlocal, const struct ntx_wire_iov *remote,
 			  size_t nremote);
 
-/* ---- registration cache (ntx_verbs_cache.c) -------------------------------- */
+/* ---- registration cache (ntx_verbs_cache.c) ------------------------------ */
 
 struct ntx_vb_cache;
 struct ntx_vb_reg;

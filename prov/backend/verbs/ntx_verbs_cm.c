@@ -145,7 +145,7 @@ void ntx_vb_destroy(struct ntx_vb_conn *c)
  * unsent, and the peer would wait forever for the last message, say a
  * "fin" (fi_pingpong across two hosts hung so at exit). So c lingers
  * until its sends complete: ntx_vb_on_send_wc destroys it then, or
- * ntx_vb_close after waiting at most NTX_VB_LINGER_MS. */
+ * closing after waiting at most NTX_VB_LINGER_MS (ntx_vb_linger). */
 void ntx_vb_disconnect(struct ntx_be_conn *conn)
 {
 	struct ntx_vb_conn *c = ntx_vb_conn_of(conn);
