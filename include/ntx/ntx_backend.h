@@ -14,8 +14,22 @@
 #include "ntx/ntx_base.h"
 #include "ntx/ntx_wire.h"
 
-struct ntx_be_ep;   /* one back-end instance per endpoint */
-struct ntx_be_conn; /* one per VC */
+struct ntx_be_ops;
+
+/* The common heads of a back end's objects: one instance per endpoint and
+ * one connection per VC. Each back end embeds the head as the first
+ * member of its own type (struct ntx_shm_ep, struct ntx_tcp_conn, ...)
+ * and gets back to that type with ntx_container_of; one name means one
+ * layout, whichever back end made the object. The back end sets ops when
+ * it creates the object, to its own table; the engine only passes the
+ * pointers back to that table's ops, and may check conn->ops == vc->ops. */
+struct ntx_be_ep {
+	const struct ntx_be_ops *ops;
+};
+
+struct ntx_be_conn {
+	const struct ntx_be_ops *ops;
+};
 
 /* Engine callbacks, run with the endpoint lock held (the engine asserts
  * it): from ops->poll, or from any op the engine calls under that lock. */

@@ -40,9 +40,10 @@ struct ntx_win {
 	uint64_t wake_key;    /* the owner's wake socket name (ntx_win_hdr) */
 };
 
-struct ntx_be_conn {
-	struct ntx_list entry; /* ntx_be_ep.conns */
-	struct ntx_be_ep *be;
+struct ntx_shm_conn {
+	struct ntx_be_conn head; /* first: what the engine holds */
+	struct ntx_list entry; /* ntx_shm_ep.conns */
+	struct ntx_shm_ep *be;
 	void *vc;
 	struct ntx_addr peer;
 	enum ntx_conn_state state;
@@ -67,14 +68,15 @@ struct ntx_be_conn {
 	bool peered; /* peer_slot is known: we can tell the peer we close */
 };
 
-struct ntx_be_ep {
+struct ntx_shm_ep {
+	struct ntx_be_ep head; /* first: what the engine holds */
 	struct ntx_be_cb cb;
 	struct ntx_win win;
 	int fd;
 	int svc_fd; /* listening socket that claims our service, or -1 */
 	char *svc_path; /* its file, when not an abstract name (or NULL) */
 	struct ntx_addr addr;
-	struct ntx_be_conn **slots; /* local slot -> connection */
+	struct ntx_shm_conn **slots; /* local slot -> connection */
 	struct ntx_list conns;
 	int wake;   /* datagram socket peers write to when we sleep */
 	/* our wait fd: an epoll set of wake, the peers' pidfds and timer */
@@ -93,6 +95,19 @@ struct ntx_be_ep {
 	uint64_t bits_clear_ns; /* next ntx_ntb_bits_clear pass */
 	uint32_t polls;
 };
+
+static inline struct ntx_shm_conn *ntx_shm_conn_of(struct ntx_be_conn *conn)
+{
+	return ntx_container_of(conn, struct ntx_shm_conn, head);
+}
+
+static inline struct ntx_shm_ep *ntx_shm_ep_of(struct ntx_be_ep *be)
+{
+	return ntx_container_of(be, struct ntx_shm_ep, head);
+}
+
+/* the ops table sets the heads' ops at creation */
+static const struct ntx_be_ops ntx_ntb_shm_ops;
 
 #define NTX_NTB_DIRECT_POLL 4 /* peers polled without the ready bitmap */
 #define NTX_NTB_DRAIN_MAX 64  /* entries one ring yields per poll */
@@ -190,8 +205,8 @@ static void ntx_ntb_fence_peers(void)
 		NTX_WARN(FI_LOG_EP_CTRL, "membarrier: %s\n", strerror(errno));
 }
 
-static void ntx_ntb_svc_drain(struct ntx_be_ep *be);
-static void ntx_ntb_check_peers(struct ntx_be_ep *be);
+static void ntx_ntb_svc_drain(struct ntx_shm_ep *be);
+static void ntx_ntb_check_peers(struct ntx_be_ep *bep);
 
 static inline struct ntx_win_hdr *ntx_win_hdr(const struct ntx_win *w)
 {
@@ -229,7 +244,7 @@ static inline struct ntx_win_entry *ntx_win_entry(const struct ntx_win *w,
 /* A window's size can never change once it is mapped. */
 #define NTX_WIN_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
-static int ntx_ntb_win_create(struct ntx_be_ep *be)
+static int ntx_ntb_win_create(struct ntx_shm_ep *be)
 {
 	uint32_t lines = (uint32_t)(ntx_params.ring_size / NTX_CACHELINE);
 	struct ntx_win_hdr *hdr;
@@ -409,7 +424,7 @@ static bool ntx_ntb_proc_alive(pid_t pid, uint64_t *start)
 
 /* The wait set's timer, made the first time a peer is watched through
  * /proc (no fd spent where every peer has a pidfd). */
-static int ntx_ntb_timer_open(struct ntx_be_ep *be)
+static int ntx_ntb_timer_open(struct ntx_shm_ep *be)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &be->timer };
 
@@ -429,7 +444,7 @@ static int ntx_ntb_timer_open(struct ntx_be_ep *be)
 
 /* The fallback's bound on sleeping: a periodic timer in the wait set while
  * some peer is watched through /proc only. */
-static void ntx_ntb_timer_set(struct ntx_be_ep *be, bool on)
+static void ntx_ntb_timer_set(struct ntx_shm_ep *be, bool on)
 {
 	long ms = ntx_params.peer_check_ms;
 	struct itimerspec its = { 0 };
@@ -449,9 +464,9 @@ static void ntx_ntb_timer_set(struct ntx_be_ep *be, bool on)
 /* Watches a peer; called before its window is mapped: had its pid been
  * reused in between, the new process would have no such window and the
  * map would fail, so what we watch is the window's owner. */
-static void ntx_ntb_watch(struct ntx_be_conn *c)
+static void ntx_ntb_watch(struct ntx_shm_conn *c)
 {
-	struct ntx_be_ep *be = c->be;
+	struct ntx_shm_ep *be = c->be;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 
 	c->pidfd = -1;
@@ -477,9 +492,9 @@ static void ntx_ntb_watch(struct ntx_be_conn *c)
 }
 
 /* Once per connection: at its failure or its end. */
-static void ntx_ntb_unwatch(struct ntx_be_conn *c)
+static void ntx_ntb_unwatch(struct ntx_shm_conn *c)
 {
-	struct ntx_be_ep *be = c->be;
+	struct ntx_shm_ep *be = c->be;
 
 	if (c->watch == NTX_WATCH_PIDFD) {
 		/* a dead peer's pidfd stays readable: out of the wait set */
@@ -493,7 +508,7 @@ static void ntx_ntb_unwatch(struct ntx_be_conn *c)
 }
 
 /* The peer exited, or (without a pidfd) /proc says so. */
-static bool ntx_ntb_peer_dead(struct ntx_be_conn *c)
+static bool ntx_ntb_peer_dead(struct ntx_shm_conn *c)
 {
 	uint64_t start;
 
@@ -503,7 +518,7 @@ static bool ntx_ntb_peer_dead(struct ntx_be_conn *c)
 	       start != c->start;
 }
 
-static void ntx_ntb_event(struct ntx_be_ep *be, void *what, bool drain_wake)
+static void ntx_ntb_event(struct ntx_shm_ep *be, void *what, bool drain_wake)
 {
 	uint64_t ticks;
 	char buf[64];
@@ -519,7 +534,7 @@ static void ntx_ntb_event(struct ntx_be_ep *be, void *what, bool drain_wake)
 				strerror(errno));
 		be->check = true;
 	} else {
-		((struct ntx_be_conn *)what)->dead = true;
+		((struct ntx_shm_conn *)what)->dead = true;
 		be->check = true;
 	}
 }
@@ -528,7 +543,7 @@ static void ntx_ntb_event(struct ntx_be_ep *be, void *what, bool drain_wake)
  * ticks ask for a check. Wake-ups are drained only by disarm: a re-check
  * after arming that drained one could lose a sender's wake-up. Events
  * beyond the first 64 stay pending (level-triggered) for the next call. */
-static void ntx_ntb_events(struct ntx_be_ep *be, bool drain_wake)
+static void ntx_ntb_events(struct ntx_shm_ep *be, bool drain_wake)
 {
 	struct epoll_event ev[64];
 	int n = epoll_wait(be->epfd, ev, 64, 0);
@@ -538,7 +553,7 @@ static void ntx_ntb_events(struct ntx_be_ep *be, bool drain_wake)
 }
 
 /* The wait set, with our wake socket. */
-static int ntx_ntb_wait_open(struct ntx_be_ep *be)
+static int ntx_ntb_wait_open(struct ntx_shm_ep *be)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &be->wake };
 
@@ -553,9 +568,9 @@ static int ntx_ntb_wait_open(struct ntx_be_ep *be)
 
 /* ---- connections --------------------------------------------------------- */
 
-static void ntx_ntb_ring_zero(struct ntx_be_ep *be, uint32_t slot);
+static void ntx_ntb_ring_zero(struct ntx_shm_ep *be, uint32_t slot);
 
-static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
+static int ntx_ntb_slot_alloc(struct ntx_shm_ep *be, struct ntx_shm_conn *c)
 {
 	struct ntx_win_ctl *ctl;
 
@@ -587,14 +602,14 @@ static int ntx_ntb_slot_alloc(struct ntx_be_ep *be, struct ntx_be_conn *c)
 /* Gives a released slot's ring pages back, so idle slots cost no memory
  * and the next connection starts from a zeroed ring (no old header or
  * payload can match its sequence numbers). */
-static void ntx_ntb_slot_release(struct ntx_be_ep *be, uint32_t slot)
+static void ntx_ntb_slot_release(struct ntx_shm_ep *be, uint32_t slot)
 {
 	be->slots[slot] = NULL;
 	be->reused[slot / 64] |= 1ull << (slot % 64);
 	ntx_ntb_ring_zero(be, slot);
 }
 
-static void ntx_ntb_ring_zero(struct ntx_be_ep *be, uint32_t slot)
+static void ntx_ntb_ring_zero(struct ntx_shm_ep *be, uint32_t slot)
 {
 	size_t off = be->win.g.ring_off + (size_t)slot * be->win.g.ring_size;
 
@@ -607,7 +622,7 @@ static void ntx_ntb_ring_zero(struct ntx_be_ep *be, uint32_t slot)
 
 /* Where our ready bit lives in the peer's window, once we know our slot
  * there. */
-static void ntx_ntb_peer_slot(struct ntx_be_conn *c, uint32_t slot)
+static void ntx_ntb_peer_slot(struct ntx_shm_conn *c, uint32_t slot)
 {
 	c->peer_slot = slot;
 	c->peered = true;
@@ -638,21 +653,22 @@ static void ntx_ntb_peer_slot(struct ntx_be_conn *c, uint32_t slot)
  * later in this thread; a sender that sees it set and skips its own is
  * covered as for any set bit (ntx_ntb_bits_clear). A connection we
  * accept needs nothing: its peer learns its slot only from our response. */
-static void ntx_ntb_conn_flag(struct ntx_be_conn *c)
+static void ntx_ntb_conn_flag(struct ntx_shm_conn *c)
 {
 	atomic_fetch_or_explicit(ntx_win_bits(&c->be->win) + c->my_slot / 64,
 				 1ull << (c->my_slot % 64),
 				 memory_order_relaxed);
 }
 
-static struct ntx_be_conn *ntx_ntb_conn_new(struct ntx_be_ep *be,
-					    const struct ntx_addr *peer,
+static struct ntx_shm_conn *ntx_ntb_conn_new(struct ntx_shm_ep *be,
+					     const struct ntx_addr *peer,
 					    void *vc)
 {
-	struct ntx_be_conn *c = calloc(1, sizeof(*c));
+	struct ntx_shm_conn *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return NULL;
+	c->head.ops = &ntx_ntb_shm_ops;
 	c->be = be;
 	c->vc = vc;
 	c->peer = *peer;
@@ -689,7 +705,7 @@ static socklen_t ntx_wake_sockaddr(uint32_t pid, uint32_t ep_id, uint64_t key,
 }
 
 /* Wakes a peer that armed its window before sleeping. */
-static void ntx_ntb_wake(struct ntx_be_conn *c)
+static void ntx_ntb_wake(struct ntx_shm_conn *c)
 {
 	struct sockaddr_un sun;
 	socklen_t len = ntx_wake_sockaddr(c->peer.pid, c->peer.ep_id,
@@ -704,7 +720,7 @@ static void ntx_ntb_wake(struct ntx_be_conn *c)
 
 /* After an entry: marks our ring ready in the peer's bitmap when the peer
  * drains by bitmap, and wakes the peer if it sleeps. */
-static void ntx_ntb_ring_bell_conn(struct ntx_be_conn *c)
+static void ntx_ntb_ring_bell_conn(struct ntx_shm_conn *c)
 {
 	struct ntx_win_hdr *ph = ntx_win_hdr(&c->pwin);
 
@@ -730,7 +746,7 @@ static void ntx_ntb_ring_bell_conn(struct ntx_be_conn *c)
 		ntx_ntb_wake(c);
 }
 
-static void ntx_ntb_ring_conn_bell(struct ntx_be_conn *c)
+static void ntx_ntb_ring_conn_bell(struct ntx_shm_conn *c)
 {
 	/* release: cell or response written before the bell; the data bell
 	 * that follows wakes a sleeping owner */
@@ -742,7 +758,7 @@ static void ntx_ntb_ring_conn_bell(struct ntx_be_conn *c)
 }
 
 /* Posts our connect request into a free cell of the peer's window. */
-static int ntx_ntb_cell_post(struct ntx_be_conn *c)
+static int ntx_ntb_cell_post(struct ntx_shm_conn *c)
 {
 	struct ntx_win_cell *cell;
 	uint32_t expect;
@@ -768,7 +784,7 @@ static int ntx_ntb_cell_post(struct ntx_be_conn *c)
 }
 
 /* Tells the peer which of our slots carries its ring to us. */
-static void ntx_ntb_respond(struct ntx_be_conn *c)
+static void ntx_ntb_respond(struct ntx_shm_conn *c)
 {
 	struct ntx_win_ctl *ps = ntx_win_ctl(&c->pwin, c->peer_slot);
 
@@ -778,7 +794,7 @@ static void ntx_ntb_respond(struct ntx_be_conn *c)
 	ntx_ntb_ring_conn_bell(c);
 }
 
-static void ntx_ntb_conn_fail(struct ntx_be_conn *c, int err)
+static void ntx_ntb_conn_fail(struct ntx_shm_conn *c, int err)
 {
 	if (c->state == NTX_CONN_FAILED)
 		return;
@@ -790,19 +806,19 @@ static void ntx_ntb_conn_fail(struct ntx_be_conn *c, int err)
 static int ntx_ntb_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 			   void *vc, struct ntx_be_conn **conn)
 {
-	struct ntx_be_conn *c = ntx_ntb_conn_new(be, peer, vc);
+	struct ntx_shm_conn *c = ntx_ntb_conn_new(ntx_shm_ep_of(be), peer, vc);
 
 	if (!c)
 		return -FI_EADDRNOTAVAIL;
 	c->state = NTX_CONN_CONNECTING;
 	ntx_ntb_cell_post(c);
-	*conn = c;
+	*conn = &c->head;
 	return 0;
 }
 
-static void ntx_ntb_disconnect(struct ntx_be_conn *c)
+static void ntx_ntb_conn_free(struct ntx_shm_conn *c)
 {
-	struct ntx_be_ep *be = c->be;
+	struct ntx_shm_ep *be = c->be;
 
 	ntx_list_remove(&c->entry);
 	be->nconns--;
@@ -820,14 +836,19 @@ static void ntx_ntb_disconnect(struct ntx_be_conn *c)
 	free(c);
 }
 
-static struct ntx_be_conn *ntx_ntb_find(struct ntx_be_ep *be,
-					const struct ntx_addr *a)
+static void ntx_ntb_disconnect(struct ntx_be_conn *conn)
+{
+	ntx_ntb_conn_free(ntx_shm_conn_of(conn));
+}
+
+static struct ntx_shm_conn *ntx_ntb_find(struct ntx_shm_ep *be,
+					 const struct ntx_addr *a)
 {
 	struct ntx_list *it;
 
 	ntx_list_foreach(&be->conns, it) {
-		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
-							 entry);
+		struct ntx_shm_conn *c =
+			ntx_container_of(it, struct ntx_shm_conn, entry);
 		if (c->state != NTX_CONN_FAILED &&
 		    ntx_addr_same_ep(&c->peer, a))
 			return c;
@@ -835,9 +856,10 @@ static struct ntx_be_conn *ntx_ntb_find(struct ntx_be_ep *be,
 	return NULL;
 }
 
-static void ntx_ntb_on_cell(struct ntx_be_ep *be, const struct ntx_win_cell *cell)
+static void ntx_ntb_on_cell(struct ntx_shm_ep *be,
+			    const struct ntx_win_cell *cell)
 {
-	struct ntx_be_conn *c;
+	struct ntx_shm_conn *c;
 	const struct ntx_addr *from = &cell->from;
 
 	if (!ntx_addr_valid(from) || from->host != be->addr.host) {
@@ -868,20 +890,20 @@ static void ntx_ntb_on_cell(struct ntx_be_ep *be, const struct ntx_win_cell *cel
 	if (!c)
 		return;
 	if (cell->slot >= c->pwin.g.nslots) {
-		ntx_ntb_disconnect(c);
+		ntx_ntb_conn_free(c);
 		return;
 	}
 	ntx_ntb_peer_slot(c, cell->slot);
 	c->state = NTX_CONN_CONNECTED;
-	c->vc = be->cb.accept(be->cb.ctx, c, from);
+	c->vc = be->cb.accept(be->cb.ctx, &c->head, from);
 	if (!c->vc) {
-		ntx_ntb_disconnect(c);
+		ntx_ntb_conn_free(c);
 		return;
 	}
 	ntx_ntb_respond(c);
 }
 
-static void ntx_ntb_poll_cells(struct ntx_be_ep *be)
+static void ntx_ntb_poll_cells(struct ntx_shm_ep *be)
 {
 	struct ntx_win_cell *cell, copy;
 
@@ -899,14 +921,14 @@ static void ntx_ntb_poll_cells(struct ntx_be_ep *be)
 	}
 }
 
-static void ntx_ntb_poll_connecting(struct ntx_be_ep *be)
+static void ntx_ntb_poll_connecting(struct ntx_shm_ep *be)
 {
 	struct ntx_list *it, *tmp;
 	uint32_t r;
 
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
-		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
-							 entry);
+		struct ntx_shm_conn *c =
+			ntx_container_of(it, struct ntx_shm_conn, entry);
 		if (c->state != NTX_CONN_CONNECTING)
 			continue;
 		if (c->cell_pending && ntx_ntb_cell_post(c))
@@ -927,17 +949,17 @@ static void ntx_ntb_poll_connecting(struct ntx_be_ep *be)
 	}
 }
 
-static int ntx_ntb_drain(struct ntx_be_conn *c);
+static int ntx_ntb_drain(struct ntx_shm_conn *c);
 
 /* Connections the peer closed (ntx_win_ctl.closed): what it wrote before
  * is delivered, then the connection fails. Runs on the connect bell. */
-static void ntx_ntb_poll_closed(struct ntx_be_ep *be)
+static void ntx_ntb_poll_closed(struct ntx_shm_ep *be)
 {
 	struct ntx_list *it, *tmp;
 
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
-		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
-							 entry);
+		struct ntx_shm_conn *c =
+			ntx_container_of(it, struct ntx_shm_conn, entry);
 		if (c->state != NTX_CONN_CONNECTED ||
 		    !atomic_load_explicit(&ntx_win_ctl(&be->win,
 						       c->my_slot)->closed,
@@ -954,7 +976,7 @@ static void ntx_ntb_poll_closed(struct ntx_be_ep *be)
 /* Tells the peer how far we consumed, every quarter ring: the sender
  * re-reads it only when the ring looks full, and at most n/4 - 1 lines are
  * ever unpublished, so it never stalls. */
-static void ntx_ntb_publish_cons(struct ntx_be_conn *c)
+static void ntx_ntb_publish_cons(struct ntx_shm_conn *c)
 {
 	uint32_t n = c->be->win.g.ring_lines;
 
@@ -983,7 +1005,7 @@ static void ntx_ntb_clear_payload(struct ntx_win_entry *e, uint32_t lines)
 
 /* The line at our position in the peer's ring. */
 static inline struct ntx_win_entry *ntx_ntb_rx_entry(
-	const struct ntx_be_conn *c)
+	const struct ntx_shm_conn *c)
 {
 	return (struct ntx_win_entry *)((uint8_t *)c->rx_ring +
 					(size_t)c->rx_pos * NTX_CACHELINE);
@@ -992,7 +1014,7 @@ static inline struct ntx_win_entry *ntx_ntb_rx_entry(
 /* The next entry is there. Acquire: its body was written before its
  * number; any other number (stale or garbage) means not yet. Inline, so
  * that polling an idle ring costs one load and no call. */
-static inline bool ntx_ntb_rx_ready(const struct ntx_be_conn *c)
+static inline bool ntx_ntb_rx_ready(const struct ntx_shm_conn *c)
 {
 	return atomic_load_explicit(&ntx_ntb_rx_entry(c)->seq,
 				    memory_order_acquire) == c->rx_seq + 1;
@@ -1000,9 +1022,9 @@ static inline bool ntx_ntb_rx_ready(const struct ntx_be_conn *c)
 
 /* Drains the peer's ring in our window; returns entries handled, at most
  * NTX_NTB_DRAIN_MAX, so one busy peer cannot hold the poll. */
-static int ntx_ntb_drain(struct ntx_be_conn *c)
+static int ntx_ntb_drain(struct ntx_shm_conn *c)
 {
-	struct ntx_be_ep *be = c->be;
+	struct ntx_shm_ep *be = c->be;
 	struct ntx_win_entry *e;
 	struct ntx_wire_hdr hdr;
 	uint32_t len, lines, n = be->win.g.ring_lines, seq0 = c->rx_seq;
@@ -1039,8 +1061,9 @@ static int ntx_ntb_drain(struct ntx_be_conn *c)
 
 /* About to sleep: from now on senders write our eventfd. The caller then
  * polls once more before it blocks. */
-static void ntx_ntb_arm(struct ntx_be_ep *be)
+static void ntx_ntb_arm(struct ntx_be_ep *bep)
 {
+	struct ntx_shm_ep *be = ntx_shm_ep_of(bep);
 	be->armed = true;
 	atomic_store_explicit(&ntx_win_hdr(&be->win)->waiters, 1,
 			      memory_order_seq_cst);
@@ -1051,8 +1074,9 @@ static void ntx_ntb_arm(struct ntx_be_ep *be)
 
 /* Awake: drains the wake-ups and notes which peers died meanwhile (the
  * next poll fails them). */
-static void ntx_ntb_disarm(struct ntx_be_ep *be)
+static void ntx_ntb_disarm(struct ntx_be_ep *bep)
 {
+	struct ntx_shm_ep *be = ntx_shm_ep_of(bep);
 	if (!be->armed)
 		return;
 	be->armed = false;
@@ -1061,17 +1085,18 @@ static void ntx_ntb_disarm(struct ntx_be_ep *be)
 	ntx_ntb_events(be, true);
 }
 
-static int ntx_ntb_wait_fd(struct ntx_be_ep *be)
+static int ntx_ntb_wait_fd(struct ntx_be_ep *bep)
 {
+	struct ntx_shm_ep *be = ntx_shm_ep_of(bep);
 	return be->epfd;
 }
 
 /* The connected peer behind a ready bit, or NULL. */
-static struct ntx_be_conn *ntx_ntb_slot_conn(struct ntx_be_ep *be,
-					     uint32_t w, uint64_t bit)
+static struct ntx_shm_conn *ntx_ntb_slot_conn(struct ntx_shm_ep *be,
+					      uint32_t w, uint64_t bit)
 {
 	uint32_t slot = w * 64 + (uint32_t)__builtin_ctzll(bit);
-	struct ntx_be_conn *c = slot < be->win.g.nslots ? be->slots[slot]
+	struct ntx_shm_conn *c = slot < be->win.g.nslots ? be->slots[slot]
 							: NULL;
 
 	return c && c->state == NTX_CONN_CONNECTED ? c : NULL;
@@ -1082,11 +1107,11 @@ static struct ntx_be_conn *ntx_ntb_slot_conn(struct ntx_be_ep *be,
  * busy, so a busy sender only reads it (no store, no fence, no cache line
  * moving per message); rings found empty are remembered in 'idle' and
  * their bits taken back by ntx_ntb_bits_clear. */
-static int ntx_ntb_poll_bits(struct ntx_be_ep *be)
+static int ntx_ntb_poll_bits(struct ntx_shm_ep *be)
 {
 	_Atomic uint64_t *bits = ntx_win_bits(&be->win);
 	uint32_t words = (be->win.g.nslots + 63) / 64;
-	struct ntx_be_conn *c;
+	struct ntx_shm_conn *c;
 	uint64_t b;
 	int cnt = 0, got;
 
@@ -1113,7 +1138,7 @@ static int ntx_ntb_poll_bits(struct ntx_be_ep *be)
  * fence on every peer after clearing makes such entries visible, and the
  * last drain below finds them; later entries find the bit clear and set
  * it again. */
-static int ntx_ntb_bits_clear(struct ntx_be_ep *be)
+static int ntx_ntb_bits_clear(struct ntx_shm_ep *be)
 {
 	_Atomic uint64_t *bits = ntx_win_bits(&be->win);
 	uint32_t words = (be->win.g.nslots + 63) / 64;
@@ -1137,7 +1162,8 @@ static int ntx_ntb_bits_clear(struct ntx_be_ep *be)
 	ntx_ntb_fence_peers();
 	for (uint32_t w = 0; w < words; w++) {
 		for (m = be->idle[w]; m; m &= m - 1) {
-			struct ntx_be_conn *c = ntx_ntb_slot_conn(be, w, m & -m);
+			struct ntx_shm_conn *c =
+				ntx_ntb_slot_conn(be, w, m & -m);
 
 			if (!c)
 				continue;
@@ -1152,14 +1178,15 @@ static int ntx_ntb_bits_clear(struct ntx_be_ep *be)
 	return cnt;
 }
 
-static int ntx_ntb_poll(struct ntx_be_ep *be)
+static int ntx_ntb_poll(struct ntx_be_ep *bep)
 {
+	struct ntx_shm_ep *be = ntx_shm_ep_of(bep);
 	struct ntx_list *it, *tmp;
 	uint64_t bell;
 	int cnt = 0, got;
 
 	if (be->check) /* a peer died while we slept */
-		ntx_ntb_check_peers(be);
+		ntx_ntb_check_peers(&be->head);
 	bell = atomic_load_explicit(&ntx_win_hdr(&be->win)->conn_bell,
 				    memory_order_acquire);
 	if (bell != be->conn_bell_seen || be->rescan) {
@@ -1189,8 +1216,8 @@ static int ntx_ntb_poll(struct ntx_be_ep *be)
 		return cnt;
 	}
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
-		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
-							 entry);
+		struct ntx_shm_conn *c =
+			ntx_container_of(it, struct ntx_shm_conn, entry);
 		if (c->state != NTX_CONN_CONNECTED || !ntx_ntb_rx_ready(c))
 			continue;
 		got = ntx_ntb_drain(c);
@@ -1201,7 +1228,7 @@ static int ntx_ntb_poll(struct ntx_be_ep *be)
 
 /* Writes one entry (or a skip) at tx_pos: payload, then the cleared
  * header line after it, then the sequence number. */
-static void ntx_ntb_put(struct ntx_be_conn *c, uint32_t lines, uint32_t len,
+static void ntx_ntb_put(struct ntx_shm_conn *c, uint32_t lines, uint32_t len,
 			const void *hdr, const struct iovec *iov,
 			size_t iovcnt)
 {
@@ -1227,14 +1254,18 @@ static void ntx_ntb_put(struct ntx_be_conn *c, uint32_t lines, uint32_t len,
 }
 
 /* The peer's FI_NTX_EAGER_MAX, from its window header (checked at map). */
-static size_t ntx_ntb_conn_mtu(const struct ntx_be_conn *c)
+static size_t ntx_ntb_conn_mtu(const struct ntx_be_conn *conn)
 {
+	const struct ntx_shm_conn *c =
+		ntx_container_of(conn, const struct ntx_shm_conn, head);
+
 	return c->pwin.max_payload;
 }
 
-static int ntx_ntb_send(struct ntx_be_conn *c, const void *hdr,
+static int ntx_ntb_send(struct ntx_be_conn *conn, const void *hdr,
 			const struct iovec *iov, size_t iovcnt, size_t len)
 {
+	struct ntx_shm_conn *c = ntx_shm_conn_of(conn);
 	uint32_t cons, lines, n = c->pwin.g.ring_lines;
 
 	if (c->state != NTX_CONN_CONNECTED)
@@ -1266,7 +1297,7 @@ static int ntx_ntb_send(struct ntx_be_conn *c, const void *hdr,
 /* Maps a failed process_vm_readv/writev to an engine error: EFAULT is a
  * bad address; anything else (EPERM under ptrace restrictions, ENOSYS)
  * means single copy is not allowed and the engine falls back. */
-static ssize_t ntx_ntb_cma_result(const struct ntx_be_conn *c, ssize_t n,
+static ssize_t ntx_ntb_cma_result(const struct ntx_shm_conn *c, ssize_t n,
 				  const char *what)
 {
 	int err = errno;
@@ -1285,11 +1316,12 @@ static size_t ntx_ntb_remote(const struct ntx_wire_iov *w, size_t n,
 	return ntx_wire_iov_view(w, n, iov);
 }
 
-static ssize_t ntx_ntb_bulk_read(struct ntx_be_conn *c,
+static ssize_t ntx_ntb_bulk_read(struct ntx_be_conn *conn,
 				 const struct iovec *local, size_t nlocal,
 				 const struct ntx_wire_iov *remote,
 				 size_t nremote)
 {
+	struct ntx_shm_conn *c = ntx_shm_conn_of(conn);
 	struct iovec r[NTX_MAX_IOV];
 
 	return ntx_ntb_cma_result(c, process_vm_readv((pid_t)c->peer.pid,
@@ -1300,11 +1332,12 @@ static ssize_t ntx_ntb_bulk_read(struct ntx_be_conn *c,
 				  "process_vm_readv");
 }
 
-static ssize_t ntx_ntb_bulk_write(struct ntx_be_conn *c,
+static ssize_t ntx_ntb_bulk_write(struct ntx_be_conn *conn,
 				  const struct iovec *local, size_t nlocal,
 				  const struct ntx_wire_iov *remote,
 				  size_t nremote)
 {
+	struct ntx_shm_conn *c = ntx_shm_conn_of(conn);
 	struct iovec r[NTX_MAX_IOV];
 
 	return ntx_ntb_cma_result(c, process_vm_writev((pid_t)c->peer.pid,
@@ -1315,16 +1348,17 @@ static ssize_t ntx_ntb_bulk_write(struct ntx_be_conn *c,
 				  "process_vm_writev");
 }
 
-static void ntx_ntb_check_peers(struct ntx_be_ep *be)
+static void ntx_ntb_check_peers(struct ntx_be_ep *bep)
 {
+	struct ntx_shm_ep *be = ntx_shm_ep_of(bep);
 	struct ntx_list *it, *tmp;
 
 	ntx_ntb_svc_drain(be);
 	ntx_ntb_events(be, false);
 	be->check = false;
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
-		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
-							 entry);
+		struct ntx_shm_conn *c =
+			ntx_container_of(it, struct ntx_shm_conn, entry);
 		struct ntx_win_hdr *ph = ntx_win_hdr(&c->pwin);
 
 		if (c->state == NTX_CONN_FAILED)
@@ -1410,7 +1444,7 @@ static int ntx_svc_owner(const struct sockaddr_un *sun, socklen_t len,
 	return ret;
 }
 
-static int ntx_svc_listen(struct ntx_be_ep *be, const struct sockaddr_un *sun,
+static int ntx_svc_listen(struct ntx_shm_ep *be, const struct sockaddr_un *sun,
 			  socklen_t len)
 {
 	be->svc_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -1427,7 +1461,7 @@ static int ntx_svc_listen(struct ntx_be_ep *be, const struct sockaddr_un *sun,
 
 /* The service's file in our private directory: a file nobody listens
  * on any more is left from a process that died, and is replaced. */
-static int ntx_svc_claim_path(struct ntx_be_ep *be)
+static int ntx_svc_claim_path(struct ntx_shm_ep *be)
 {
 	struct sockaddr_un sun;
 	socklen_t len = ntx_svc_path(be->addr.service, &sun);
@@ -1444,7 +1478,7 @@ static int ntx_svc_claim_path(struct ntx_be_ep *be)
 	return 0;
 }
 
-static int ntx_ntb_svc_claim(struct ntx_be_ep *be)
+static int ntx_ntb_svc_claim(struct ntx_shm_ep *be)
 {
 	struct sockaddr_un sun;
 	socklen_t len = ntx_svc_sockaddr(be->addr.service, &sun);
@@ -1465,7 +1499,7 @@ static int ntx_ntb_svc_claim(struct ntx_be_ep *be)
 }
 
 /* Drops the connections peers made to learn our pid. */
-static void ntx_ntb_svc_drain(struct ntx_be_ep *be)
+static void ntx_ntb_svc_drain(struct ntx_shm_ep *be)
 {
 	int fd;
 
@@ -1555,7 +1589,7 @@ static int ntx_ntb_resolve(struct ntx_addr *a)
 	return 0;
 }
 
-static int ntx_ntb_wake_open(struct ntx_be_ep *be)
+static int ntx_ntb_wake_open(struct ntx_shm_ep *be)
 {
 	struct sockaddr_un sun;
 	socklen_t len;
@@ -1576,17 +1610,11 @@ static int ntx_ntb_wake_open(struct ntx_be_ep *be)
 	return -FI_EADDRINUSE;
 }
 
-static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
-			const struct ntx_be_cb *cb, const char *dev)
+/* Our name before anything is made; the epoch tells this endpoint from
+ * an earlier one that had the same pid and id (a restarted peer). */
+static void ntx_ntb_name_init(struct ntx_shm_ep *be,
+			      const struct ntx_addr *want)
 {
-	struct ntx_be_ep *be = calloc(1, sizeof(*be));
-	int ret;
-
-	(void)dev;
-	if (!be)
-		return -FI_ENOMEM;
-	be->cb = *cb;
-	ntx_list_init(&be->conns);
 	be->addr.magic = NTX_ADDR_MAGIC;
 	be->addr.version = NTX_ADDR_VERSION;
 	be->addr.host = ntx_host_id();
@@ -1594,6 +1622,49 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	be->addr.ep_id = atomic_fetch_add(&ntx_ntb_next_ep_id, 1);
 	be->addr.service = want ? want->service : 0;
 	be->addr.epoch = ntx_random64();
+}
+
+/* The tables of our window's slots: the connection behind each, and the
+ * bitmap words of idle ready bits and of slots released before. */
+static int ntx_ntb_slots_alloc(struct ntx_shm_ep *be)
+{
+	size_t words = (be->win.g.nslots + 63) / 64;
+
+	be->slots = calloc(be->win.g.nslots, sizeof(*be->slots));
+	be->idle = calloc(words, sizeof(*be->idle));
+	be->reused = calloc(words, sizeof(*be->reused));
+	if (be->slots && be->idle && be->reused)
+		return 0;
+	free(be->slots);
+	free(be->idle);
+	free(be->reused);
+	return -FI_ENOMEM;
+}
+
+/* Gives our service number up: its socket, and its file if it has one. */
+static void ntx_ntb_svc_release(struct ntx_shm_ep *be)
+{
+	if (be->svc_fd >= 0)
+		close(be->svc_fd);
+	if (be->svc_path) {
+		unlink(be->svc_path);
+		free(be->svc_path);
+	}
+}
+
+static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
+			const struct ntx_be_cb *cb, const char *dev)
+{
+	struct ntx_shm_ep *be = calloc(1, sizeof(*be));
+	int ret;
+
+	(void)dev;
+	if (!be)
+		return -FI_ENOMEM;
+	be->head.ops = &ntx_ntb_shm_ops;
+	be->cb = *cb;
+	ntx_list_init(&be->conns);
+	ntx_ntb_name_init(be, want);
 	be->svc_fd = -1;
 	be->epfd = -1;
 	be->timer = -1;
@@ -1610,30 +1681,18 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	}
 	ret = ntx_ntb_win_create(be);
 	if (ret)
-		goto close_svc;
+		goto release_svc;
 	be->addr.win_fd = be->fd;
-	be->slots = calloc(be->win.g.nslots, sizeof(*be->slots));
-	be->idle = calloc((be->win.g.nslots + 63) / 64, sizeof(*be->idle));
-	be->reused = calloc((be->win.g.nslots + 63) / 64, sizeof(*be->reused));
-	if (!be->slots || !be->idle || !be->reused) {
-		ret = -FI_ENOMEM;
+	ret = ntx_ntb_slots_alloc(be);
+	if (ret)
 		goto unmap;
-	}
-	*out = be;
+	*out = &be->head;
 	return 0;
 unmap:
-	free(be->slots);
-	free(be->idle);
-	free(be->reused);
 	munmap(be->win.base, be->win.g.size);
 	close(be->fd);
-close_svc:
-	if (be->svc_fd >= 0)
-		close(be->svc_fd);
-	if (be->svc_path) {
-		unlink(be->svc_path);
-		free(be->svc_path);
-	}
+release_svc:
+	ntx_ntb_svc_release(be);
 close_wait:
 	close(be->epfd);
 close_wake:
@@ -1643,8 +1702,9 @@ free_be:
 	return ret;
 }
 
-static void ntx_ntb_close(struct ntx_be_ep *be)
+static void ntx_ntb_close(struct ntx_be_ep *bep)
 {
+	struct ntx_shm_ep *be = ntx_shm_ep_of(bep);
 	struct ntx_list *it, *tmp;
 
 	ntx_ntb_shm_fini(); /* the registration is done by now: join it */
@@ -1653,16 +1713,11 @@ static void ntx_ntb_close(struct ntx_be_ep *be)
 	atomic_store_explicit(&ntx_win_hdr(&be->win)->state, NTX_WIN_CLOSED,
 			      memory_order_release);
 	ntx_list_foreach_safe(&be->conns, it, tmp)
-		ntx_ntb_disconnect(ntx_container_of(it, struct ntx_be_conn,
-						    entry));
+		ntx_ntb_conn_free(ntx_container_of(it, struct ntx_shm_conn,
+						   entry));
 	munmap(be->win.base, be->win.g.size);
 	close(be->fd);
-	if (be->svc_fd >= 0)
-		close(be->svc_fd);
-	if (be->svc_path) {
-		unlink(be->svc_path);
-		free(be->svc_path);
-	}
+	ntx_ntb_svc_release(be);
 	if (be->timer >= 0)
 		close(be->timer);
 	close(be->epfd);
@@ -1673,8 +1728,9 @@ static void ntx_ntb_close(struct ntx_be_ep *be)
 	free(be);
 }
 
-static void ntx_ntb_getname(struct ntx_be_ep *be, struct ntx_addr *addr)
+static void ntx_ntb_getname(struct ntx_be_ep *bep, struct ntx_addr *addr)
 {
+	struct ntx_shm_ep *be = ntx_shm_ep_of(bep);
 	uint32_t ip4 = addr->ip4;
 	uint16_t port = addr->port;
 
@@ -1684,8 +1740,9 @@ static void ntx_ntb_getname(struct ntx_be_ep *be, struct ntx_addr *addr)
 }
 
 /* The engine's flags (a job key) travel in our connect cells. */
-static void ntx_ntb_setname(struct ntx_be_ep *be, const struct ntx_addr *addr)
+static void ntx_ntb_setname(struct ntx_be_ep *bep, const struct ntx_addr *addr)
 {
+	struct ntx_shm_ep *be = ntx_shm_ep_of(bep);
 	be->addr.flags = addr->flags;
 }
 

@@ -48,9 +48,10 @@ struct ntx_buf {
 	size_t len, cap, off;
 };
 
-struct ntx_be_conn {
+struct ntx_tcp_conn {
+	struct ntx_be_conn head; /* first: what the engine holds */
 	struct ntx_list entry;
-	struct ntx_be_ep *be;
+	struct ntx_tcp_ep *be;
 	void *vc;
 	int fd;
 	enum ntx_tcp_state state;
@@ -63,7 +64,8 @@ struct ntx_be_conn {
 	bool probe;           /* carries a PROVE, never reaches the engine */
 };
 
-struct ntx_be_ep {
+struct ntx_tcp_ep {
+	struct ntx_be_ep head; /* first: what the engine holds */
 	struct ntx_be_cb cb;
 	int lfd;
 	int epfd; /* every socket, readable when anything arrives */
@@ -75,6 +77,19 @@ struct ntx_be_ep {
 		       * failed before reaching the engine: walk the list */
 	uint64_t busy_until_ns; /* traffic keeps busy set until then */
 };
+
+static inline struct ntx_tcp_conn *ntx_tcp_conn_of(struct ntx_be_conn *conn)
+{
+	return ntx_container_of(conn, struct ntx_tcp_conn, head);
+}
+
+static inline struct ntx_tcp_ep *ntx_tcp_ep_of(struct ntx_be_ep *be)
+{
+	return ntx_container_of(be, struct ntx_tcp_ep, head);
+}
+
+/* the ops table sets the heads' ops at creation */
+static const struct ntx_be_ops ntx_ntb_tcp_ops;
 
 /* After traffic, the sockets are looked at every poll (one epoll_wait)
  * for this long; then readiness comes from the io_uring watch again. A
@@ -110,7 +125,7 @@ static int ntx_buf_reserve(struct ntx_buf *b, size_t more)
 	return 0;
 }
 
-static void ntx_tcp_fail(struct ntx_be_conn *c, int err)
+static void ntx_tcp_fail(struct ntx_tcp_conn *c, int err)
 {
 	enum ntx_tcp_state old = c->state;
 
@@ -123,7 +138,7 @@ static void ntx_tcp_fail(struct ntx_be_conn *c, int err)
 }
 
 /* Writes queued bytes; the rest waits for the next progress call. */
-static void ntx_tcp_flush(struct ntx_be_conn *c)
+static void ntx_tcp_flush(struct ntx_tcp_conn *c)
 {
 	ssize_t n;
 
@@ -160,7 +175,7 @@ static size_t ntx_tcp_frame_iov(const struct ntx_tcp_frame *f,
 
 /* Queues the bytes of v from 'skip' on: a whole frame, or what a direct
  * send left of one. */
-static int ntx_tcp_queue_rest(struct ntx_be_conn *c, const struct iovec *v,
+static int ntx_tcp_queue_rest(struct ntx_tcp_conn *c, const struct iovec *v,
 			      size_t n, size_t skip)
 {
 	size_t total = 0;
@@ -186,7 +201,7 @@ static int ntx_tcp_queue_rest(struct ntx_be_conn *c, const struct iovec *v,
 	return 0;
 }
 
-static int ntx_tcp_queue(struct ntx_be_conn *c, const struct ntx_tcp_frame *f,
+static int ntx_tcp_queue(struct ntx_tcp_conn *c, const struct ntx_tcp_frame *f,
 			 const struct iovec *iov, size_t iovcnt, size_t len)
 {
 	struct iovec v[NTX_MAX_IOV + 1];
@@ -197,7 +212,7 @@ static int ntx_tcp_queue(struct ntx_be_conn *c, const struct ntx_tcp_frame *f,
 
 /* Nothing queued: the frame leaves straight from the caller's buffers
  * (sendmsg, no copy); only what the socket does not take is queued. */
-static int ntx_tcp_send_direct(struct ntx_be_conn *c,
+static int ntx_tcp_send_direct(struct ntx_tcp_conn *c,
 			       const struct ntx_tcp_frame *f,
 			       const struct iovec *iov, size_t iovcnt,
 			       size_t len)
@@ -218,9 +233,10 @@ static int ntx_tcp_send_direct(struct ntx_be_conn *c,
 	return ntx_tcp_queue_rest(c, v, mh.msg_iovlen, (size_t)sent);
 }
 
-static int ntx_tcp_send(struct ntx_be_conn *c, const void *hdr,
+static int ntx_tcp_send(struct ntx_be_conn *conn, const void *hdr,
 			const struct iovec *iov, size_t iovcnt, size_t len)
 {
+	struct ntx_tcp_conn *c = ntx_tcp_conn_of(conn);
 	struct ntx_tcp_frame f = { .magic = NTX_TCP_MAGIC,
 				   .type = NTX_TCP_ENTRY,
 				   .len = (uint32_t)len };
@@ -268,9 +284,9 @@ static void ntx_tcp_sockopts(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &tmo, sizeof(tmo));
 }
 
-static struct ntx_be_conn *ntx_tcp_conn_new(struct ntx_be_ep *be, int fd)
+static struct ntx_tcp_conn *ntx_tcp_conn_new(struct ntx_tcp_ep *be, int fd)
 {
-	struct ntx_be_conn *c = calloc(1, sizeof(*c));
+	struct ntx_tcp_conn *c = calloc(1, sizeof(*c));
 	struct epoll_event ev = { .events = EPOLLIN };
 
 	if (!c)
@@ -278,13 +294,14 @@ static struct ntx_be_conn *ntx_tcp_conn_new(struct ntx_be_ep *be, int fd)
 	ntx_tcp_sockopts(fd);
 	ev.data.ptr = c;
 	epoll_ctl(be->epfd, EPOLL_CTL_ADD, fd, &ev);
+	c->head.ops = &ntx_ntb_tcp_ops;
 	c->be = be;
 	c->fd = fd;
 	ntx_list_insert_tail(&be->conns, &c->entry);
 	return c;
 }
 
-static void ntx_tcp_disconnect(struct ntx_be_conn *c)
+static void ntx_tcp_conn_free(struct ntx_tcp_conn *c)
 {
 	ntx_list_remove(&c->entry);
 	close(c->fd);
@@ -293,9 +310,14 @@ static void ntx_tcp_disconnect(struct ntx_be_conn *c)
 	free(c);
 }
 
+static void ntx_tcp_disconnect(struct ntx_be_conn *conn)
+{
+	ntx_tcp_conn_free(ntx_tcp_conn_of(conn));
+}
+
 /* A frame of the connection set-up (hello, proof of name), queued
  * behind whatever waits and sent when the socket takes it. */
-static int ntx_tcp_ctl(struct ntx_be_conn *c, uint16_t type, const void *p,
+static int ntx_tcp_ctl(struct ntx_tcp_conn *c, uint16_t type, const void *p,
 		       uint32_t len)
 {
 	struct ntx_tcp_frame f = { .magic = NTX_TCP_MAGIC, .type = type,
@@ -311,13 +333,13 @@ static int ntx_tcp_ctl(struct ntx_be_conn *c, uint16_t type, const void *p,
 
 /* A new outgoing connection to the listener a name names, CONNECTING
  * until timeout_ms. */
-static int ntx_tcp_dial(struct ntx_be_ep *be, const struct ntx_addr *peer,
-			size_t timeout_ms, struct ntx_be_conn **out)
+static int ntx_tcp_dial(struct ntx_tcp_ep *be, const struct ntx_addr *peer,
+			size_t timeout_ms, struct ntx_tcp_conn **out)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 				   .sin_addr.s_addr = peer->ip4,
 				   .sin_port = peer->port };
-	struct ntx_be_conn *c;
+	struct ntx_tcp_conn *c;
 	int fd;
 
 	/* the address the peer listens on; loopback when it gave none */
@@ -347,10 +369,11 @@ static int ntx_tcp_dial(struct ntx_be_ep *be, const struct ntx_addr *peer,
 	return 0;
 }
 
-static int ntx_tcp_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
+static int ntx_tcp_connect(struct ntx_be_ep *bep, const struct ntx_addr *peer,
 			   void *vc, struct ntx_be_conn **conn)
 {
-	struct ntx_be_conn *c;
+	struct ntx_tcp_ep *be = ntx_tcp_ep_of(bep);
+	struct ntx_tcp_conn *c;
 	int ret = ntx_tcp_dial(be, peer, ntx_params.tcp_timeout_ms, &c);
 
 	if (ret)
@@ -358,21 +381,21 @@ static int ntx_tcp_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 	c->vc = vc;
 	/* the hello leaves first once the connection is up */
 	if (ntx_tcp_ctl(c, NTX_TCP_HELLO, &be->addr, sizeof(be->addr))) {
-		ntx_tcp_disconnect(c);
+		ntx_tcp_conn_free(c);
 		return -FI_ENOMEM;
 	}
-	*conn = c;
+	*conn = &c->head;
 	return 0;
 }
 
 /* A hello: before the connection is bound to the name it claims, a
  * nonce goes to the listener that name names; its owner echoes it over
  * the connection it opened (DESIGN §7, proof of name). */
-static void ntx_tcp_on_hello(struct ntx_be_conn *c, const uint8_t *p,
+static void ntx_tcp_on_hello(struct ntx_tcp_conn *c, const uint8_t *p,
 			     size_t len)
 {
 	struct ntx_tcp_prove pr;
-	struct ntx_be_conn *probe;
+	struct ntx_tcp_conn *probe;
 	struct ntx_addr from;
 
 	if (len != sizeof(from))
@@ -403,11 +426,11 @@ static void ntx_tcp_on_hello(struct ntx_be_conn *c, const uint8_t *p,
  * the nonce goes back over every connection of ours still waiting for
  * that listener's welcome (the one that is not its own is ignored
  * there). This connection has done its part. */
-static void ntx_tcp_on_prove(struct ntx_be_conn *c, const uint8_t *p,
+static void ntx_tcp_on_prove(struct ntx_tcp_conn *c, const uint8_t *p,
 			     size_t len)
 {
 	struct ntx_tcp_params e = { .eager_max = (uint32_t)ntx_params.eager_max };
-	struct ntx_be_ep *be = c->be;
+	struct ntx_tcp_ep *be = c->be;
 	struct ntx_addr claimed, prover;
 	struct ntx_tcp_prove pr;
 	struct ntx_list *it;
@@ -426,8 +449,8 @@ static void ntx_tcp_on_prove(struct ntx_be_conn *c, const uint8_t *p,
 	}
 	memcpy(e.nonce, pr.nonce, sizeof(e.nonce));
 	ntx_list_foreach(&be->conns, it) {
-		struct ntx_be_conn *o = ntx_container_of(it, struct ntx_be_conn,
-							 entry);
+		struct ntx_tcp_conn *o =
+			ntx_container_of(it, struct ntx_tcp_conn, entry);
 
 		if (o->state == NTX_TCP_WELCOME_WAIT &&
 		    o->peer.port == prover.port)
@@ -437,7 +460,7 @@ static void ntx_tcp_on_prove(struct ntx_be_conn *c, const uint8_t *p,
 
 /* The peer's FI_NTX_EAGER_MAX from its ECHO or WELCOME, within the
  * parameter's range; false (the connection failed) when it is not. */
-static bool ntx_tcp_take_eager(struct ntx_be_conn *c, uint32_t v)
+static bool ntx_tcp_take_eager(struct ntx_tcp_conn *c, uint32_t v)
 {
 	if (v < 4096 || v > 65536) {
 		NTX_WARN(FI_LOG_EP_CTRL, "peer pid %u says FI_NTX_EAGER_MAX is "
@@ -449,7 +472,7 @@ static bool ntx_tcp_take_eager(struct ntx_be_conn *c, uint32_t v)
 	return true;
 }
 
-static void ntx_tcp_on_echo(struct ntx_be_conn *c, const uint8_t *p,
+static void ntx_tcp_on_echo(struct ntx_tcp_conn *c, const uint8_t *p,
 			    size_t len)
 {
 	struct ntx_tcp_params e, w = { .eager_max =
@@ -468,12 +491,12 @@ static void ntx_tcp_on_echo(struct ntx_be_conn *c, const uint8_t *p,
 	c->state = NTX_TCP_OPEN;
 	if (ntx_tcp_ctl(c, NTX_TCP_WELCOME, &w, sizeof(w)))
 		return ntx_tcp_fail(c, -FI_ENOMEM);
-	c->vc = c->be->cb.accept(c->be->cb.ctx, c, &c->peer);
+	c->vc = c->be->cb.accept(c->be->cb.ctx, &c->head, &c->peer);
 	if (!c->vc)
 		c->state = NTX_TCP_FAILED;
 }
 
-static void ntx_tcp_on_welcome(struct ntx_be_conn *c, const uint8_t *p,
+static void ntx_tcp_on_welcome(struct ntx_tcp_conn *c, const uint8_t *p,
 			       size_t len)
 {
 	struct ntx_tcp_params w;
@@ -488,7 +511,7 @@ static void ntx_tcp_on_welcome(struct ntx_be_conn *c, const uint8_t *p,
 	c->be->cb.connected(c->vc);
 }
 
-static void ntx_tcp_on_frame(struct ntx_be_conn *c,
+static void ntx_tcp_on_frame(struct ntx_tcp_conn *c,
 			     const struct ntx_tcp_frame *f, const uint8_t *p)
 {
 	switch (c->state) {
@@ -518,7 +541,7 @@ static void ntx_tcp_on_frame(struct ntx_be_conn *c,
 }
 
 /* Applies every whole frame in the receive buffer. */
-static int ntx_tcp_apply(struct ntx_be_conn *c)
+static int ntx_tcp_apply(struct ntx_tcp_conn *c)
 {
 	struct ntx_tcp_frame f;
 	int cnt = 0;
@@ -543,7 +566,7 @@ static int ntx_tcp_apply(struct ntx_be_conn *c)
 /* Reads what the socket has and applies every whole frame. A read that
  * leaves room in the buffer drained the socket: epoll (level triggered)
  * reports anything that arrives later. */
-static int ntx_tcp_read(struct ntx_be_conn *c)
+static int ntx_tcp_read(struct ntx_tcp_conn *c)
 {
 	int cnt = 0;
 	size_t room;
@@ -578,9 +601,9 @@ static int ntx_tcp_read(struct ntx_be_conn *c)
 	return cnt;
 }
 
-static void ntx_tcp_accept(struct ntx_be_ep *be)
+static void ntx_tcp_accept(struct ntx_tcp_ep *be)
 {
-	struct ntx_be_conn *c;
+	struct ntx_tcp_conn *c;
 	int fd;
 
 	while ((fd = accept4(be->lfd, NULL, NULL,
@@ -596,7 +619,7 @@ static void ntx_tcp_accept(struct ntx_be_ep *be)
 	}
 }
 
-static void ntx_tcp_check_connect(struct ntx_be_conn *c)
+static void ntx_tcp_check_connect(struct ntx_tcp_conn *c)
 {
 	int err = 0;
 	socklen_t len = sizeof(err);
@@ -617,19 +640,19 @@ static void ntx_tcp_check_connect(struct ntx_be_conn *c)
 /* Connections that need a look without being readable: connecting ones
  * (EPOLLOUT is not watched), those with queued bytes, failed ones the
  * engine never saw. Returns true while some still need it. */
-static bool ntx_tcp_walk(struct ntx_be_ep *be)
+static bool ntx_tcp_walk(struct ntx_tcp_ep *be)
 {
 	struct ntx_list *it, *tmp;
 	bool again = false;
 
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
-		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
-							 entry);
+		struct ntx_tcp_conn *c =
+			ntx_container_of(it, struct ntx_tcp_conn, entry);
 		if (c->state == NTX_TCP_CONNECTING)
 			ntx_tcp_check_connect(c);
 		if (c->state == NTX_TCP_FAILED) {
 			if (!c->vc)
-				ntx_tcp_disconnect(c); /* never reached the engine */
+				ntx_tcp_conn_free(c); /* never reached the engine */
 			continue;
 		}
 		if (c->state == NTX_TCP_CONNECTING) {
@@ -644,7 +667,7 @@ static bool ntx_tcp_walk(struct ntx_be_ep *be)
 
 /* One epoll_wait says which sockets have something: the listener (no
  * pointer) or a connection. */
-static int ntx_tcp_poll_ready(struct ntx_be_ep *be)
+static int ntx_tcp_poll_ready(struct ntx_tcp_ep *be)
 {
 	struct epoll_event ev[32];
 	int n, cnt = 0;
@@ -652,7 +675,7 @@ static int ntx_tcp_poll_ready(struct ntx_be_ep *be)
 	do {
 		n = epoll_wait(be->epfd, ev, 32, 0);
 		for (int i = 0; i < n; i++) {
-			struct ntx_be_conn *c = ev[i].data.ptr;
+			struct ntx_tcp_conn *c = ev[i].data.ptr;
 
 			if (!c)
 				ntx_tcp_accept(be);
@@ -664,8 +687,9 @@ static int ntx_tcp_poll_ready(struct ntx_be_ep *be)
 	return cnt;
 }
 
-static int ntx_tcp_poll(struct ntx_be_ep *be)
+static int ntx_tcp_poll(struct ntx_be_ep *bep)
 {
+	struct ntx_tcp_ep *be = ntx_tcp_ep_of(bep);
 	uint64_t now;
 	int cnt;
 
@@ -689,14 +713,15 @@ static int ntx_tcp_poll(struct ntx_be_ep *be)
  * FI_NTX_TCP_HELLO_MS, and so are probes nobody closed. A connect that
  * has not been welcomed in FI_NTX_TCP_TIMEOUT_MS fails (checked with
  * the peers). */
-static void ntx_tcp_check_peers(struct ntx_be_ep *be)
+static void ntx_tcp_check_peers(struct ntx_be_ep *bep)
 {
+	struct ntx_tcp_ep *be = ntx_tcp_ep_of(bep);
 	struct ntx_list *it, *tmp;
 	uint64_t now = ntx_now_ns();
 
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
-		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
-							 entry);
+		struct ntx_tcp_conn *c =
+			ntx_container_of(it, struct ntx_tcp_conn, entry);
 
 		if (c->state == NTX_TCP_OPEN || c->state == NTX_TCP_FAILED ||
 		    now <= c->deadline_ns)
@@ -707,9 +732,9 @@ static void ntx_tcp_check_peers(struct ntx_be_ep *be)
 				 "%s in %zu ms\n", c->state == NTX_TCP_VERIFY
 				 ? "did not prove the name it claims"
 				 : "sent no hello", ntx_params.tcp_hello_ms);
-			ntx_tcp_disconnect(c); /* no VC knows it yet */
+			ntx_tcp_conn_free(c); /* no VC knows it yet */
 		} else if (c->probe) {
-			ntx_tcp_disconnect(c);
+			ntx_tcp_conn_free(c);
 		} else {
 			NTX_WARN(FI_LOG_EP_CTRL, "connect timed out after %zu "
 				 "ms\n", ntx_params.tcp_timeout_ms);
@@ -719,8 +744,9 @@ static void ntx_tcp_check_peers(struct ntx_be_ep *be)
 }
 
 /* Sockets need no arming: the next poll must look at them, though. */
-static void ntx_tcp_arm(struct ntx_be_ep *be)
+static void ntx_tcp_arm(struct ntx_be_ep *bep)
 {
+	struct ntx_tcp_ep *be = ntx_tcp_ep_of(bep);
 	be->busy = be->walk = true;
 }
 
@@ -728,8 +754,9 @@ static void ntx_tcp_disarm(struct ntx_be_ep *be)
 {
 }
 
-static int ntx_tcp_wait_fd(struct ntx_be_ep *be)
+static int ntx_tcp_wait_fd(struct ntx_be_ep *bep)
 {
+	struct ntx_tcp_ep *be = ntx_tcp_ep_of(bep);
 	return be->epfd;
 }
 
@@ -756,7 +783,7 @@ static ssize_t ntx_tcp_local_ip(uint32_t *ip)
 static int ntx_tcp_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 			const struct ntx_be_cb *cb, const char *dev)
 {
-	struct ntx_be_ep *be = calloc(1, sizeof(*be));
+	struct ntx_tcp_ep *be = calloc(1, sizeof(*be));
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	socklen_t sl = sizeof(sin);
 	int one = 1;
@@ -771,6 +798,7 @@ static int ntx_tcp_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 		free(be);
 		return -FI_ENOMEM;
 	}
+	be->head.ops = &ntx_ntb_tcp_ops;
 	be->cb = *cb;
 	ntx_list_init(&be->conns);
 	if (want && want->ip4)
@@ -794,7 +822,7 @@ static int ntx_tcp_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	be->addr.port = sin.sin_port;
 	epoll_ctl(be->epfd, EPOLL_CTL_ADD, be->lfd, &ev);
 	ntx_fdwatch_open(&be->watch, be->epfd);
-	*out = be;
+	*out = &be->head;
 	return 0;
 free_be:
 	close(be->epfd);
@@ -802,13 +830,14 @@ free_be:
 	return -FI_EADDRINUSE;
 }
 
-static void ntx_tcp_close(struct ntx_be_ep *be)
+static void ntx_tcp_close(struct ntx_be_ep *bep)
 {
+	struct ntx_tcp_ep *be = ntx_tcp_ep_of(bep);
 	struct ntx_list *it, *tmp;
 
 	ntx_list_foreach_safe(&be->conns, it, tmp)
-		ntx_tcp_disconnect(ntx_container_of(it, struct ntx_be_conn,
-						    entry));
+		ntx_tcp_conn_free(ntx_container_of(it, struct ntx_tcp_conn,
+						   entry));
 	close(be->lfd);
 	ntx_fdwatch_close(&be->watch);
 	close(be->epfd);
@@ -816,20 +845,25 @@ static void ntx_tcp_close(struct ntx_be_ep *be)
 }
 
 /* Adds our network part (address and port) to the endpoint's name. */
-static void ntx_tcp_getname(struct ntx_be_ep *be, struct ntx_addr *addr)
+static void ntx_tcp_getname(struct ntx_be_ep *bep, struct ntx_addr *addr)
 {
+	struct ntx_tcp_ep *be = ntx_tcp_ep_of(bep);
 	addr->ip4 = be->addr.ip4;
 	addr->port = be->addr.port;
 }
 
-static void ntx_tcp_setname(struct ntx_be_ep *be, const struct ntx_addr *addr)
+static void ntx_tcp_setname(struct ntx_be_ep *bep, const struct ntx_addr *addr)
 {
+	struct ntx_tcp_ep *be = ntx_tcp_ep_of(bep);
 	be->addr = *addr;
 }
 
 /* The peer's FI_NTX_EAGER_MAX, from the welcome or its echo. */
-static size_t ntx_tcp_conn_eager(const struct ntx_be_conn *c)
+static size_t ntx_tcp_conn_eager(const struct ntx_be_conn *conn)
 {
+	const struct ntx_tcp_conn *c =
+		ntx_container_of(conn, const struct ntx_tcp_conn, head);
+
 	return c->peer_eager;
 }
 

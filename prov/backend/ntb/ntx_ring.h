@@ -31,7 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ntx/ntx.h"
+#include "ntx/ntx_base.h"
 #include "ntx/ntx_wire.h"
 
 #define NTX_WIN_MAGIC 0x4e54584857494e31ull /* "NTXHWIN1" */

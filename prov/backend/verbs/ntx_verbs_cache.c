@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "ntx/ntx.h"
 #include "ntx/ntx_list.h"
 #include "ntx_verbs.h"
 
