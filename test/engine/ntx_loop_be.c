@@ -15,23 +15,26 @@ enum loop_ev_kind { LOOP_ACCEPT, LOOP_CONNECTED, LOOP_PKT, LOOP_FAILED };
 struct loop_ev {
 	struct ntx_list entry;
 	enum loop_ev_kind kind;
-	struct ntx_be_conn *conn; /* the receiving side's end */
+	struct loop_conn *conn; /* the receiving side's end */
 	uint8_t hdr[sizeof(struct ntx_wire_hdr)];
 	uint8_t *payload;
 	size_t len;
 	int err;
 };
 
-struct ntx_be_conn {
+/* The back end's own types embed the interface's heads (ntx_backend.h). */
+struct loop_conn {
+	struct ntx_be_conn head;
 	struct ntx_list all;     /* every connection, freed by reset */
-	struct ntx_be_ep *be;    /* the endpoint this end belongs to */
-	struct ntx_be_conn *peer;
+	struct loop_ep *be;    /* the endpoint this end belongs to */
+	struct loop_conn *peer;
 	void *vc;                /* the engine's VC of this end */
 	bool open;               /* packets may flow */
 	bool closed;             /* the engine let go of this end */
 };
 
-struct ntx_be_ep {
+struct loop_ep {
+	struct ntx_be_ep head;
 	struct ntx_list entry; /* loop_eps */
 	struct ntx_be_cb cb;
 	struct ntx_addr name;
@@ -39,14 +42,24 @@ struct ntx_be_ep {
 	struct ntx_loop_inject inj;
 };
 
+static inline struct loop_ep *loop_ep_of(struct ntx_be_ep *h)
+{
+	return ntx_container_of(h, struct loop_ep, head);
+}
+
+static inline struct loop_conn *loop_conn_of(struct ntx_be_conn *h)
+{
+	return ntx_container_of(h, struct loop_conn, head);
+}
+
 static struct ntx_list loop_eps = { &loop_eps, &loop_eps };
 static struct ntx_list loop_conns = { &loop_conns, &loop_conns };
 static uint16_t loop_next_id = 1;
 static struct ntx_addr loop_name;
 static bool loop_name_set;
 
-static void loop_push(struct ntx_be_ep *be, enum loop_ev_kind kind,
-		      struct ntx_be_conn *conn, int err)
+static void loop_push(struct loop_ep *be, enum loop_ev_kind kind,
+		      struct loop_conn *conn, int err)
 {
 	struct loop_ev *e = calloc(1, sizeof(*e));
 
@@ -57,12 +70,12 @@ static void loop_push(struct ntx_be_ep *be, enum loop_ev_kind kind,
 	ntx_list_insert_tail(&be->events, &e->entry);
 }
 
-static struct ntx_be_ep *loop_find(const struct ntx_addr *a)
+static struct loop_ep *loop_find(const struct ntx_addr *a)
 {
 	struct ntx_list *it;
 
 	ntx_list_foreach(&loop_eps, it) {
-		struct ntx_be_ep *be = ntx_container_of(it, struct ntx_be_ep,
+		struct loop_ep *be = ntx_container_of(it, struct loop_ep,
 							entry);
 
 		if (ntx_addr_same_ep(&be->name, a) &&
@@ -82,12 +95,13 @@ void ntx_loop_next_name(const struct ntx_addr *name)
 static int loop_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 		     const struct ntx_be_cb *cb, const char *dev)
 {
-	struct ntx_be_ep *be = calloc(1, sizeof(*be));
+	struct loop_ep *be = calloc(1, sizeof(*be));
 
 	(void)want;
 	(void)dev;
 	if (!be)
 		return -FI_ENOMEM;
+	be->head.ops = &ntx_loop_ops;
 	be->cb = *cb;
 	ntx_list_init(&be->events);
 	if (loop_name_set) {
@@ -103,16 +117,17 @@ static int loop_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 		be->name.epoch = (uint32_t)ntx_random64() | 1;
 	}
 	ntx_list_insert_tail(&loop_eps, &be->entry);
-	*out = be;
+	*out = &be->head;
 	return 0;
 }
 
-static void loop_close(struct ntx_be_ep *be)
+static void loop_close(struct ntx_be_ep *hb)
 {
+	struct loop_ep *be = loop_ep_of(hb);
 	struct ntx_list *it, *tmp;
 
 	ntx_list_foreach_safe(&loop_conns, it, tmp) {
-		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
+		struct loop_conn *c = ntx_container_of(it, struct loop_conn,
 							 all);
 		if (c->be == be && !c->closed) {
 			c->closed = true;
@@ -131,27 +146,30 @@ static void loop_close(struct ntx_be_ep *be)
 	free(be);
 }
 
-static void loop_getname(struct ntx_be_ep *be, struct ntx_addr *a)
+static void loop_getname(struct ntx_be_ep *hb, struct ntx_addr *a)
 {
+	struct loop_ep *be = loop_ep_of(hb);
 	*a = be->name;
 }
 
-static struct ntx_be_conn *loop_conn_new(struct ntx_be_ep *be, void *vc)
+static struct loop_conn *loop_conn_new(struct loop_ep *be, void *vc)
 {
-	struct ntx_be_conn *c = calloc(1, sizeof(*c));
+	struct loop_conn *c = calloc(1, sizeof(*c));
 
 	assert(c);
+	c->head.ops = &ntx_loop_ops;
 	c->be = be;
 	c->vc = vc;
 	ntx_list_insert_tail(&loop_conns, &c->all);
 	return c;
 }
 
-static int loop_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
+static int loop_connect(struct ntx_be_ep *hb, const struct ntx_addr *peer,
 			void *vc, struct ntx_be_conn **out)
 {
-	struct ntx_be_ep *to = loop_find(peer);
-	struct ntx_be_conn *c, *rc;
+	struct loop_ep *be = loop_ep_of(hb);
+	struct loop_ep *to = loop_find(peer);
+	struct loop_conn *c, *rc;
 
 	if (!to)
 		return -FI_EHOSTUNREACH;
@@ -160,22 +178,24 @@ static int loop_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 	c->peer = rc;
 	rc->peer = c;
 	loop_push(to, LOOP_ACCEPT, rc, 0);
-	*out = c;
+	*out = &c->head;
 	return 0;
 }
 
-static void loop_disconnect(struct ntx_be_conn *c)
+static void loop_disconnect(struct ntx_be_conn *hc)
 {
+	struct loop_conn *c = loop_conn_of(hc);
 	c->closed = true;
 	c->open = false;
 	if (c->peer && !c->peer->closed)
 		loop_push(c->peer->be, LOOP_FAILED, c->peer, -FI_ECONNRESET);
 }
 
-static int loop_send(struct ntx_be_conn *c, const void *hdr,
+static int loop_send(struct ntx_be_conn *hc, const void *hdr,
 		     const struct iovec *iov, size_t iovcnt, size_t len)
 {
-	struct ntx_be_ep *be = c->be;
+	struct loop_conn *c = loop_conn_of(hc);
+	struct loop_ep *be = c->be;
 	struct loop_ev *e;
 
 	if (be->inj.send_err)
@@ -202,9 +222,9 @@ static int loop_send(struct ntx_be_conn *c, const void *hdr,
 }
 
 /* One event at the receiving endpoint; false when it was dropped. */
-static bool loop_event(struct ntx_be_ep *be, struct loop_ev *e)
+static bool loop_event(struct loop_ep *be, struct loop_ev *e)
 {
-	struct ntx_be_conn *c = e->conn;
+	struct loop_conn *c = e->conn;
 
 	if (c->closed || (e->kind != LOOP_ACCEPT && !c->vc))
 		return false; /* the engine let go of it, or never had it */
@@ -216,9 +236,9 @@ static bool loop_event(struct ntx_be_ep *be, struct loop_ev *e)
 		}
 		c->vc = be->inj.refuse_accept
 				? NULL
-				: be->cb.accept(be->cb.ctx, c, &c->peer->be->name);
+				: be->cb.accept(be->cb.ctx, &c->head, &c->peer->be->name);
 		if (!c->vc) {
-			loop_disconnect(c);
+			loop_disconnect(&c->head);
 			return true;
 		}
 		c->open = true;
@@ -240,8 +260,9 @@ static bool loop_event(struct ntx_be_ep *be, struct loop_ev *e)
 	return false;
 }
 
-static int loop_poll(struct ntx_be_ep *be)
+static int loop_poll(struct ntx_be_ep *hb)
 {
+	struct loop_ep *be = loop_ep_of(hb);
 	int n = 0;
 
 	/* one at a time off the head: callbacks may queue more, or close
@@ -293,27 +314,30 @@ const struct ntx_be_ops ntx_loop_ops = {
 	.wait_fd = loop_wait_fd,
 };
 
-struct ntx_loop_inject *ntx_loop_inject(struct ntx_be_ep *be)
+struct ntx_loop_inject *ntx_loop_inject(struct ntx_be_ep *hb)
 {
+	struct loop_ep *be = loop_ep_of(hb);
 	return &be->inj;
 }
 
-struct ntx_be_conn *ntx_loop_conn_of(struct ntx_be_ep *be, void *vc)
+struct ntx_be_conn *ntx_loop_conn_of(struct ntx_be_ep *hb, void *vc)
 {
+	struct loop_ep *be = loop_ep_of(hb);
 	struct ntx_list *it;
 
 	ntx_list_foreach(&loop_conns, it) {
-		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
+		struct loop_conn *c = ntx_container_of(it, struct loop_conn,
 							 all);
 		if (c->be == be && c->vc == vc && !c->closed)
-			return c;
+			return &c->head;
 	}
 	return NULL;
 }
 
-void ntx_loop_deliver(struct ntx_be_conn *c, const void *hdr,
+void ntx_loop_deliver(struct ntx_be_conn *hc, const void *hdr,
 		      const void *payload, size_t len)
 {
+	struct loop_conn *c = loop_conn_of(hc);
 	uint8_t h[sizeof(struct ntx_wire_hdr)];
 	uint8_t *p = malloc(len ? len : 1);
 
@@ -326,20 +350,22 @@ void ntx_loop_deliver(struct ntx_be_conn *c, const void *hdr,
 	free(p);
 }
 
-void ntx_loop_kill(struct ntx_be_conn *c, int err)
+void ntx_loop_kill(struct ntx_be_conn *hc, int err)
 {
+	struct loop_conn *c = loop_conn_of(hc);
 	loop_push(c->be, LOOP_FAILED, c, err);
 	if (c->peer)
 		c->peer->closed = true;
 }
 
-int ntx_loop_open_conns(struct ntx_be_ep *be)
+int ntx_loop_open_conns(struct ntx_be_ep *hb)
 {
+	struct loop_ep *be = loop_ep_of(hb);
 	struct ntx_list *it;
 	int n = 0;
 
 	ntx_list_foreach(&loop_conns, it) {
-		struct ntx_be_conn *c = ntx_container_of(it, struct ntx_be_conn,
+		struct loop_conn *c = ntx_container_of(it, struct loop_conn,
 							 all);
 		n += c->be == be && !c->closed && c->peer && !c->peer->closed;
 	}
@@ -352,6 +378,6 @@ void ntx_loop_reset(void)
 
 	ntx_list_foreach_safe(&loop_conns, it, tmp) {
 		ntx_list_remove(it);
-		free(ntx_container_of(it, struct ntx_be_conn, all));
+		free(ntx_container_of(it, struct loop_conn, all));
 	}
 }
