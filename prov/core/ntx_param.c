@@ -18,6 +18,7 @@ struct ntx_params ntx_params = {
 	.udp_mtu = 1472, /* an Ethernet frame: 1500 - IPv4 20 - UDP 8 */
 	.udp_timeout_ms = 20000,
 	.udp_max_peers = 65536,
+	.udp_gso = 1,
 	.cq_size = 1024,
 	.min_multi_recv = 64,
 	.peer_unexp_max = (size_t)4 << 30, /* an MPI rank may hold a lot */
@@ -120,6 +121,11 @@ void ntx_params_init(void)
 		       "connected to by this process (first contact); "
 		       "datagrams of further new senders are dropped",
 		       &ntx_params.udp_max_peers, 1, 1u << 24);
+	ntx_param_int("udp_gso",
+		      "udp: send runs of datagrams to one peer as one UDP GSO "
+		      "send (UDP_SEGMENT), cut by the kernel; 0 sends each "
+		      "datagram on its own",
+		      &ntx_params.udp_gso, FI_PARAM_BOOL);
 	ntx_param_int("local_via_network",
 		      "tcp and udp domains: reach peers on this host through the network "
 		      "back end instead of the shm window (for tests)",

@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -37,7 +38,9 @@ struct ntx_be_conn { const struct ntx_be_ops *ops; };
 /* an engine packet, header included, is at most 64 KiB: rel cuts it into
  * datagrams of FI_NTX_UDP_MTU bytes */
 #define NTX_UDP_MAX_PAYLOAD (65536 - 64)
-#define NTX_UDP_BATCH 32 /* datagrams per recvmmsg or sendmmsg */
+#define NTX_UDP_BATCH 64 /* datagrams per recvmmsg or sendmmsg */
+/* a GSO send: at most this many bytes (one IP packet's worth) */
+#define NTX_UDP_GSO_MAX 65000
 #define NTX_UDP_RX_ROUNDS 4 /* batches one poll takes before returning */
 /* peers heard from that have not named themselves yet, and how long one
  * may take to do it (its HELLO is retransmitted like any message) */
@@ -96,6 +99,14 @@ struct ntx_udp_ep {
 	struct mmsghdr tx_msg[NTX_UDP_BATCH], rx_msg[NTX_UDP_BATCH];
 	struct iovec tx_iov[NTX_UDP_BATCH], rx_iov[NTX_UDP_BATCH];
 	struct sockaddr_in tx_sin[NTX_UDP_BATCH], rx_sin[NTX_UDP_BATCH];
+	/* the batch as GSO sends: runs of datagrams to one peer */
+	bool gso;
+	struct mmsghdr gso_msg[NTX_UDP_BATCH];
+	struct iovec gso_iov[NTX_UDP_BATCH];
+	union {
+		char buf[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} gso_cm[NTX_UDP_BATCH];
 };
 
 static const struct ntx_be_ops ntx_udp_ops;
@@ -231,17 +242,64 @@ static void ntx_udp_refuse(struct ntx_udp_conn *c, const char *why)
 
 /* ---- datagrams out --------------------------------------------------------- */
 
+/* Datagram j continues the GSO run that starts at i: same peer, the
+ * ones before it full size (the kernel cuts at every gso_size bytes;
+ * slots are ep->dgram apart, so full datagrams are contiguous). */
+static bool ntx_udp_gso_continues(const struct ntx_udp_ep *ep, unsigned i,
+				  unsigned j, size_t total)
+{
+	return ep->tx_iov[j - 1].iov_len == ep->dgram &&
+	       ep->tx_sin[j].sin_addr.s_addr == ep->tx_sin[i].sin_addr.s_addr &&
+	       ep->tx_sin[j].sin_port == ep->tx_sin[i].sin_port &&
+	       total + ep->tx_iov[j].iov_len <= NTX_UDP_GSO_MAX;
+}
+
+/* The batch as sends of runs (UDP_SEGMENT: one system call and one trip
+ * down the stack per run, DESIGN §10 Poll); how many sends. */
+static unsigned ntx_udp_gso_runs(struct ntx_udp_ep *ep)
+{
+	unsigned n = 0, i = 0, j;
+
+	while (i < ep->tx_n) {
+		struct msghdr *mh = &ep->gso_msg[n].msg_hdr;
+		size_t total = ep->tx_iov[i].iov_len;
+
+		for (j = i + 1; j < ep->tx_n &&
+		     ntx_udp_gso_continues(ep, i, j, total); j++)
+			total += ep->tx_iov[j].iov_len;
+		ep->gso_iov[n] = (struct iovec){ ep->tx_iov[i].iov_base, total };
+		*mh = (struct msghdr){ .msg_name = &ep->tx_sin[i],
+				       .msg_namelen = sizeof(ep->tx_sin[i]),
+				       .msg_iov = &ep->gso_iov[n],
+				       .msg_iovlen = 1 };
+		if (j - i > 1) {
+			struct cmsghdr *cm = (struct cmsghdr *)ep->gso_cm[n].buf;
+			uint16_t seg = (uint16_t)ep->dgram;
+
+			mh->msg_control = cm;
+			mh->msg_controllen = CMSG_SPACE(sizeof(seg));
+			cm->cmsg_level = SOL_UDP;
+			cm->cmsg_type = UDP_SEGMENT;
+			cm->cmsg_len = CMSG_LEN(sizeof(seg));
+			memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+		}
+		n++;
+		i = j;
+	}
+	return n;
+}
+
 /* Sends the batch. What the socket does not take is lost as on the wire
  * (rel resends it); -FI_EAGAIN then, so that rel stops for this poll. A
  * datagram the kernel refuses (a firewall's EPERM) is a loss too. */
 static int ntx_udp_flush(struct ntx_udp_ep *ep)
 {
-	unsigned off = 0;
+	struct mmsghdr *msg = ep->gso ? ep->gso_msg : ep->tx_msg;
+	unsigned off = 0, cnt = ep->gso ? ntx_udp_gso_runs(ep) : ep->tx_n;
 	int n;
 
-	while (off < ep->tx_n) {
-		n = sendmmsg(ep->fd, ep->tx_msg + off, ep->tx_n - off,
-			     MSG_DONTWAIT);
+	while (off < cnt) {
+		n = sendmmsg(ep->fd, msg + off, cnt - off, MSG_DONTWAIT);
 		if (n > 0) {
 			off += (unsigned)n;
 			continue;
@@ -251,6 +309,13 @@ static int ntx_udp_flush(struct ntx_udp_ep *ep)
 		if (n < 0 && (errno == EAGAIN || errno == ENOBUFS)) {
 			ep->tx_n = 0;
 			return -FI_EAGAIN;
+		}
+		if (n < 0 && ep->gso && (errno == EIO || errno == EINVAL)) {
+			/* a device without UDP segmentation: one by one */
+			NTX_INFO(FI_LOG_EP_DATA, "udp: no GSO (%s)\n",
+				 strerror(errno));
+			ep->gso = false;
+			return ntx_udp_flush(ep);
 		}
 		off++;
 	}
@@ -800,6 +865,7 @@ static int ntx_udp_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	ep->base.ops = &ntx_udp_ops;
 	ep->cb = *cb;
 	ep->dgram = ntx_params.udp_mtu;
+	ep->gso = ntx_params.udp_gso;
 	ep->next_ns = UINT64_MAX;
 	ntx_list_init(&ep->pend);
 	ntx_list_init(&ep->owed);
