@@ -41,6 +41,9 @@ struct ntx_be_conn { const struct ntx_be_ops *ops; };
 #define NTX_UDP_BATCH 64 /* datagrams per recvmmsg or sendmmsg */
 /* a GSO send: at most this many bytes (one IP packet's worth) */
 #define NTX_UDP_GSO_MAX 65000
+/* after a retransmission, datagrams leave one by one for this long: a
+ * run lost whole (a burst) costs many round trips of recovery */
+#define NTX_UDP_GSO_BACKOFF_NS 100000000u
 #define NTX_UDP_RX_ROUNDS 4 /* batches one poll takes before returning */
 /* peers heard from that have not named themselves yet, and how long one
  * may take to do it (its HELLO is retransmitted like any message) */
@@ -101,6 +104,7 @@ struct ntx_udp_ep {
 	struct sockaddr_in tx_sin[NTX_UDP_BATCH], rx_sin[NTX_UDP_BATCH];
 	/* the batch as GSO sends: runs of datagrams to one peer */
 	bool gso;
+	uint64_t gso_off_until_ns, retrans_seen;
 	struct mmsghdr gso_msg[NTX_UDP_BATCH];
 	struct iovec gso_iov[NTX_UDP_BATCH];
 	union {
@@ -294,8 +298,10 @@ static unsigned ntx_udp_gso_runs(struct ntx_udp_ep *ep)
  * datagram the kernel refuses (a firewall's EPERM) is a loss too. */
 static int ntx_udp_flush(struct ntx_udp_ep *ep)
 {
-	struct mmsghdr *msg = ep->gso ? ep->gso_msg : ep->tx_msg;
-	unsigned off = 0, cnt = ep->gso ? ntx_udp_gso_runs(ep) : ep->tx_n;
+	bool gso = ep->gso && ep->tx_n > 1 &&
+		   (!ep->gso_off_until_ns || ntx_now_ns() >= ep->gso_off_until_ns);
+	struct mmsghdr *msg = gso ? ep->gso_msg : ep->tx_msg;
+	unsigned off = 0, cnt = gso ? ntx_udp_gso_runs(ep) : ep->tx_n;
 	int n;
 
 	while (off < cnt) {
@@ -310,7 +316,7 @@ static int ntx_udp_flush(struct ntx_udp_ep *ep)
 			ep->tx_n = 0;
 			return -FI_EAGAIN;
 		}
-		if (n < 0 && ep->gso && (errno == EIO || errno == EINVAL)) {
+		if (n < 0 && gso && (errno == EIO || errno == EINVAL)) {
 			/* a device without UDP segmentation: one by one */
 			NTX_INFO(FI_LOG_EP_DATA, "udp: no GSO (%s)\n",
 				 strerror(errno));
@@ -357,6 +363,10 @@ static void ntx_udp_tx(struct ntx_udp_ep *ep, uint64_t now)
 	ep->in_rel = true;
 	ntx_rel_poll_tx(&ep->rel, now);
 	ep->in_rel = false;
+	if (ep->rel.stats.tx_retrans != ep->retrans_seen) {
+		ep->retrans_seen = ep->rel.stats.tx_retrans;
+		ep->gso_off_until_ns = now + NTX_UDP_GSO_BACKOFF_NS;
+	}
 	ntx_udp_flush(ep);
 	ep->tx_due = false;
 	ep->next_ns = ntx_rel_next_deadline(&ep->rel);
