@@ -16,6 +16,7 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
+#include <linux/errqueue.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -81,6 +82,7 @@ struct ntx_udp_conn {
 	uint16_t port;              /* ... and go, network order */
 	uint8_t state, on;
 	bool stranger;              /* made by first contact: counted */
+	bool hashed;                /* in ep->htab (a failed one leaves it) */
 };
 
 struct ntx_udp_ep {
@@ -206,12 +208,15 @@ static struct ntx_udp_conn *ntx_udp_conn_new(struct ntx_udp_ep *ep,
 	h = ntx_udp_hash(ep, ip4, port);
 	c->hnext = ep->htab[h];
 	ep->htab[h] = c;
+	c->hashed = true;
 	ep->nconns++;
 	return c;
 }
 
-/* Never from inside a rel call: rel may still hold the peer. */
-static void ntx_udp_conn_free(struct ntx_udp_conn *c)
+/* A failed peer whose VC the engine has not reaped yet leaves the hash:
+ * its address is free for a new session (a restarted peer, a reconnect)
+ * while the old VC still holds it. */
+static void ntx_udp_unhash(struct ntx_udp_conn *c)
 {
 	struct ntx_udp_ep *ep = c->ep;
 	struct ntx_udp_conn **pp = &ep->htab[ntx_udp_hash(ep, c->ip4, c->port)];
@@ -219,6 +224,16 @@ static void ntx_udp_conn_free(struct ntx_udp_conn *c)
 	while (*pp != c)
 		pp = &(*pp)->hnext;
 	*pp = c->hnext;
+	c->hashed = false;
+}
+
+/* Never from inside a rel call: rel may still hold the peer. */
+static void ntx_udp_conn_free(struct ntx_udp_conn *c)
+{
+	struct ntx_udp_ep *ep = c->ep;
+
+	if (c->hashed)
+		ntx_udp_unhash(c);
 	ntx_udp_unlist(c);
 	if (c->state == NTX_UDP_UNNAMED)
 		ep->unnamed--;
@@ -245,6 +260,59 @@ static void ntx_udp_refuse(struct ntx_udp_conn *c, const char *why)
 }
 
 /* ---- datagrams out --------------------------------------------------------- */
+
+/* ICMP port unreachable for a peer's address: its socket is gone (the
+ * process died or closed the endpoint). The session fails at once, as a
+ * tcp connection does on a reset, rather than after
+ * FI_NTX_UDP_TIMEOUT_MS of silence. rel is not told: the engine reaps the
+ * VC and disconnect frees the peer. */
+static void ntx_udp_unreachable(struct ntx_udp_ep *ep,
+				const struct sockaddr_in *to)
+{
+	struct ntx_udp_conn *c = ntx_udp_find(ep, to->sin_addr.s_addr,
+					      to->sin_port);
+
+	if (!c || c->state != NTX_UDP_OPEN || !c->vc || ep->closing)
+		return;
+	NTX_INFO(FI_LOG_EP_CTRL, "udp: peer pid %u unreachable\n",
+		 c->name.pid);
+	c->state = NTX_UDP_FAILED;
+	ep->cb.failed(c->vc, -FI_ECONNREFUSED);
+}
+
+/* The socket's error queue (IP_RECVERR): what ICMP said of our sends. */
+static void ntx_udp_errqueue(struct ntx_udp_ep *ep)
+{
+	union {
+		char buf[256];
+		struct cmsghdr align;
+	} cb;
+	struct sockaddr_in to;
+	uint8_t b[64];
+	struct iovec iov = { b, sizeof(b) };
+
+	for (;;) { /* until empty: EPOLLERR stays up while it is not */
+		struct msghdr mh = { .msg_name = &to, .msg_namelen = sizeof(to),
+				     .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = cb.buf,
+				     .msg_controllen = sizeof(cb.buf) };
+		struct cmsghdr *cm;
+
+		if (recvmsg(ep->fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+			return;
+		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+			struct sock_extended_err e;
+
+			if (cm->cmsg_level != IPPROTO_IP ||
+			    cm->cmsg_type != IP_RECVERR)
+				continue;
+			memcpy(&e, CMSG_DATA(cm), sizeof(e));
+			if (e.ee_origin == SO_EE_ORIGIN_ICMP &&
+			    e.ee_type == 3 && e.ee_code == 3) /* port */
+				ntx_udp_unreachable(ep, &to);
+		}
+	}
+}
 
 /* Datagram j continues the GSO run that starts at i: same peer, the
  * ones before it full size (the kernel cuts at every gso_size bytes;
@@ -296,13 +364,19 @@ static unsigned ntx_udp_gso_runs(struct ntx_udp_ep *ep)
 /* Sends the batch. What the socket does not take is lost as on the wire
  * (rel resends it); -FI_EAGAIN then, so that rel stops for this poll. A
  * datagram the kernel refuses (a firewall's EPERM) is a loss too. */
+static bool ntx_udp_icmp_errno(int err)
+{
+	return err == ECONNREFUSED || err == EHOSTUNREACH ||
+	       err == ENETUNREACH || err == EHOSTDOWN;
+}
+
 static int ntx_udp_flush(struct ntx_udp_ep *ep)
 {
 	bool gso = ep->gso && ep->tx_n > 1 &&
 		   (!ep->gso_off_until_ns || ntx_now_ns() >= ep->gso_off_until_ns);
 	struct mmsghdr *msg = gso ? ep->gso_msg : ep->tx_msg;
 	unsigned off = 0, cnt = gso ? ntx_udp_gso_runs(ep) : ep->tx_n;
-	int n;
+	int n, icmp = 0;
 
 	while (off < cnt) {
 		n = sendmmsg(ep->fd, msg + off, cnt - off, MSG_DONTWAIT);
@@ -315,6 +389,12 @@ static int ntx_udp_flush(struct ntx_udp_ep *ep)
 		if (n < 0 && (errno == EAGAIN || errno == ENOBUFS)) {
 			ep->tx_n = 0;
 			return -FI_EAGAIN;
+		}
+		/* an ICMP error of an earlier send, reported on this one:
+		 * read it (it says whom), then send this one again */
+		if (n < 0 && ntx_udp_icmp_errno(errno) && icmp++ < 8) {
+			ntx_udp_errqueue(ep);
+			continue;
 		}
 		if (n < 0 && gso && (errno == EIO || errno == EINVAL)) {
 			/* a device without UDP segmentation: one by one */
@@ -339,6 +419,8 @@ static int ntx_udp_emit(void *arg, struct ntx_rel_peer *peer, const void *hdr,
 	uint8_t *buf;
 	unsigned i;
 
+	if (c->state == NTX_UDP_FAILED)
+		return 0; /* unreachable: rel does not know, nothing leaves */
 	if (ep->tx_n == NTX_UDP_BATCH && ntx_udp_flush(ep))
 		return -FI_EAGAIN;
 	i = ep->tx_n++;
@@ -504,6 +586,15 @@ static void ntx_udp_on_dgram(struct ntx_udp_ep *ep,
 	struct ntx_udp_conn *c = ntx_udp_find(ep, sin->sin_addr.s_addr,
 					      sin->sin_port);
 
+	/* a failed session takes nothing more: whoever sends from its
+	 * address now starts a new one (a restarted peer) */
+	if (c && c->state == NTX_UDP_FAILED) {
+		if (c->vc)
+			ntx_udp_unhash(c);
+		else
+			ntx_udp_conn_free(c);
+		c = NULL;
+	}
 	if (!c)
 		c = ntx_udp_stranger(ep, sin, buf, len);
 	if (!c || c->state == NTX_UDP_REFUSED)
@@ -524,6 +615,10 @@ static int ntx_udp_rx(struct ntx_udp_ep *ep, uint64_t now, bool *drained)
 			ep->rx_msg[i].msg_hdr.msg_namelen = sizeof(ep->rx_sin[i]);
 		n = recvmmsg(ep->fd, ep->rx_msg, NTX_UDP_BATCH, MSG_DONTWAIT,
 			     NULL);
+		if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			ntx_udp_errqueue(ep); /* the error was ICMP's */
+			continue;
+		}
 		if (n <= 0) {
 			*drained = n == 0 || errno == EAGAIN;
 			break;
@@ -635,8 +730,11 @@ static int ntx_udp_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 	struct ntx_udp_conn *c = ntx_udp_find(ep, ip4, peer->port);
 	struct iovec hello = { &ep->addr, sizeof(ep->addr) };
 
-	if (c && (c->state == NTX_UDP_REFUSED ||
-		  (c->state == NTX_UDP_FAILED && !c->vc))) {
+	if (c && c->state == NTX_UDP_FAILED && c->vc) {
+		ntx_udp_unhash(c);
+		c = NULL;
+	}
+	if (c && (c->state == NTX_UDP_REFUSED || c->state == NTX_UDP_FAILED)) {
 		ntx_udp_conn_free(c);
 		c = NULL;
 	}
@@ -761,16 +859,19 @@ static uint32_t ntx_udp_local_ip(void)
 
 /* Bursts of fragments need room: larger buffers than the default, as
  * far as the system lets (FORCE works for root only). Oversized datagrams
- * (FI_NTX_UDP_MTU above the path's) are fragmented by IP, not refused. */
+ * (FI_NTX_UDP_MTU above the path's) are fragmented by IP, not refused.
+ * A dead peer's port unreachable is seen (ntx_udp_errqueue). */
 static void ntx_udp_sockopts(int fd)
 {
-	int sz = NTX_UDP_SOCKBUF, pmtu = IP_PMTUDISC_DONT;
+	int sz = NTX_UDP_SOCKBUF, pmtu = IP_PMTUDISC_DONT, one = 1;
 
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
 	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+	/* ICMP errors of unconnected sends are reported only with it */
+	setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof(one));
 }
 
 /* The socket, bound to the name's address when one was asked for (else
@@ -975,6 +1076,9 @@ static const struct ntx_be_ops ntx_udp_ops = {
 	.hdr_size = sizeof(struct ntx_wire_hdr),
 	.max_payload = NTX_UDP_MAX_PAYLOAD,
 	.has_bulk = false,
+	/* an eager send completes when rel took it: its retransmissions
+	 * must go on while the application waits elsewhere */
+	.needs_progress = true,
 	.open = ntx_udp_open,
 	.close = ntx_udp_close,
 	.getname = ntx_udp_getname,
