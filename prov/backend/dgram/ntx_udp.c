@@ -52,6 +52,12 @@ struct ntx_be_conn { const struct ntx_be_ops *ops; };
 #define NTX_UDP_HELLO_NS (10ull * 1000000000)
 /* close waits this long for data still in flight (like verbs' linger) */
 #define NTX_UDP_LINGER_NS (2ull * 1000000000)
+/* a peer silent for NTX_UDP_PROBE_QUIET ticks of NTX_UDP_PROBE_TICK_NS
+ * with nothing in flight gets an empty message (a keepalive): one that
+ * died while we wait for its answer is then noticed (ICMP, or rel's
+ * timeout), as tcp's keepalive does */
+#define NTX_UDP_PROBE_TICK_NS 1000000000ull
+#define NTX_UDP_PROBE_QUIET 3
 /* after traffic the socket is read every poll for this long (tcp's rule) */
 #define NTX_UDP_BUSY_NS 2000000u
 #define NTX_UDP_SOCKBUF (4 << 20)
@@ -81,6 +87,7 @@ struct ntx_udp_conn {
 	uint32_t ip4;               /* the key: where datagrams come from */
 	uint16_t port;              /* ... and go, network order */
 	uint8_t state, on;
+	uint8_t quiet;              /* probe ticks since it last sent */
 	bool stranger;              /* made by first contact: counted */
 	bool hashed;                /* in ep->htab (a failed one leaves it) */
 };
@@ -98,6 +105,7 @@ struct ntx_udp_ep {
 	struct ntx_fdwatch watch;
 	bool busy, closing, tx_due, in_rel;
 	uint64_t busy_until_ns, next_ns; /* next_ns: rel's next deadline */
+	uint64_t probe_ns; /* the next keepalive tick */
 	size_t dgram; /* bytes of a datagram's UDP payload, at most */
 	unsigned tx_n;
 	uint8_t *tx_buf, *rx_buf;
@@ -480,8 +488,8 @@ static void ntx_udp_on_hello(struct ntx_udp_conn *c, const void *msg,
 	struct ntx_udp_ep *ep = c->ep;
 	struct ntx_addr name;
 
-	if (c->state != NTX_UDP_UNNAMED)
-		return;
+	if (!len || c->state != NTX_UDP_UNNAMED)
+		return; /* a keepalive, or a peer named already */
 	if (len != sizeof(name))
 		return ntx_udp_refuse(c, "malformed hello");
 	memcpy(&name, msg, sizeof(name));
@@ -599,6 +607,7 @@ static void ntx_udp_on_dgram(struct ntx_udp_ep *ep,
 		c = ntx_udp_stranger(ep, sin, buf, len);
 	if (!c || c->state == NTX_UDP_REFUSED)
 		return;
+	c->quiet = 0;
 	ep->in_rel = true;
 	ntx_rel_on_datagram(&ep->rel, c->rel, buf, len, now);
 	ep->in_rel = false;
@@ -780,6 +789,33 @@ static void ntx_udp_disconnect(struct ntx_be_conn *conn)
 	c->state = NTX_UDP_DETACHED;
 }
 
+/* Once a tick: an empty priority message to each peer with a VC that
+ * has been silent NTX_UDP_PROBE_QUIET ticks and owes nothing. */
+static void ntx_udp_probe(struct ntx_udp_ep *ep, uint64_t now)
+{
+	bool sent = false;
+
+	if (now < ep->probe_ns)
+		return;
+	ep->probe_ns = now + NTX_UDP_PROBE_TICK_NS;
+	for (size_t i = 0; i <= ep->hmask; i++) {
+		for (struct ntx_udp_conn *c = ep->htab[i]; c; c = c->hnext) {
+			if (c->state != NTX_UDP_OPEN || !c->vc ||
+			    ++c->quiet < NTX_UDP_PROBE_QUIET)
+				continue;
+			c->quiet = 0;
+			if (ntx_rel_peer_idle(c->rel) &&
+			    !ntx_rel_send(&ep->rel, c->rel, NTX_REL_PRIO, NULL, 0,
+					  NULL))
+				sent = true;
+		}
+	}
+	if (sent) {
+		ep->tx_due = true;
+		ntx_udp_tx(ep, now);
+	}
+}
+
 /* Frees peers that failed without a VC, never named themselves or were
  * refused, once their time is up. */
 static void ntx_udp_check_peers(struct ntx_be_ep *be)
@@ -788,6 +824,7 @@ static void ntx_udp_check_peers(struct ntx_be_ep *be)
 	struct ntx_list *it, *tmp;
 	uint64_t now = ntx_now_ns();
 
+	ntx_udp_probe(ep, now);
 	ntx_list_foreach_safe(&ep->pend, it, tmp) {
 		struct ntx_udp_conn *c = ntx_container_of(it, struct ntx_udp_conn,
 							  link);
