@@ -54,6 +54,10 @@ struct ntx_be_ops {
 	size_t hdr_size;    /* bytes of engine header per packet */
 	size_t max_payload; /* payload bytes per packet */
 	bool has_bulk;      /* bulk_read works (single copy) */
+	/* its peers need our progress while the application is away (the
+	 * back end retransmits and acknowledges itself): the domain runs
+	 * the progress helper whatever progress the application asked */
+	bool needs_progress;
 	/* bulk moves need the peer's keys from expose (RDMA); without
 	 * them the engine moves the bytes in packets */
 	bool bulk_keyed;

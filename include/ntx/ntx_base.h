@@ -36,6 +36,7 @@
 #define NTX_FABRIC_NAME "ntx"
 #define NTX_DOMAIN_SHM "shm"
 #define NTX_DOMAIN_TCP "tcp"
+#define NTX_DOMAIN_UDP "udp"
 
 #define NTX_CACHELINE 64
 
@@ -59,6 +60,10 @@ struct ntx_params {
 	int peer_pidfd;        /* watch local peers with pidfds (0: /proc) */
 	size_t tcp_hello_ms;   /* an accepted tcp connection's hello time */
 	size_t tcp_timeout_ms; /* tcp: unacknowledged data, silence, connect */
+	size_t udp_mtu;        /* udp: bytes of a datagram's UDP payload */
+	size_t udp_timeout_ms; /* udp: data unacknowledged this long fails */
+	size_t udp_max_peers;  /* udp: peers unknown senders may create */
+	int udp_gso;           /* udp: send runs of datagrams with UDP GSO */
 	int local_via_network; /* same-host peers through the network too */
 	size_t progress_idle_us; /* auto progress: helper waits this long */
 	char *progress_cpus;     /* auto progress: cpuset of the helper */

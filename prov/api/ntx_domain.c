@@ -164,8 +164,12 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom->dom.fid.ops = &ntx_domain_fi_ops;
 	dom->dom.ops = &ntx_domain_ops;
 	dom->dom.mr = &ntx_domain_mr_ops;
+	/* a back end whose peers need our progress (udp's retransmissions:
+	 * a sender whose sends completed may stop calling in) gets the
+	 * helper of FI_PROGRESS_AUTO too (DESIGN §10) */
 	if (info->domain_attr->data_progress == FI_PROGRESS_AUTO ||
-	    info->domain_attr->control_progress == FI_PROGRESS_AUTO) {
+	    info->domain_attr->control_progress == FI_PROGRESS_AUTO ||
+	    (net_ops && net_ops->needs_progress)) {
 		ret = ntx_auto_start(dom);
 		if (ret)
 			goto destroy_locks;

@@ -15,6 +15,10 @@ struct ntx_params ntx_params = {
 	.peer_pidfd = 1,
 	.tcp_hello_ms = 30000,
 	.tcp_timeout_ms = 15000,
+	.udp_mtu = 1472, /* an Ethernet frame: 1500 - IPv4 20 - UDP 8 */
+	.udp_timeout_ms = 20000,
+	.udp_max_peers = 65536,
+	.udp_gso = 1,
 	.cq_size = 1024,
 	.min_multi_recv = 64,
 	.peer_unexp_max = (size_t)4 << 30, /* an MPI rank may hold a lot */
@@ -115,8 +119,28 @@ static void ntx_params_init_tcp(void)
 		       "whose host vanished), or take to connect, before it "
 		       "fails with error completions",
 		       &ntx_params.tcp_timeout_ms, 1000, 3600000);
+	ntx_param_size("udp_mtu",
+		       "udp: bytes of UDP payload per datagram (the path MTU "
+		       "less 28 bytes of IPv4 and UDP headers); engine packets "
+		       "are cut into datagrams of this size",
+		       &ntx_params.udp_mtu, 576, 65000);
+	ntx_param_size("udp_timeout_ms",
+		       "udp: milliseconds a peer may acknowledge nothing of "
+		       "the data sent to it before it fails with error "
+		       "completions",
+		       &ntx_params.udp_timeout_ms, 100, 3600000);
+	ntx_param_size("udp_max_peers",
+		       "udp: peers an endpoint keeps state for that were not "
+		       "connected to by this process (first contact); "
+		       "datagrams of further new senders are dropped",
+		       &ntx_params.udp_max_peers, 1, 1u << 24);
+	ntx_param_int("udp_gso",
+		      "udp: send runs of datagrams to one peer as one UDP GSO "
+		      "send (UDP_SEGMENT), cut by the kernel; 0 sends each "
+		      "datagram on its own",
+		      &ntx_params.udp_gso, FI_PARAM_BOOL);
 	ntx_param_int("local_via_network",
-		      "tcp domain: reach peers on this host through the network "
+		      "tcp and udp domains: reach peers on this host through the network "
 		      "back end instead of the shm window (for tests)",
 		      &ntx_params.local_via_network, FI_PARAM_BOOL);
 }

@@ -76,19 +76,26 @@ Test(getinfo, capabilities)
 	h = base();
 	h->caps = FI_TAGGED | FI_REMOTE_COMM;
 	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
-	/* tcp and the verbs devices reach other hosts, shm does not; the
-	 * verbs devices come first, then tcp */
+	/* tcp, udp and the verbs devices reach other hosts, shm does not;
+	 * the verbs devices come first, then tcp, then udp */
 	{
-		bool tcp = false;
+		bool tcp = false, udp = false;
 
 		for (struct fi_info *it = fi; it; it = it->next) {
 			cr_assert_str_neq(it->domain_attr->name, "shm");
 			if (!strcmp(it->domain_attr->name, "tcp")) {
 				tcp = true;
-				cr_assert_null(it->next, "tcp is the last");
+				cr_assert(it->next && !strcmp(
+					it->next->domain_attr->name, "udp"),
+					"udp follows tcp");
+			}
+			if (!strcmp(it->domain_attr->name, "udp")) {
+				udp = true;
+				cr_assert(tcp, "udp after tcp");
+				cr_assert_null(it->next, "udp is the last");
 			}
 		}
-		cr_assert(tcp, "tcp is offered");
+		cr_assert(tcp && udp, "tcp and udp are offered");
 	}
 	fi_freeinfo(fi);
 }

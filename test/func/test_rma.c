@@ -365,6 +365,13 @@ Test(rma, write_read_all_sizes_tcp_path, .timeout = 120)
 	write_read_sizes();
 }
 
+Test(rma, write_read_all_sizes_udp_path, .timeout = 120)
+{
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	setenv("NTX_TEST_DOMAIN", "udp", 1);
+	write_read_sizes();
+}
+
 Test(rma, offset_addressing_user_keys_and_regv, .timeout = 60)
 {
 	struct ini in;

@@ -12,16 +12,25 @@
 #   - a link taken down in the middle of a 1 MiB stream: the sender gets
 #     an error completion within FI_NTX_TCP_TIMEOUT_MS (3 s here) plus
 #     the time its next check takes, and nothing hangs.
+# and on the udp domain (DESIGN §10):
+#   - udp: fi_pingpong -c, msg and tagged, every size; the same with 1 %
+#     of the packets duplicated; the functional suite's udp tests and
+#     two-process msg, RMA and atomics tests with the peer on host 2;
+#   - udploss: fi_pingpong -c, msg and tagged, every size, with 1 % and
+#     with 5 % of the packets dropped on both hosts.
 # Needs root (namespaces, veth, nftables). Usage: test/hosts/run-hosts-tests.sh
-# Environment: HOSTS_STEPS (subset of "pingpong loss func mpi linkdown"),
-# HOSTS_ITERS (fi_pingpong iterations per size, default 20).
+# Environment: HOSTS_STEPS (subset of "pingpong loss func mpi linkdown udp
+# udploss"),
+# HOSTS_ITERS (fi_pingpong iterations per size, default 20), HOSTS_LOSS_ITERS
+# (the same on udp with loss, default 5: 8 MiB at 5 % loss takes seconds).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 . "$here/hosts.sh"
 export FI_PROVIDER_PATH=$top/.libs
-steps=${HOSTS_STEPS:-pingpong loss func mpi linkdown}
+steps=${HOSTS_STEPS:-pingpong loss func mpi linkdown udp udploss}
 iters=${HOSTS_ITERS:-20}
+loss_iters=${HOSTS_LOSS_ITERS:-5}
 pass=0 fail=0
 want() { [[ " $steps " == *" $1 "* ]]; }
 step() { # name, command...
@@ -44,7 +53,7 @@ pingpong() { # fi_pingpong options...
   hosts_run 1 timeout 300 fi_pingpong "$@" -B "$port" > "$work/server" 2>&1 &
   local server=$!
   # the server listens before the client starts (the client reports a
-  # server that never did)
+  # server that never did): fi_pingpong's own tcp socket, on every domain
   hosts_wait_listen 1 "$port" $server
   hosts_run 2 timeout 300 fi_pingpong "$@" -P "$port" "$(hosts_ip 1)" \
     > "$work/client" 2>&1
@@ -108,6 +117,56 @@ if want func; then
   step "functional suite, peer on host 2: rma" func 'rma*/*'
   step "functional suite, peer on host 2: atomics" func 'atomic*/*'
   step "functional suite, peer on host 2: job keys" func 'auth/*tcp'
+fi
+
+# the functional suite's peer process enters host 2's network: the
+# tests' messages, RMA and atomics cross the link on domain $1
+func_on() { # domain, filter
+  hosts_run 1 env NTX_TEST_DOMAIN="$1" FI_PROVIDER=ntx \
+    NTX_TEST_PEER_NETNS="$(hosts_netns 2)" timeout 900 \
+    "$top/test/func/test_func" -j1 --filter "$2" > "$work/func" 2>&1
+  local rc=$?
+  grep -B 8 '^\[FAIL\]' "$work/func" | head -60
+  grep Synthesis "$work/func"
+  return $rc
+}
+
+if want udp; then
+  for mode in msg tagged; do
+    step "fi_pingpong -d udp -m $mode -c across hosts" \
+      pingpong -p ntx -d udp -e rdm -m "$mode" -S all -I "$iters" -c
+  done
+  if hosts_nft 1 "ip daddr $HOSTS_NET.0/24 numgen random mod 100 < 1 dup to ip daddr device \"eth0\"" &&
+     hosts_nft 2 "ip daddr $HOSTS_NET.0/24 numgen random mod 100 < 1 dup to ip daddr device \"eth0\""; then
+    step "fi_pingpong -d udp -m tagged -c across hosts, 1 % duplicated" \
+      pingpong -p ntx -d udp -e rdm -m tagged -S all -I "$iters" -c
+  else
+    step "nftables duplication rules" false
+  fi
+  hosts_nft_clear 1; hosts_nft_clear 2
+  [ -x "$top/test/func/test_func" ] ||
+    make -C "$top" -j"$(nproc)" check TESTS= > /dev/null
+  step "functional suite on udp, peer on host 2: udp" func_on udp 'udp/*'
+  step "functional suite on udp, peer on host 2: msg" func_on udp 'msg/*udp*'
+  step "functional suite on udp, peer on host 2: rma" func_on udp 'rma*/*udp*'
+  step "functional suite on udp, peer on host 2: atomics" func_on udp 'atomic*/*udp'
+fi
+
+if want udploss; then
+  for pct in 1 5; do
+    if hosts_nft 1 "ip daddr $HOSTS_NET.0/24 numgen random mod 100 < $pct drop" &&
+       hosts_nft 2 "ip daddr $HOSTS_NET.0/24 numgen random mod 100 < $pct drop"; then
+      for mode in msg tagged; do
+        step "fi_pingpong -d udp -m $mode -c across hosts, $pct % dropped" \
+          pingpong -p ntx -d udp -e rdm -m "$mode" -S all -I "$loss_iters" -c
+      done
+      # the rules really dropped packets
+      hosts_run 2 nft list table ip ntxhosts | grep -q drop
+    else
+      step "nftables loss rules ($pct %)" false
+    fi
+    hosts_nft_clear 1; hosts_nft_clear 2
+  done
 fi
 
 if want mpi; then

@@ -1,0 +1,220 @@
+/*
+ * The udp domain (DESIGN §10): a peer that dies fails what is owed to it
+ * within FI_NTX_UDP_TIMEOUT_MS, and one endpoint talks to a thousand
+ * peers with no set-up round trip, each idle peer costing under 1 KiB.
+ */
+#include <criterion/criterion.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ntx_test.h"
+
+#define CAPS (FI_MSG | FI_TAGGED)
+#define WAIT_MS 10000
+#define DEAD_MS 1000 /* FI_NTX_UDP_TIMEOUT_MS of these tests */
+
+static void use_udp(void)
+{
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	setenv("NTX_TEST_DOMAIN", "udp", 1);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Takes one message, then stops taking anything (it is killed). */
+static int child_then_dies(int sock)
+{
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	fi_addr_t peer;
+	uint64_t v;
+	char c;
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	CHK(fi_recv(t.ep, &v, sizeof(v), NULL, peer, NULL) == 0);
+	CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+	CHK(t_sync(sock) == 0);
+	CHK(read(sock, &c, 1) == 1); /* no progress from here: killed */
+	return 0;
+}
+
+/* A rendezvous send (it waits for the peer) and an eager one to a peer
+ * killed after the first message: both complete, the rendezvous one with
+ * an error, within FI_NTX_UDP_TIMEOUT_MS and the retransmit back-off. */
+Test(udp, a_dead_peer_fails_what_is_owed_within_the_timeout, .timeout = 60)
+{
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	size_t len = 1 << 20;
+	char *buf = calloc(1, len);
+	uint64_t v = 7, t0;
+	fi_addr_t peer;
+	int sock, ret, errs = 0;
+	pid_t pid;
+
+	use_udp();
+	setenv("FI_NTX_UDP_TIMEOUT_MS", "1000", 1); /* DEAD_MS */
+	pid = t_fork(&sock, child_then_dies);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(fi_send(t.ep, &v, sizeof(v), NULL, peer, NULL), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_sync(sock), 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	t0 = now_ms();
+	cr_assert_eq(fi_send(t.ep, buf, len, NULL, peer, (void *)1), 0);
+	while ((ret = t_wait(&t, &e, NULL, &err, WAIT_MS)) != -FI_ETIMEDOUT) {
+		if (ret == -FI_EAVAIL) {
+			errs++;
+			break;
+		}
+	}
+	cr_assert_eq(errs, 1, "no error completion for the dead peer");
+	cr_assert_eq(err.op_context, (void *)1);
+	/* the dead time, one retransmit timeout at most past it (1 s cap)
+	 * and a check period */
+	cr_assert_lt(now_ms() - t0, DEAD_MS + 2500, "took %llu ms",
+		     (unsigned long long)(now_ms() - t0));
+	close(sock);
+	t_close(&t);
+	free(buf);
+}
+
+/* ---- a thousand peers -------------------------------------------------------- */
+
+#define NPEER 1000
+
+/* NPEER endpoints on one CQ: each takes a message from the hub and sends
+ * one back; the names go to the hub over the socket first. */
+static int child_peers(int sock)
+{
+	static struct fid_ep *ep[NPEER];
+	static uint64_t in[NPEER];
+	static char names[NPEER][T_NAMELEN];
+	struct rlimit rl;
+	struct tctx t;
+	char hub[T_NAMELEN];
+	fi_addr_t hub_addr;
+	int got = 0;
+
+	CHK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	rl.rlim_cur = rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+	CHK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	CHK(t_open(&t, CAPS) == 0);
+	for (int i = 0; i < NPEER; i++) {
+		size_t len = T_NAMELEN;
+
+		CHK(fi_endpoint(t.dom, t.fi, &ep[i], NULL) == 0);
+		CHK(fi_ep_bind(ep[i], &t.cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+		CHK(fi_ep_bind(ep[i], &t.av->fid, 0) == 0);
+		CHK(fi_enable(ep[i]) == 0);
+		CHK(fi_recv(ep[i], &in[i], sizeof(in[i]), NULL, FI_ADDR_UNSPEC,
+			    &in[i]) == 0);
+		CHK(fi_getname(&ep[i]->fid, names[i], &len) == 0);
+	}
+	CHK(t_sock_read(sock, hub, sizeof(hub)) == 0);
+	CHK(t_insert(&t, hub, &hub_addr) == 0);
+	CHK(t_sock_write(sock, names, sizeof(names)) == 0);
+	for (uint64_t end = now_ms() + 20000; got < NPEER && now_ms() < end;) {
+		struct fi_cq_tagged_entry c;
+
+		if (fi_cq_read(t.cq, &c, 1) != 1 || !(c.flags & FI_RECV))
+			continue;
+		got++;
+		int i = (int)((uint64_t *)c.op_context - in);
+		CHK(in[i] == (uint64_t)i);
+		while (fi_inject(ep[i], &in[i], sizeof(in[i]), hub_addr) ==
+		       -FI_EAGAIN)
+			fi_cq_read(t.cq, NULL, 0);
+	}
+	CHK(got == NPEER);
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0); /* the hub has all */
+	for (int i = 0; i < NPEER; i++)
+		CHK(fi_close(&ep[i]->fid) == 0);
+	t_close(&t);
+	return 0;
+}
+
+static size_t heap_in_use(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+}
+
+/* One message to each of peers [from, to) and its answer back. */
+static void hub_round(struct tctx *t, const fi_addr_t *addr, uint64_t *out,
+		      uint64_t *back, int from, int to)
+{
+	int got = 0;
+
+	for (int i = from; i < to; i++)
+		cr_assert_eq(fi_recv(t->ep, &back[i], sizeof(back[i]), NULL,
+				     FI_ADDR_UNSPEC, NULL), 0);
+	for (int i = from; i < to; i++) {
+		out[i] = (uint64_t)i;
+		cr_assert_eq(T_RETRY(t, fi_inject(t->ep, &out[i], sizeof(out[i]),
+						  addr[i])), 0);
+	}
+	for (uint64_t end = now_ms() + 30000; got < to - from &&
+	     now_ms() < end;) {
+		struct fi_cq_tagged_entry c;
+
+		if (fi_cq_read(t->cq, &c, 1) == 1 && (c.flags & FI_RECV))
+			got++;
+	}
+	cr_assert_eq(got, to - from, "%d of %d peers answered", got, to - from);
+	/* delayed ACKs leave, windows drain */
+	cr_assert_eq(t_drain(t, 200), 0);
+}
+
+/* No set-up round trip: the hub's first message to each peer carries its
+ * name, each answer completes at once. What the hub holds per idle peer
+ * (the engine's VC, the back end's peer and rel's state) is heap in use:
+ * measured over the second half of the peers, so that the first half
+ * grew the endpoint's pools of requests to their size already. */
+Test(udp, a_thousand_peers_cost_under_a_kib_each_when_idle, .timeout = 60)
+{
+	static char names[NPEER][T_NAMELEN];
+	static fi_addr_t addr[NPEER];
+	static uint64_t out[NPEER], back[NPEER];
+	char me[T_NAMELEN];
+	size_t len = sizeof(me), before, after, per;
+	struct tctx t;
+	int sock;
+	pid_t pid;
+
+	use_udp();
+	pid = t_fork(&sock, child_peers);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(fi_getname(&t.ep->fid, me, &len), 0);
+	cr_assert_eq(t_sock_write(sock, me, sizeof(me)), 0);
+	cr_assert_eq(t_sock_read(sock, names, sizeof(names)), 0);
+	for (int i = 0; i < NPEER; i++)
+		cr_assert_eq(t_insert(&t, names[i], &addr[i]), 0);
+	hub_round(&t, addr, out, back, 0, NPEER / 2);
+	before = heap_in_use();
+	hub_round(&t, addr, out, back, NPEER / 2, NPEER);
+	after = heap_in_use();
+	per = (after - before) / (NPEER - NPEER / 2);
+	fprintf(stderr, "udp: heap per idle peer: %zu bytes\n", per);
+	cr_assert_leq(per, 1024, "%zu bytes per idle peer", per);
+	cr_assert_eq(t_sync_progress(&t, sock, WAIT_MS), 0);
+	cr_assert_eq(t_join(pid), 0, "child failed");
+	t_close(&t);
+}
