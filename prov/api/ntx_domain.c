@@ -125,6 +125,17 @@ static void ntx_domain_pick_locks(struct ntx_domain *dom)
 			    !dom->auto_progress);
 }
 
+/* FI_PROGRESS_AUTO, or a back end whose peers need our progress (udp's
+ * retransmissions: a sender whose sends completed may stop calling in,
+ * DESIGN §10): the domain gets the helper thread. */
+static bool ntx_domain_wants_helper(const struct fi_domain_attr *attr,
+				    const struct ntx_be_ops *net_ops)
+{
+	return attr->data_progress == FI_PROGRESS_AUTO ||
+	       attr->control_progress == FI_PROGRESS_AUTO ||
+	       (net_ops && net_ops->needs_progress);
+}
+
 int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		    struct fid_domain **out, void *context)
 {
@@ -164,12 +175,7 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom->dom.fid.ops = &ntx_domain_fi_ops;
 	dom->dom.ops = &ntx_domain_ops;
 	dom->dom.mr = &ntx_domain_mr_ops;
-	/* a back end whose peers need our progress (udp's retransmissions:
-	 * a sender whose sends completed may stop calling in) gets the
-	 * helper of FI_PROGRESS_AUTO too (DESIGN §10) */
-	if (info->domain_attr->data_progress == FI_PROGRESS_AUTO ||
-	    info->domain_attr->control_progress == FI_PROGRESS_AUTO ||
-	    (net_ops && net_ops->needs_progress)) {
+	if (ntx_domain_wants_helper(info->domain_attr, net_ops)) {
 		ret = ntx_auto_start(dom);
 		if (ret)
 			goto destroy_locks;

@@ -29,11 +29,6 @@
 #include "ntx/ntx_wire.h"
 #include "ntx_rel.h"
 
-/* The common heads every back end embeds first (DESIGN §2). The other
- * back ends still define these tags with bodies of their own, so the heads
- * live here until ntx_backend.h can carry them. */
-struct ntx_be_ep { const struct ntx_be_ops *ops; };
-struct ntx_be_conn { const struct ntx_be_ops *ops; };
 
 #define NTX_UDP_HDR sizeof(struct ntx_wire_hdr)
 /* an engine packet, header included, is at most 64 KiB: rel cuts it into
