@@ -28,7 +28,11 @@ export LD_PRELOAD=$(cc -print-file-name=libasan.so)
 status=0
 for t in test/unit/test_unit test/engine/test_engine test/func/test_func \
   test/adversary/test_adversary; do
-  timeout 1200 "$t" -j1 > "../$(basename "$t").log" 2>&1 || status=1
+  # lock/*: tests that expect an assertion's SIGABRT, which the preloaded
+  # ASan runtime turns into another exit (they run in make check)
+  filter=(); [ "$t" = test/unit/test_unit ] && filter=(--filter '!(lock)/*')
+  timeout 1200 "$t" -j1 "${filter[@]}" > "../$(basename "$t").log" 2>&1 ||
+    status=1
   grep -E "Synthesis" "../$(basename "$t").log" || status=1
   # what failed, with the lines the test printed just before
   grep -B12 "^\[FAIL\]" "../$(basename "$t").log" | head -80
