@@ -46,7 +46,7 @@
  *
  * FI_NTX_MAX_PEERS bounds the peers of one endpoint (ring slots of its
  * window). Its default is read from the provider (fi_getparams, "default:"
- * in the help text; 256 in prov/api/ntx_param.c); when a run needs more and
+ * in the help text; 256 in prov/core/ntx_param.c); when a run needs more and
  * the variable is not set, the children set it to the number needed and
  * the program says so.
  *
