@@ -128,6 +128,7 @@ static inline bool ntx_be_ops_is_valid(const struct ntx_be_ops *ops)
  * defaults). */
 struct ntx_be_domain {
 	char name[64];
+	bool named_only; /* listed only when the application names it */
 	uint32_t ep_cnt, cq_cnt, mr_cnt, tx_size, rx_size;
 };
 
@@ -136,6 +137,11 @@ struct ntx_be_desc {
 	const struct ntx_be_ops *ops;
 	bool local;  /* the same-host window every domain has (shm) */
 	int order;   /* fi_getinfo lists lower orders first */
+	/* fi_getinfo lists its domains only when the hints name one: an
+	 * application that takes any network domain (Open MPI spreads its
+	 * local ranks over every domain of a provider as over NICs) must not
+	 * land on one its peers do not use */
+	bool named_only;
 	/* the domains a network back end serves now; how many it wrote */
 	int (*domains)(struct ntx_be_domain *out, int max);
 	void (*fini)(void); /* before the provider unloads (optional) */

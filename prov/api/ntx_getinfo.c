@@ -41,7 +41,7 @@ struct ntx_dom_desc {
  * ch4:ofi) take the first entry and copy its capabilities, and shm
  * cannot reach another host. The network back ends' domains in registry
  * order (verbs devices, then tcp), then shm. */
-static size_t ntx_doms(struct ntx_dom_desc *d)
+static size_t ntx_doms(struct ntx_dom_desc *d, const char *want)
 {
 	size_t n = 0;
 
@@ -50,7 +50,10 @@ static size_t ntx_doms(struct ntx_dom_desc *d)
 		struct ntx_be_domain v[NTX_MAX_DOMS - 1];
 		int nv = ntx_be_domains(v, NTX_MAX_DOMS - 1);
 
-		for (int i = 0; i < nv; i++, n++) {
+		for (int i = 0; i < nv; i++) {
+			/* a named-only domain (udp) when the hints name it */
+			if (v[i].named_only && (!want || strcmp(want, v[i].name)))
+				continue;
 			memcpy(d[n].name, v[i].name, sizeof(d[n].name));
 			d[n].net = true;
 			d[n].caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
@@ -59,6 +62,7 @@ static size_t ntx_doms(struct ntx_dom_desc *d)
 			d[n].mr_cnt = v[i].mr_cnt;
 			d[n].tx_size = v[i].tx_size;
 			d[n].rx_size = v[i].rx_size;
+			n++;
 		}
 	}
 	strcpy(d[n].name, NTX_DOMAIN_SHM);
@@ -593,7 +597,9 @@ int ntx_getinfo(uint32_t version, const char *node, const char *service,
 {
 	struct fi_info *head = NULL, **tail = &head, *fi;
 	struct ntx_dom_desc doms[NTX_MAX_DOMS];
-	size_t ndoms = ntx_doms(doms);
+	size_t ndoms = ntx_doms(doms, hints && hints->domain_attr
+					      ? hints->domain_attr->name
+					      : NULL);
 	int ret = -FI_ENODATA;
 
 	for (size_t i = 0; i < ndoms; i++) {

@@ -47,9 +47,13 @@ int ntx_be_domains(struct ntx_be_domain *out, int max)
 {
 	int n = 0;
 
-	for (struct ntx_be_desc *d = ntx_be_list; d && n < max; d = d->next)
-		if (d->domains)
-			n += d->domains(out + n, max - n);
+	for (struct ntx_be_desc *d = ntx_be_list; d && n < max; d = d->next) {
+		int got = d->domains ? d->domains(out + n, max - n) : 0;
+
+		for (int i = 0; i < got; i++)
+			out[n + i].named_only = d->named_only;
+		n += got;
+	}
 	return n;
 }
 
