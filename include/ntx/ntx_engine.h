@@ -332,6 +332,16 @@ struct ntx_req *ntx_tme_cancel(struct ntx_tme *tme, void *context);
 ssize_t ntx_proto_send(struct ntx_ep *ep, struct ntx_req *req);
 ssize_t ntx_proto_recv(struct ntx_ep *ep, struct ntx_req *req);
 ssize_t ntx_proto_peek(struct ntx_ep *ep, struct ntx_req *req);
+/* A send (len: the iovecs' bytes) or a receive (FI_PEEK: a peek) from its
+ * arguments, in a request of the pool; endpoint lock held, arguments
+ * checked. -FI_EAGAIN when no request can be had. */
+ssize_t ntx_proto_post_send(struct ntx_ep *ep, const struct iovec *iov,
+			    size_t count, size_t len, fi_addr_t dest,
+			    uint64_t tag, uint64_t data, void *context,
+			    uint64_t flags);
+ssize_t ntx_proto_post_recv(struct ntx_ep *ep, const struct iovec *iov,
+			    size_t count, fi_addr_t src, uint64_t tag,
+			    uint64_t ignore, void *context, uint64_t flags);
 ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
 			 fi_addr_t dest, uint64_t tag, uint64_t data,
 			 uint64_t flags);
@@ -347,6 +357,8 @@ int ntx_proto_tx(struct ntx_req *req);
 void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
 			 const void *payload, size_t len);
 void ntx_proto_vc_failed(struct ntx_vc *vc);
+/* Frees the unexpected messages and their pool (endpoint close). */
+void ntx_proto_unexp_fini(struct ntx_ep *ep);
 /* Largest payload of one packet on this VC's back end. */
 size_t ntx_vc_mtu(const struct ntx_vc *vc);
 /* Single-copy move of [off, off + len) between our iovecs and a peer's. */

@@ -26,23 +26,6 @@ static void ntx_ep_leave_domain(struct ntx_ep *ep)
 	ntx_domain_unlock(dom);
 }
 
-/* Unexpected messages, and the pool of their entries. */
-static void ntx_ep_free_unexp(struct ntx_ep *ep)
-{
-	struct ntx_list *it, *tmp;
-
-	for (int t = 0; t < 3; t++) {
-		struct ntx_list *q = t < 2 ? &ep->tme.unexp[t] : &ep->unexp_free;
-
-		ntx_list_foreach_safe(q, it, tmp) {
-			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
-							       entry);
-			free(u->data);
-			free(u);
-		}
-	}
-}
-
 /* The references the endpoint's bindings hold. */
 static void ntx_ep_put_bound(struct ntx_ep *ep)
 {
@@ -71,7 +54,7 @@ static int ntx_ep_close(struct fid *fid)
 	ntx_mutex_unlock(dom, &dom->mr_lock);
 	ntx_list_foreach_safe(&ep->vcs, it, tmp)
 		ntx_vc_destroy(ntx_container_of(it, struct ntx_vc, entry));
-	ntx_ep_free_unexp(ep);
+	ntx_proto_unexp_fini(ep);
 	for (int i = 0; i < NTX_BE_MAX; i++)
 		if (ep->be[i].ops)
 			ep->be[i].ops->close(ep->be[i].be);

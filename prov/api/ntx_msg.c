@@ -23,7 +23,6 @@ static ssize_t ntx_post_send(struct ntx_ep *ep, const struct iovec *iov,
 			     size_t count, fi_addr_t dest, uint64_t tag,
 			     uint64_t data, void *context, uint64_t flags)
 {
-	struct ntx_req *r;
 	size_t len;
 	ssize_t ret;
 
@@ -53,22 +52,8 @@ static ssize_t ntx_post_send(struct ntx_ep *ep, const struct iovec *iov,
 			return -FI_EAGAIN;
 		}
 	}
-	r = ntx_req_get(ep, NTX_REQ_SEND);
-	if (!r) {
-		ntx_ep_unlock(ep);
-		return -FI_EAGAIN;
-	}
-	memcpy(r->iov, iov, count * sizeof(*iov));
-	r->iov_count = count;
-	r->len = len;
-	r->addr = dest;
-	r->tag = tag;
-	r->data = data;
-	r->context = context;
-	r->flags = flags;
-	ret = ntx_proto_send(ep, r);
-	if (ret)
-		ntx_req_put(r);
+	ret = ntx_proto_post_send(ep, iov, count, len, dest, tag, data,
+				  context, flags);
 	ntx_ep_unlock(ep);
 	return ret;
 }
@@ -102,7 +87,6 @@ static ssize_t ntx_post_recv(struct ntx_ep *ep, const struct iovec *iov,
 			     size_t count, fi_addr_t src, uint64_t tag,
 			     uint64_t ignore, void *context, uint64_t flags)
 {
-	struct ntx_req *r;
 	ssize_t ret;
 
 	if (!ep->enabled)
@@ -116,23 +100,8 @@ static ssize_t ntx_post_recv(struct ntx_ep *ep, const struct iovec *iov,
 	if (!(ep->caps & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
 	ntx_ep_lock(ep);
-	r = ntx_req_get(ep, NTX_REQ_RECV);
-	if (!r) {
-		ntx_ep_unlock(ep);
-		return -FI_EAGAIN;
-	}
-	memcpy(r->iov, iov, count * sizeof(*iov));
-	r->iov_count = count;
-	r->len = ntx_iov_len(iov, count);
-	r->addr = src;
-	r->tag = tag;
-	r->ignore = ignore;
-	r->context = context;
-	r->flags = flags;
-	if (flags & FI_PEEK)
-		ret = ntx_proto_peek(ep, r);
-	else
-		ret = ntx_proto_recv(ep, r);
+	ret = ntx_proto_post_recv(ep, iov, count, src, tag, ignore, context,
+				  flags);
 	ntx_ep_unlock(ep);
 	return ret;
 }

@@ -661,6 +661,24 @@ static void ntx_unexp_free(struct ntx_unexp *u)
 	ep->unexp_pooled++;
 }
 
+/* At endpoint close: the unexpected messages still held and the pool of
+ * their entries. */
+void ntx_proto_unexp_fini(struct ntx_ep *ep)
+{
+	struct ntx_list *it, *tmp;
+
+	for (int t = 0; t < 3; t++) {
+		struct ntx_list *q = t < 2 ? &ep->tme.unexp[t] : &ep->unexp_free;
+
+		ntx_list_foreach_safe(q, it, tmp) {
+			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
+							       entry);
+			free(u->data);
+			free(u);
+		}
+	}
+}
+
 /* Hands an unexpected message to a receive that matched it. */
 static void ntx_unexp_deliver(struct ntx_req *r, struct ntx_unexp *u)
 {
@@ -734,6 +752,52 @@ ssize_t ntx_proto_recv(struct ntx_ep *ep, struct ntx_req *r)
 }
 
 /* FI_PEEK, with FI_CLAIM to reserve what it finds for a later receive. */
+/* A send or receive from the caller's arguments: a request from the pool,
+ * filled and handed to the protocol (the API checked the arguments and
+ * holds the endpoint lock). -FI_EAGAIN when the pool cannot grow. */
+ssize_t ntx_proto_post_send(struct ntx_ep *ep, const struct iovec *iov,
+			    size_t count, size_t len, fi_addr_t dest,
+			    uint64_t tag, uint64_t data, void *context,
+			    uint64_t flags)
+{
+	struct ntx_req *r = ntx_req_get(ep, NTX_REQ_SEND);
+	ssize_t ret;
+
+	if (!r)
+		return -FI_EAGAIN;
+	memcpy(r->iov, iov, count * sizeof(*iov));
+	r->iov_count = count;
+	r->len = len;
+	r->addr = dest;
+	r->tag = tag;
+	r->data = data;
+	r->context = context;
+	r->flags = flags;
+	ret = ntx_proto_send(ep, r);
+	if (ret)
+		ntx_req_put(r);
+	return ret;
+}
+
+ssize_t ntx_proto_post_recv(struct ntx_ep *ep, const struct iovec *iov,
+			    size_t count, fi_addr_t src, uint64_t tag,
+			    uint64_t ignore, void *context, uint64_t flags)
+{
+	struct ntx_req *r = ntx_req_get(ep, NTX_REQ_RECV);
+
+	if (!r)
+		return -FI_EAGAIN;
+	memcpy(r->iov, iov, count * sizeof(*iov));
+	r->iov_count = count;
+	r->len = ntx_iov_len(iov, count);
+	r->addr = src;
+	r->tag = tag;
+	r->ignore = ignore;
+	r->context = context;
+	r->flags = flags;
+	return flags & FI_PEEK ? ntx_proto_peek(ep, r) : ntx_proto_recv(ep, r);
+}
+
 ssize_t ntx_proto_peek(struct ntx_ep *ep, struct ntx_req *r)
 {
 	struct ntx_unexp *u = ntx_tme_match_unexp(&ep->tme, true, r->addr,

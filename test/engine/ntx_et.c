@@ -60,16 +60,7 @@ static void et_ep_free(struct ntx_ep *ep)
 
 	ntx_list_foreach_safe(&ep->vcs, it, tmp)
 		ntx_vc_destroy(ntx_container_of(it, struct ntx_vc, entry));
-	for (int t = 0; t < 3; t++) {
-		struct ntx_list *q = t < 2 ? &ep->tme.unexp[t] : &ep->unexp_free;
-
-		ntx_list_foreach_safe(q, it, tmp) {
-			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
-							       entry);
-			free(u->data);
-			free(u);
-		}
-	}
+	ntx_proto_unexp_fini(ep);
 	ntx_loop_ops.close(ep->be[NTX_BE_SHM].be);
 	ntx_req_fini(ep);
 	ntx_idtab_fini(&ep->vc_tab);
@@ -164,22 +155,8 @@ void et_progress(int rounds)
 ssize_t et_sendv(int from, int to, const struct iovec *iov, size_t cnt,
 		 uint64_t tag, void *ctx, uint64_t flags)
 {
-	struct ntx_ep *ep = et[from].ep;
-	struct ntx_req *r = ntx_req_get(ep, NTX_REQ_SEND);
-	ssize_t ret;
-
-	cr_assert_not_null(r);
-	memcpy(r->iov, iov, cnt * sizeof(*iov));
-	r->iov_count = cnt;
-	r->len = ntx_iov_len(iov, cnt);
-	r->addr = et[from].addr[to];
-	r->tag = tag;
-	r->context = ctx;
-	r->flags = flags;
-	ret = ntx_proto_send(ep, r);
-	if (ret)
-		ntx_req_put(r);
-	return ret;
+	return ntx_proto_post_send(et[from].ep, iov, cnt, ntx_iov_len(iov, cnt),
+				   et[from].addr[to], tag, 0, ctx, flags);
 }
 
 ssize_t et_send(int from, int to, const void *buf, size_t len, uint64_t tag,
@@ -193,19 +170,8 @@ ssize_t et_send(int from, int to, const void *buf, size_t len, uint64_t tag,
 ssize_t et_recvv(int at, fi_addr_t src, const struct iovec *iov, size_t cnt,
 		 uint64_t tag, uint64_t ignore, void *ctx, uint64_t flags)
 {
-	struct ntx_ep *ep = et[at].ep;
-	struct ntx_req *r = ntx_req_get(ep, NTX_REQ_RECV);
-
-	cr_assert_not_null(r);
-	memcpy(r->iov, iov, cnt * sizeof(*iov));
-	r->iov_count = cnt;
-	r->len = ntx_iov_len(iov, cnt);
-	r->addr = src;
-	r->tag = tag;
-	r->ignore = ignore;
-	r->context = ctx;
-	r->flags = flags;
-	return flags & FI_PEEK ? ntx_proto_peek(ep, r) : ntx_proto_recv(ep, r);
+	return ntx_proto_post_recv(et[at].ep, iov, cnt, src, tag, ignore, ctx,
+				   flags);
 }
 
 ssize_t et_recv(int at, fi_addr_t src, void *buf, size_t len, uint64_t tag,
