@@ -32,7 +32,7 @@ static void ntx_fdwatch_unmap(struct ntx_fdwatch *w)
 	w->sq_map = w->cq_map = w->sqe_map = NULL;
 }
 
-/* Queues the multishot poll and enters the kernel once to submit it. */
+/* Queues the one-shot poll and enters the kernel once to submit it. */
 static int ntx_fdwatch_arm(struct ntx_fdwatch *w)
 {
 	struct io_uring_sqe *sqe = w->sqe_map;
