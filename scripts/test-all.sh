@@ -92,6 +92,8 @@ step "Open MPI ofi MTL (shm)" test/mpi/run-mpi.sh
 step "Open MPI ofi MTL (tcp path)" env NTX_MPI_NETWORK=1 test/mpi/run-mpi.sh
 step "Open MPI one-sided: btl ofi + osc rdma (shm)" test/mpi/run-mpi-osc.sh
 step "Open MPI one-sided: btl ofi + osc rdma (tcp path)" env NTX_MPI_NETWORK=1 test/mpi/run-mpi-osc.sh
+step "Open MPI ofi MTL (udp domain, FI_NTX_DOMAINS=udp)" env NTX_MPI_NETWORK=1 NTX_MPI_DOMAIN=udp test/mpi/run-mpi.sh
+step "Open MPI one-sided: btl ofi + osc rdma (udp domain)" env NTX_MPI_NETWORK=1 NTX_MPI_DOMAIN=udp test/mpi/run-mpi-osc.sh
 # the benchmarks run end to end (numbers are for people, not asserted)
 step "bench/mpi.sh, quick: Open MPI vader against ntx" env QUICK=1 bench/mpi.sh
 step "bench/peers.sh, once: idle peers, connect, memory per peer" env REPEAT=1 bench/peers.sh

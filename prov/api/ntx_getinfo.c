@@ -37,36 +37,79 @@ struct ntx_dom_desc {
 };
 #define NTX_MAX_DOMS 18
 
-/* Domains that reach every peer come first: applications (MPICH's
- * ch4:ofi) take the first entry and copy its capabilities, and shm
- * cannot reach another host. The network back ends' domains in registry
- * order (verbs devices, then tcp), then shm. */
-static size_t ntx_doms(struct ntx_dom_desc *d, const char *want)
+/* Every domain ntx has: the network back ends' in registry order (verbs
+ * devices, tcp, then the named-only ones such as udp), then shm. */
+static size_t ntx_doms_all(struct ntx_dom_desc *d, bool *named_only)
 {
+	struct ntx_be_domain v[NTX_MAX_DOMS - 1];
+	int nv = ntx_be_domains(v, NTX_MAX_DOMS - 1);
 	size_t n = 0;
 
 	memset(d, 0, NTX_MAX_DOMS * sizeof(*d));
-	{
-		struct ntx_be_domain v[NTX_MAX_DOMS - 1];
-		int nv = ntx_be_domains(v, NTX_MAX_DOMS - 1);
-
-		for (int i = 0; i < nv; i++) {
-			/* a named-only domain (udp) when the hints name it */
-			if (v[i].named_only && (!want || strcmp(want, v[i].name)))
-				continue;
-			memcpy(d[n].name, v[i].name, sizeof(d[n].name));
-			d[n].net = true;
-			d[n].caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
-			d[n].ep_cnt = v[i].ep_cnt;
-			d[n].cq_cnt = v[i].cq_cnt;
-			d[n].mr_cnt = v[i].mr_cnt;
-			d[n].tx_size = v[i].tx_size;
-			d[n].rx_size = v[i].rx_size;
-			n++;
-		}
+	for (int i = 0; i < nv; i++, n++) {
+		memcpy(d[n].name, v[i].name, sizeof(d[n].name));
+		d[n].net = true;
+		d[n].caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+		d[n].ep_cnt = v[i].ep_cnt;
+		d[n].cq_cnt = v[i].cq_cnt;
+		d[n].mr_cnt = v[i].mr_cnt;
+		d[n].tx_size = v[i].tx_size;
+		d[n].rx_size = v[i].rx_size;
+		named_only[n] = v[i].named_only;
 	}
 	strcpy(d[n].name, NTX_DOMAIN_SHM);
-	d[n++].caps = FI_LOCAL_COMM;
+	d[n].caps = FI_LOCAL_COMM;
+	named_only[n] = false;
+	return n + 1;
+}
+
+/* FI_NTX_DOMAINS: the domains it names, in its order (a name twice or
+ * unknown is skipped). */
+static size_t ntx_doms_named(struct ntx_dom_desc *d,
+			     const struct ntx_dom_desc *all, size_t nall,
+			     const char *list)
+{
+	bool taken[NTX_MAX_DOMS] = { false };
+	size_t n = 0;
+
+	while (*list) {
+		size_t len = strcspn(list, ",");
+		bool found = false;
+
+		for (size_t i = 0; i < nall; i++) {
+			if (strlen(all[i].name) != len ||
+			    strncmp(all[i].name, list, len))
+				continue;
+			found = true;
+			if (!taken[i])
+				d[n++] = all[i];
+			taken[i] = true;
+		}
+		if (!found && len)
+			NTX_INFO(FI_LOG_CORE, "FI_NTX_DOMAINS: no domain "
+				 "%.*s\n", (int)len, list);
+		list += len + (list[len] == ',');
+	}
+	return n;
+}
+
+/* Domains that reach every peer come first: applications (MPICH's
+ * ch4:ofi) take the first entry and copy its capabilities, and shm
+ * cannot reach another host. FI_NTX_DOMAINS chooses and orders them;
+ * without it every network domain (a named-only one, such as udp, only
+ * when the hints name it), then shm. */
+static size_t ntx_doms(struct ntx_dom_desc *d, const char *want)
+{
+	struct ntx_dom_desc all[NTX_MAX_DOMS];
+	bool named_only[NTX_MAX_DOMS];
+	size_t nall = ntx_doms_all(all, named_only), n = 0;
+
+	memset(d, 0, NTX_MAX_DOMS * sizeof(*d));
+	if (ntx_params.domains && *ntx_params.domains)
+		return ntx_doms_named(d, all, nall, ntx_params.domains);
+	for (size_t i = 0; i < nall; i++)
+		if (!named_only[i] || (want && !strcmp(want, all[i].name)))
+			d[n++] = all[i];
 	return n;
 }
 #define NTX_TX_OP_FLAGS                                                    \

@@ -139,6 +139,14 @@ static void ntx_params_init_tcp(void)
 		      "send (UDP_SEGMENT), cut by the kernel; 0 sends each "
 		      "datagram on its own",
 		      &ntx_params.udp_gso, FI_PARAM_BOOL);
+	fi_param_define(&ntx_prov, "domains", FI_PARAM_STRING,
+			"comma-separated domain names fi_getinfo lists, in "
+			"this order (e.g. \"udp\" or \"rxe0,shm\"; a domain "
+			"listed only when named, such as udp, may be named "
+			"here); an application or MPI that takes the first "
+			"entry or every entry then uses these (default: every "
+			"network domain, then shm)");
+	fi_param_get_str(&ntx_prov, "domains", &ntx_params.domains);
 	ntx_param_int("local_via_network",
 		      "tcp and udp domains: reach peers on this host through the network "
 		      "back end instead of the shm window (for tests)",

@@ -51,6 +51,28 @@ Test(getinfo, no_hints_lists_the_shm_and_tcp_domains)
 	fi_freeinfo(fi);
 }
 
+/* FI_NTX_DOMAINS: exactly the domains named, in that order (udp, listed
+ * otherwise only when the hints name it, included); unknown names and a
+ * name given twice are skipped. */
+Test(getinfo, fi_ntx_domains_chooses_and_orders_the_domains)
+{
+	static const char *want[] = { "udp", "shm", "tcp" };
+	struct fi_info *fi, *it;
+	size_t n = 0;
+
+	setenv("FI_NTX_DOMAINS", "udp,shm,nosuchdomain,tcp,udp", 1);
+	cr_assert_eq(try(base(), NULL, NULL, 0, &fi), 0);
+	for (it = fi; it; it = it->next) {
+		if (n && !strcmp(it->domain_attr->name, want[n - 1]))
+			continue; /* more entries of one domain */
+		cr_assert_lt(n, 3, "extra domain %s", it->domain_attr->name);
+		cr_assert_str_eq(it->domain_attr->name, want[n]);
+		n++;
+	}
+	cr_assert_eq(n, 3);
+	fi_freeinfo(fi);
+}
+
 Test(getinfo, capabilities)
 {
 	struct fi_info *h = base(), *fi;

@@ -16,6 +16,8 @@
 #   - udp: fi_pingpong -c, msg and tagged, every size; the same with 1 %
 #     of the packets duplicated; the functional suite's udp tests and
 #     two-process msg, RMA and atomics tests with the peer on host 2;
+#     with the mpi step too, Open MPI 2 hosts x 2 ranks on the udp domain
+#     (FI_NTX_DOMAINS=udp: every rank opens udp);
 #   - udploss: fi_pingpong -c, msg and tagged, every size, with 1 % and
 #     with 5 % of the packets dropped on both hosts.
 # Needs root (namespaces, veth, nftables). Usage: test/hosts/run-hosts-tests.sh
@@ -170,7 +172,9 @@ if want udploss; then
 fi
 
 if want mpi; then
-  mpi() {
+  mpi() { # LEVEL [DOMAIN: FI_NTX_DOMAINS, e.g. udp]
+    local dom=()
+    [ -n "${2:-}" ] && dom=(-x "FI_NTX_DOMAINS=$2")
     mpicc -O2 -Wall -o "$work/mpi_msg" "$top/test/mpi/mpi_msg.c" || return 1
     HOSTS_HOLDERS="${HOSTS_HOLDER[*]}" HOSTS_NET=$HOSTS_NET \
       timeout 300 mpirun.openmpi --allow-run-as-root -np 4 \
@@ -180,14 +184,17 @@ if want mpi; then
       --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include ntx \
       --mca mtl_base_verbose 100 --mca mtl_ofi_verbose 100 \
       -x FI_PROVIDER=ntx -x FI_PROVIDER_PATH \
-      -x NTX_MPI_HOSTNAME=1 "$work/mpi_msg" "$1" > "$work/mpi" 2>&1
+      "${dom[@]}" -x NTX_MPI_HOSTNAME=1 "$work/mpi_msg" "$1" > "$work/mpi" 2>&1
     local rc=$?
     grep -v "^\[.*mca:" "$work/mpi" | tail -n 8
     [ $rc = 0 ] && grep -q "mtl:ofi:prov: ntx" "$work/mpi" &&
-      grep -q PASS "$work/mpi"
+      grep -q PASS "$work/mpi" &&
+      { [ -z "${2:-}" ] || [ "$(grep -c "mtl:ofi:provider: $2" "$work/mpi")" = 4 ]; }
   }
   step "Open MPI, 2 hosts x 2 ranks, ofi MTL on ntx, single" mpi single
   step "Open MPI, 2 hosts x 2 ranks, ofi MTL on ntx, multiple" mpi multiple
+  want udp && step "Open MPI, 2 hosts x 2 ranks, ofi MTL on ntx's udp domain" \
+    mpi multiple udp
 fi
 
 if want linkdown; then

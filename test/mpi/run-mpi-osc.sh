@@ -2,7 +2,9 @@
 # Open MPI one-sided over ntx: osc rdma on the ofi BTL. Builds
 # test/mpi/mpi_osc.c and runs it at np 2 and 4, checking from the MCA
 # verbose output that the ofi BTL really runs on ntx and that osc rdma made
-# the windows. With NTX_MPI_NETWORK=1 the ranks talk through the tcp back end.
+# the windows. With NTX_MPI_NETWORK=1 the ranks talk through the network back
+# end; with NTX_MPI_DOMAIN=NAME ntx lists only that domain (FI_NTX_DOMAINS),
+# e.g. udp.
 # Usage: test/mpi/run-mpi-osc.sh [BUILD_DIR]   (default: the repository)
 #
 # Open MPI 4.1.4 specifics (Debian's openmpi-mca-params.conf disables
@@ -38,6 +40,7 @@ export FI_PROVIDER_PATH=$build/.libs
 mpicc -O2 -Wall -o "$out/mpi_osc" "$top/test/mpi/mpi_osc.c" || exit 1
 extra=()
 [ "${NTX_MPI_NETWORK:-0}" = 1 ] && extra=(-x FI_NTX_LOCAL_VIA_NETWORK=1)
+[ -n "${NTX_MPI_DOMAIN:-}" ] && extra+=(-x "FI_NTX_DOMAINS=$NTX_MPI_DOMAIN")
 export OSC_TIMEOUT=${OSC_TIMEOUT:-120}
 pass=0 fail=0
 for np in 2 4; do
@@ -59,6 +62,12 @@ for np in 2 4; do
     why+=("btl ofi did not initialise")
   grep -q "mca: bml: Using ofi btl for send to" "$log" ||
     why+=("no rank reaches another through btl ofi")
+  if [ -n "${NTX_MPI_DOMAIN:-}" ]; then
+    [ "$(grep -c "ntx_domain_open.*domain $NTX_MPI_DOMAIN:" "$log")" -ge "$np" ] ||
+      why+=("not every rank opened ntx domain $NTX_MPI_DOMAIN")
+    ! grep "ntx_domain_open.*domain " "$log" | grep -qv "domain $NTX_MPI_DOMAIN:" ||
+      why+=("a rank opened another ntx domain than $NTX_MPI_DOMAIN")
+  fi
   wins=$(grep -c '^window .*: name ' "$log")
   rdma=$(grep -c '^window .*: name "rdma window' "$log")
   freed=$(grep -c "rdma component destroying window with id" "$log")

@@ -2,7 +2,8 @@
 # Open MPI over ntx through the ofi MTL: builds test/mpi/mpi_msg.c and runs
 # it at np 2 and 4 with MPI_THREAD_SINGLE and MPI_THREAD_MULTIPLE, checking
 # from the MCA verbose output that the ofi MTL really runs on ntx. With
-# NTX_MPI_NETWORK=1 the ranks talk through the tcp back end.
+# NTX_MPI_NETWORK=1 the ranks talk through the network back end; with
+# NTX_MPI_DOMAIN=NAME ntx lists only that domain (FI_NTX_DOMAINS), e.g. udp.
 # Usage: test/mpi/run-mpi.sh [BUILD_DIR]   (default: the repository)
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -13,6 +14,7 @@ export FI_PROVIDER_PATH=$build/.libs
 mpicc -O2 -Wall -o "$out/mpi_msg" "$top/test/mpi/mpi_msg.c" || exit 1
 extra=()
 [ "${NTX_MPI_NETWORK:-0}" = 1 ] && extra=(-x FI_NTX_LOCAL_VIA_NETWORK=1)
+[ -n "${NTX_MPI_DOMAIN:-}" ] && extra+=(-x "FI_NTX_DOMAINS=$NTX_MPI_DOMAIN")
 pass=0 fail=0
 for np in 2 4; do
   for level in single multiple; do
@@ -23,7 +25,9 @@ for np in 2 4; do
       "${extra[@]}" "$out/mpi_msg" "$level" > "$log" 2>&1
     rc=$?
     if [ $rc = 0 ] && grep -q "Selected component \[ofi\]" "$log" &&
-       grep -q "mtl:ofi:prov: ntx" "$log" && grep -q "PASS" "$log"; then
+       grep -q "mtl:ofi:prov: ntx" "$log" && grep -q "PASS" "$log" &&
+       { [ -z "${NTX_MPI_DOMAIN:-}" ] ||
+         grep -q "mtl:ofi:provider: $NTX_MPI_DOMAIN" "$log"; }; then
       echo "PASS mpi_msg np=$np $level"; pass=$((pass + 1))
     else
       echo "FAIL mpi_msg np=$np $level (rc=$rc)"; fail=$((fail + 1))

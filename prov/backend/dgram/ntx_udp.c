@@ -58,6 +58,9 @@
 #define NTX_UDP_SOCKBUF (4 << 20)
 
 enum ntx_udp_state {
+	NTX_UDP_NEW,      /* just made: connect opens it, a stranger's
+			   * first datagram makes it UNNAMED (ep->unnamed
+			   * counts those only) */
 	NTX_UDP_UNNAMED,  /* first contact: waits for its HELLO */
 	NTX_UDP_OPEN,     /* named: carries its VC's packets */
 	NTX_UDP_DETACHED, /* named, its VC gone: the session is kept */
