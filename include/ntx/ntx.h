@@ -36,6 +36,8 @@ int ntx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		struct fid_cq **cq, void *context);
 int ntx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 		struct fid_eq **eq, void *context);
+int ntx_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
+		  struct fid_poll **pollset);
 int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		  struct fid_cntr **cntr, void *context);
 int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
@@ -85,8 +87,6 @@ int ntx_no_domain2(struct fid_fabric *fabric, struct fi_info *info,
 		   struct fid_domain **dom, uint64_t flags, void *context);
 int ntx_no_scalable_ep(struct fid_domain *domain, struct fi_info *info,
 		       struct fid_ep **sep, void *context);
-int ntx_no_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
-		     struct fid_poll **pollset);
 int ntx_no_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr,
 		   struct fid_stx **stx, void *context);
 int ntx_no_srx_ctx(struct fid_domain *domain, struct fi_rx_attr *attr,

@@ -74,12 +74,6 @@ int ntx_no_scalable_ep(struct fid_domain *domain, struct fi_info *info,
 	return -FI_ENOSYS;
 }
 
-int ntx_no_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
-		     struct fid_poll **pollset)
-{
-	return -FI_ENOSYS;
-}
-
 int ntx_no_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr,
 		   struct fid_stx **stx, void *context)
 {

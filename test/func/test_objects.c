@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ntx_test.h"
 
@@ -240,4 +241,83 @@ Test(objects, options_and_bad_arguments)
 	cr_assert_eq(fi_inject(a.ep, iov, 5000, 0), -FI_EMSGSIZE);
 	cr_assert_eq(fi_cancel(&a.ep->fid, (void *)0x1), -FI_ENOENT);
 	t_close(&a);
+}
+
+/* fi_poll over a CQ and a counter: nothing before traffic; after a
+ * message, the CQ's context until it is read and the counter's context
+ * once per change; members are held until fi_poll_del. */
+Test(objects, poll_set_of_a_cq_and_a_counter)
+{
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED };
+	struct fi_cntr_attr cna = { .events = FI_CNTR_EVENTS_COMP };
+	struct fi_poll_attr pa = { 0 };
+	struct fi_cq_tagged_entry e;
+	struct fid_cq *cq2, *other;
+	struct fid_cntr *cntr;
+	struct fid_poll *ps;
+	struct fid_ep *ep2;
+	struct fid_domain *dom2;
+	char name[T_NAMELEN];
+	size_t len = sizeof(name);
+	fi_addr_t to;
+	void *ctx[4];
+	uint64_t v = 42, in = 0;
+	int cq_ctx, cntr_ctx, n = 0;
+	struct tctx t;
+
+	cr_assert_eq(t_open(&t, FI_MSG | FI_TAGGED), 0);
+	cr_assert_eq(fi_cq_open(t.dom, &ca, &cq2, &cq_ctx), 0);
+	cr_assert_eq(fi_cntr_open(t.dom, &cna, &cntr, &cntr_ctx), 0);
+	cr_assert_eq(fi_endpoint(t.dom, t.fi, &ep2, NULL), 0);
+	cr_assert_eq(fi_ep_bind(ep2, &cq2->fid, FI_TRANSMIT | FI_RECV), 0);
+	cr_assert_eq(fi_ep_bind(ep2, &cntr->fid, FI_RECV), 0);
+	cr_assert_eq(fi_ep_bind(ep2, &t.av->fid, 0), 0);
+	cr_assert_eq(fi_enable(ep2), 0);
+	cr_assert_eq(fi_getname(&ep2->fid, name, &len), 0);
+	cr_assert_eq(t_insert(&t, name, &to), 0);
+
+	cr_assert_eq(fi_poll_open(t.dom, &pa, &ps), 0);
+	cr_assert_eq(fi_poll_add(ps, &cq2->fid, 0), 0);
+	cr_assert_eq(fi_poll_add(ps, &cntr->fid, 0), 0);
+	cr_assert_eq(fi_poll_add(ps, &cq2->fid, 0), -FI_EALREADY);
+	cr_assert_eq(fi_poll_add(ps, &t.av->fid, 0), -FI_EINVAL);
+	cr_assert_eq(fi_domain(t.fab, t.fi, &dom2, NULL), 0);
+	cr_assert_eq(fi_cq_open(dom2, &ca, &other, NULL), 0);
+	cr_assert_eq(fi_poll_add(ps, &other->fid, 0), -FI_EINVAL,
+		     "a CQ of another domain");
+	cr_assert_eq(fi_poll(ps, ctx, 4), 0, "events before any traffic");
+
+	cr_assert_eq(fi_recv(ep2, &in, sizeof(in), NULL, FI_ADDR_UNSPEC,
+			     NULL), 0);
+	cr_assert_eq(fi_send(t.ep, &v, sizeof(v), NULL, to, NULL), 0);
+	/* progress is fi_poll's own: the CQ's and the counter's contexts
+	 * come back once the message has arrived */
+	for (time_t end = time(NULL) + 20; n < 2 && time(NULL) < end;) {
+		n = fi_poll(ps, ctx, 4);
+		cr_assert_geq(n, 0);
+		(void)fi_cq_read(t.cq, &e, 1); /* the sender's side */
+	}
+	cr_assert_eq(n, 2);
+	cr_assert((ctx[0] == &cq_ctx && ctx[1] == &cntr_ctx) ||
+		  (ctx[1] == &cq_ctx && ctx[0] == &cntr_ctx));
+	cr_assert_eq(in, v);
+	n = fi_poll(ps, ctx, 4);
+	cr_assert_eq(n, 1, "the CQ until read, the counter once");
+	cr_assert_eq(ctx[0], &cq_ctx);
+	cr_assert_eq(fi_cq_read(cq2, &e, 1), 1);
+	cr_assert_eq(fi_poll(ps, ctx, 4), 0);
+
+	cr_assert_eq(fi_close(&ps->fid), 0); /* releases its members */
+	cr_assert_eq(fi_poll_open(t.dom, &pa, &ps), 0);
+	cr_assert_eq(fi_poll_add(ps, &cq2->fid, 0), 0);
+	cr_assert_eq(fi_close(&ep2->fid), 0);
+	cr_assert_eq(fi_close(&cq2->fid), -FI_EBUSY, "a member of a set");
+	cr_assert_eq(fi_poll_del(ps, &cq2->fid, 0), 0);
+	cr_assert_eq(fi_poll_del(ps, &cq2->fid, 0), -FI_ENOENT);
+	cr_assert_eq(fi_close(&cq2->fid), 0);
+	cr_assert_eq(fi_close(&cntr->fid), 0);
+	cr_assert_eq(fi_close(&ps->fid), 0);
+	cr_assert_eq(fi_close(&other->fid), 0);
+	cr_assert_eq(fi_close(&dom2->fid), 0);
+	t_close(&t);
 }
