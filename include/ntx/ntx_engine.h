@@ -55,6 +55,11 @@ struct ntx_vc {
 	uint32_t ctrl_queued; /* answers waiting for room in its ring */
 	int doom;             /* fail it (this error) at the next reap */
 	size_t unexp_bytes;   /* its unexpected messages, with headers */
+	/* failed with eager unexpected messages that stay receivable: they
+	 * count in ep->dead_unexp_bytes, and ntx_vc_destroy leaves the VC
+	 * (a zombie, off every list) to the last of them */
+	bool keeps_unexp;
+	bool zombie;
 	struct ntx_vc_auth *auth; /* job-key exchange; NULL when neither
 				   * side has a key */
 };
@@ -191,6 +196,8 @@ struct ntx_ep {
 	struct ntx_tme tme;
 	struct ntx_list unexp_free; /* ntx_unexp pool */
 	uint32_t unexp_pooled;      /* entries in unexp_free */
+	size_t dead_unexp_bytes;    /* unexpected messages of failed peers
+				     * kept (at most FI_NTX_GONE_UNEXP_MAX) */
 	struct ntx_idtab reqtab; /* id -> struct ntx_req *, for the wire */
 	uint32_t req_gen;
 	struct ntx_list req_free;

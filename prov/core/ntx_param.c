@@ -22,6 +22,7 @@ struct ntx_params ntx_params = {
 	.cq_size = 1024,
 	.min_multi_recv = 64,
 	.peer_unexp_max = (size_t)4 << 30, /* an MPI rank may hold a lot */
+	.gone_unexp_max = 1u << 20,
 	.progress_idle_us = 10000,
 	.progress_cpus = NULL,
 	.auth_timeout_ms = 30000,
@@ -195,6 +196,12 @@ static void ntx_params_init_queues(void)
 		       "per message) one peer may have waiting at an endpoint; "
 		       "a peer that sends more fails its own connection",
 		       &ntx_params.peer_unexp_max, 1u << 20, SIZE_MAX);
+	ntx_param_size("gone_unexp_max",
+		       "bytes of unexpected eager messages (as counted for "
+		       "FI_NTX_PEER_UNEXP_MAX) of peers whose connection ended "
+		       "that an endpoint keeps for receives posted later; a "
+		       "peer whose messages do not fit has them dropped",
+		       &ntx_params.gone_unexp_max, 0, SIZE_MAX);
 	ntx_param_size("min_multi_recv",
 		       "default FI_OPT_MIN_MULTI_RECV of an endpoint",
 		       &ntx_params.min_multi_recv, 0, SIZE_MAX);

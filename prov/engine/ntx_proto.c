@@ -642,10 +642,15 @@ static size_t ntx_unexp_cost(size_t len)
 
 static void ntx_unexp_free(struct ntx_unexp *u)
 {
-	struct ntx_ep *ep = u->vc->ep;
+	struct ntx_vc *vc = u->vc;
+	struct ntx_ep *ep = vc->ep;
 
 	ntx_tme_del_unexp(u);
-	u->vc->unexp_bytes -= ntx_unexp_cost(u->cap);
+	vc->unexp_bytes -= ntx_unexp_cost(u->cap);
+	if (vc->keeps_unexp)
+		ep->dead_unexp_bytes -= ntx_unexp_cost(u->cap);
+	if (vc->zombie && !vc->unexp_bytes)
+		free(vc);
 	if (ep->unexp_pooled >= NTX_UNEXP_POOL) {
 		free(u->data);
 		free(u);
@@ -667,15 +672,17 @@ void ntx_proto_unexp_fini(struct ntx_ep *ep)
 {
 	struct ntx_list *it, *tmp;
 
-	for (int t = 0; t < 3; t++) {
-		struct ntx_list *q = t < 2 ? &ep->tme.unexp[t] : &ep->unexp_free;
-
-		ntx_list_foreach_safe(q, it, tmp) {
-			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
-							       entry);
-			free(u->data);
-			free(u);
-		}
+	/* through ntx_unexp_free first: the last message of a zombie VC
+	 * frees it */
+	for (int t = 0; t < 2; t++)
+		ntx_list_foreach_safe(&ep->tme.unexp[t], it, tmp)
+			ntx_unexp_free(ntx_container_of(it, struct ntx_unexp,
+							entry));
+	ntx_list_foreach_safe(&ep->unexp_free, it, tmp) {
+		struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
+						       entry);
+		free(u->data);
+		free(u);
 	}
 }
 
@@ -1101,6 +1108,42 @@ void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 }
 
 /* Completes everything the VC still owes with its error. */
+/* A failed peer's unexpected messages: its rendezvous data can no longer
+ * be pulled, but an eager message is whole here and was sent (a peer
+ * that exits right after its send completes is no rarer than one that
+ * lingers): those stay receivable, up to FI_NTX_GONE_UNEXP_MAX bytes of
+ * failed peers' messages per endpoint, so that peers that connect, fill
+ * their allowance and go, again and again, cannot grow our memory. */
+static void ntx_proto_unexp_failed(struct ntx_vc *vc)
+{
+	struct ntx_ep *ep = vc->ep;
+	struct ntx_list *it, *tmp;
+	bool keep;
+
+	for (int t = 0; t < 2; t++)
+		ntx_list_foreach_safe(&ep->tme.unexp[t], it, tmp) {
+			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
+							       entry);
+			if (u->vc == vc && u->hdr.op != NTX_OP_EAGER)
+				ntx_unexp_free(u);
+		}
+	keep = vc->unexp_bytes &&
+	       ep->dead_unexp_bytes + vc->unexp_bytes <=
+		       ntx_params.gone_unexp_max;
+	if (keep) {
+		vc->keeps_unexp = true;
+		ep->dead_unexp_bytes += vc->unexp_bytes;
+		return;
+	}
+	for (int t = 0; t < 2; t++)
+		ntx_list_foreach_safe(&ep->tme.unexp[t], it, tmp) {
+			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
+							       entry);
+			if (u->vc == vc)
+				ntx_unexp_free(u);
+		}
+}
+
 void ntx_proto_vc_failed(struct ntx_vc *vc)
 {
 	struct ntx_list *lists[2] = { &vc->backlog, &vc->pending };
@@ -1126,13 +1169,5 @@ void ntx_proto_vc_failed(struct ntx_vc *vc)
 			}
 		}
 	}
-	/* unexpected messages from a dead peer can no longer be pulled */
-	for (int t = 0; t < 2; t++) {
-		ntx_list_foreach_safe(&vc->ep->tme.unexp[t], it, tmp) {
-			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
-							       entry);
-			if (u->vc == vc)
-				ntx_unexp_free(u);
-		}
-	}
+	ntx_proto_unexp_failed(vc);
 }

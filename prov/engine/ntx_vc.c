@@ -145,7 +145,7 @@ fi_addr_t ntx_vc_fi_addr_lookup(struct ntx_vc *vc)
 		vc->fi_addr = a;
 		/* a VC we connected ourselves keeps carrying our sends, so
 		 * that they stay in order */
-		if (a != FI_ADDR_NOTAVAIL) {
+		if (a != FI_ADDR_NOTAVAIL && vc->state != NTX_VC_ERROR) {
 			struct ntx_vc *old = ntx_idtab_get(&ep->vc_tab, a);
 
 			if (!old || old->state == NTX_VC_ERROR)
@@ -275,6 +275,11 @@ void ntx_vc_destroy(struct ntx_vc *vc)
 		ntx_list_remove(&vc->busy_entry);
 	ntx_list_remove(&vc->entry);
 	ntx_auth_free(vc);
+	vc->conn = NULL;
+	if (vc->keeps_unexp && vc->unexp_bytes) {
+		vc->zombie = true; /* freed with its last message */
+		return;
+	}
 	free(vc);
 }
 

@@ -302,3 +302,85 @@ Test(death, without_pidfd_wait_fd_wakes, .timeout = 30)
 	setenv("FI_NTX_PEER_PIDFD", "0", 1);
 	run(M_FD, false, "FI_GETWAIT fd without pidfd");
 }
+
+/* ---- a message from a peer that is gone ------------------------------------ */
+
+/* Sends one tagged message, waits for its completion, closes and exits. */
+static int child_sends_and_exits(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 0x5e4d;
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	CHK(fi_tsend(t.ep, &v, 8, NULL, peer, 5, NULL) == 0);
+	CHK(t_wait(&t, NULL, NULL, NULL, 10000) == 1);
+	t_close(&t);
+	return 0;
+}
+
+/* The sender's eager message completed at the sender, which then exited
+ * before the receive was posted: the receive still gets it, after the
+ * receiver learned of the exit (its own send to the gone peer failed). */
+static void message_outlives_its_sender(const char *domain)
+{
+	struct fi_cq_err_entry err;
+	struct fi_cq_tagged_entry e;
+	uint64_t in = 0, out = 1;
+	fi_addr_t peer;
+	struct tctx t;
+	int sock, ret;
+	pid_t pid;
+
+	if (domain)
+		setenv("NTX_TEST_DOMAIN", domain, 1);
+	pid = t_fork(&sock, child_sends_and_exits);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	/* the child's send needs our progress (connection set-up) */
+	for (uint64_t end = now_ns() + 10000000000ull;;) {
+		int st;
+
+		(void)fi_cq_read(t.cq, &e, 0);
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			cr_assert(WIFEXITED(st) && !WEXITSTATUS(st),
+				  "child failed");
+			break;
+		}
+		cr_assert_lt(now_ns(), end, "the child never exited");
+	}
+	/* sends to the gone peer until one fails, at the call (the
+	 * connection is known dead) or in its completion: a tcp send can
+	 * still complete while the peer's reset is on its way */
+	for (int n = 0;; n++) {
+		cr_assert_lt(n, 1000, "sends to the gone peer kept completing");
+		ret = (int)fi_tsend(t.ep, &out, 8, NULL, peer, 9, NULL);
+		if (ret)
+			break;
+		do
+			ret = t_wait(&t, &e, NULL, &err, 10000);
+		while (ret == 1 && !(e.flags & FI_SEND));
+		if (ret != 1)
+			break;
+	}
+	cr_assert(ret == -FI_EAVAIL || ret < 0, "no error: %d", ret);
+	cr_assert_eq(fi_trecv(t.ep, &in, 8, NULL, FI_ADDR_UNSPEC, 5, 0,
+			      &in), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, 10000), 1);
+	cr_assert_eq(e.op_context, &in);
+	cr_assert_eq(in, 0x5e4d);
+	close(sock);
+	t_close(&t);
+}
+
+Test(death, a_message_outlives_its_sender_shm, .timeout = 30)
+{
+	message_outlives_its_sender("shm");
+}
+
+Test(death, a_message_outlives_its_sender_tcp, .timeout = 30)
+{
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	message_outlives_its_sender("tcp");
+}

@@ -62,6 +62,7 @@ struct ntx_tcp_conn {
 	uint32_t peer_eager;  /* the peer's FI_NTX_EAGER_MAX, once OPEN */
 	uint8_t misses;       /* VERIFY: echoes of other connections */
 	bool probe;           /* carries a PROVE, never reaches the engine */
+	bool broken;          /* a send failed: fails once read to the end */
 };
 
 struct ntx_tcp_ep {
@@ -137,17 +138,35 @@ static void ntx_tcp_fail(struct ntx_tcp_conn *c, int err)
 		c->be->cb.failed(c->vc, err);
 }
 
+/* A send found the connection broken (the peer reset or closed it):
+ * what the peer sent before may still wait in the socket, such as the
+ * last message of a peer that exited as soon as its send completed. The
+ * connection fails when the next poll has read the socket to its end
+ * (ntx_tcp_read), not here, in the middle of a send. Meanwhile a send is
+ * taken and dropped, as bytes in the socket's buffer would be (queued,
+ * the answers to a stream of the peer's last frames would pile up); what
+ * waits for an answer fails with the connection. */
+static void ntx_tcp_broken(struct ntx_tcp_conn *c)
+{
+	c->broken = true;
+	c->be->busy = true;
+}
+
 /* Writes queued bytes; the rest waits for the next progress call. */
 static void ntx_tcp_flush(struct ntx_tcp_conn *c)
 {
 	ssize_t n;
 
+	if (c->broken) { /* dropped (ntx_tcp_broken) */
+		c->out.off = c->out.len = 0;
+		return;
+	}
 	while (c->out.off < c->out.len) {
 		n = send(c->fd, c->out.data + c->out.off, c->out.len - c->out.off,
 			 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EINTR)
-				ntx_tcp_fail(c, -FI_ECONNRESET);
+				ntx_tcp_broken(c);
 			return;
 		}
 		c->out.off += (size_t)n;
@@ -225,8 +244,8 @@ static int ntx_tcp_send_direct(struct ntx_tcp_conn *c,
 	sent = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (sent < 0) {
 		if (errno != EAGAIN && errno != EINTR) {
-			ntx_tcp_fail(c, -FI_ECONNRESET);
-			return -FI_ECONNRESET;
+			ntx_tcp_broken(c);
+			return 0;
 		}
 		sent = 0;
 	}
@@ -246,6 +265,8 @@ static int ntx_tcp_send(struct ntx_be_conn *conn, const void *hdr,
 		return -FI_ECONNRESET;
 	if (c->state != NTX_TCP_OPEN)
 		return -FI_EAGAIN;
+	if (c->broken)
+		return 0; /* dropped (ntx_tcp_broken) */
 	if (len > NTX_TCP_MAX_PAYLOAD || iovcnt > NTX_MAX_IOV)
 		return -FI_EMSGSIZE;
 	if (c->out.len - c->out.off > NTX_TCP_OUT_MAX)
@@ -579,8 +600,12 @@ static int ntx_tcp_read(struct ntx_tcp_conn *c)
 		}
 		room = c->in.cap - c->in.len;
 		n = recv(c->fd, c->in.data + c->in.len, room, MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		if (n < 0 && (errno == EAGAIN || errno == EINTR) && !c->broken)
 			break;
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			ntx_tcp_fail(c, -FI_ECONNRESET); /* read to its end */
+			return cnt;
+		}
 		if (n <= 0 && !c->vc) {
 			/* a probe or a claim that was not proven: closing is
 			 * how these end */
