@@ -887,7 +887,8 @@ static inline void ntx_msg_unexpected(struct ntx_vc *vc,
 	vc->unexp_bytes += ntx_unexp_cost(u->cap);
 	u->hdr = *h;
 	if (h->op == NTX_OP_EAGER) {
-		memcpy(u->data, payload, len);
+		if (len) /* an empty message may have no buffer */
+			memcpy(u->data, payload, len);
 		u->len = len;
 	} else {
 		memcpy(u->riov, riov, sizeof(riov[0]) * niov);
