@@ -76,7 +76,6 @@ struct ntx_shm_watch {
 struct ntx_shm_conn {
 	struct ntx_be_conn head; /* first: what the engine holds */
 	struct ntx_list entry; /* ntx_shm_ep.conns */
-	struct ntx_list centry; /* ntx_shm_ep.connecting, while connecting */
 	struct ntx_shm_ep *be;
 	void *vc;
 	struct ntx_addr peer;
@@ -84,8 +83,7 @@ struct ntx_shm_conn {
 	bool cell_pending; /* connect request still to be posted */
 	uint32_t my_slot;  /* our slot: the peer's ring to us */
 	uint32_t peer_slot; /* the peer's slot: our ring to it */
-	struct ntx_ntb_pwin *pw; /* the peer's window, shared */
-	struct ntx_win pwin;     /* a copy of pw->win, at hand */
+	struct ntx_win pwin; /* a copy of pw->win, at hand */
 	uint32_t tx_pos;  /* next line we write in the ring in pwin */
 	uint32_t tx_seq;  /* entries we wrote, free running */
 	uint32_t tx_cons; /* last consumer position the peer published */
@@ -100,6 +98,9 @@ struct ntx_shm_conn {
 	struct ntx_shm_watch *wreg; /* NTX_WATCH_PIDFD: its registration */
 	uint64_t start; /* NTX_WATCH_PROC: the peer's start time */
 	bool peered; /* peer_slot is known: we can tell the peer we close */
+	/* set-up only: off the lines the data path reads */
+	struct ntx_ntb_pwin *pw; /* the peer's window, shared */
+	struct ntx_list centry; /* ntx_shm_ep.connecting, while connecting */
 };
 
 struct ntx_shm_ep {
@@ -112,17 +113,14 @@ struct ntx_shm_ep {
 	struct ntx_addr addr;
 	struct ntx_shm_conn **slots; /* local slot -> connection */
 	struct ntx_list conns;
-	struct ntx_list connecting; /* connections we asked for, unanswered */
 	int wake;   /* datagram socket peers write to when we sleep */
 	/* our wait fd: an epoll set of wake, the peers' pidfds and timer */
 	int epfd;
-	struct ntx_list watches; /* peer processes whose pidfd is in epfd */
 	int timer;  /* timerfd: ticks while a peer is watched by /proc (-1
 		     * until one is) */
 	uint32_t proc_watched; /* peers without a pidfd */
 	bool check; /* a peer may have died: check before the next poll */
 	bool armed;
-	bool closing; /* the window goes: released rings need no zeroing */
 	uint64_t conn_bell_seen;
 	uint32_t nconns;
 	bool rescan; /* connect work left over: poll even without a bell */
@@ -131,6 +129,10 @@ struct ntx_shm_ep {
 	uint64_t *reused; /* slots released before: zeroed again at reuse */
 	uint64_t bits_clear_ns; /* next ntx_ntb_bits_clear pass */
 	uint32_t polls;
+	/* set-up and tear-down only: off the lines the data path reads */
+	struct ntx_list connecting; /* connections we asked for, unanswered */
+	struct ntx_list watches; /* peer processes whose pidfd is in epfd */
+	bool closing; /* the window goes: released rings need no zeroing */
 };
 
 static inline struct ntx_shm_conn *ntx_shm_conn_of(struct ntx_be_conn *conn)
