@@ -357,13 +357,34 @@ static void count_watch(pid_t pid, int *pidfds, int *maps)
 	fclose(f);
 }
 
+/* How many of the endpoints' sends (one each, RX_CTX) failed within
+ * BOUND_MS, taken in order. */
+static int sends_failed(struct tctx *t, int n)
+{
+	uint64_t end = now_ns() + BOUND_MS * 1000000ull;
+	int failed = 0;
+
+	while (failed < n && now_ns() < end) {
+		struct fi_cq_err_entry err = { 0 };
+
+		if (fi_cq_read(t[failed].cq, NULL, 0) != -FI_EAVAIL)
+			continue;
+		cr_assert_eq(fi_cq_readerr(t[failed].cq, &err, 0), 1);
+		cr_assert_eq(err.op_context, RX_CTX);
+		cr_assert(err.err == FI_ECONNRESET || err.err == FI_EIO,
+			  "error %d", err.err);
+		failed++;
+	}
+	return failed;
+}
+
 static void run_shared(bool pidfd)
 {
 	static struct tctx t[NSHARE];
 	fi_addr_t peer[NSHARE];
-	uint64_t v = 7, end;
+	uint64_t v = 7;
 	char *buf = malloc(BIG), c;
-	int sock, pidfds, maps, failed = 0;
+	int sock, pidfds, maps, failed;
 	pid_t pid;
 
 	if (getenv("FI_NTX_LOCAL_VIA_NETWORK") &&
@@ -389,18 +410,7 @@ static void run_shared(bool pidfd)
 				     RX_CTX), 0);
 	cr_assert_eq(kill(pid, SIGKILL), 0);
 	cr_assert_eq(t_join(pid), 128 + SIGKILL);
-	end = now_ns() + BOUND_MS * 1000000ull;
-	for (int i = 0; i < NSHARE && now_ns() < end; i = failed) {
-		struct fi_cq_err_entry err = { 0 };
-
-		if (fi_cq_read(t[i].cq, NULL, 0) != -FI_EAVAIL)
-			continue;
-		cr_assert_eq(fi_cq_readerr(t[i].cq, &err, 0), 1);
-		cr_assert_eq(err.op_context, RX_CTX);
-		cr_assert(err.err == FI_ECONNRESET || err.err == FI_EIO,
-			  "error %d", err.err);
-		failed++;
-	}
+	failed = sends_failed(t, NSHARE);
 	cr_assert_eq(failed, NSHARE, "%d of %d connections failed in %d ms",
 		     failed, NSHARE, BOUND_MS);
 	close(sock);
