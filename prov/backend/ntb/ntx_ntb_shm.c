@@ -390,10 +390,27 @@ static int ntx_ntb_win_take(const struct ntx_addr *peer, struct ntx_win *w,
  * Yama's ptrace_scope 1 forbid it) or ENOSYS: /proc only from then on. */
 static atomic_bool ntx_ntb_getfd_off;
 
+/* The file at path opened by pid: where the pidfd of the process we
+ * watch is still not readable after the open, the pid was that process's
+ * when we opened. -1 with errno ESRCH when it is gone. */
+static int ntx_ntb_win_open_path(int pidfd, const char *path)
+{
+	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0 || pidfd < 0 || poll(&pfd, 1, 0) == 0)
+		return fd;
+	close(fd);
+	errno = ESRCH;
+	return -1;
+}
+
 /* Our descriptor of a peer's window: a copy of the owner's, taken through
- * the owner's pidfd (no path walk in /proc, and no pid that could have
- * been reused), or where that is not allowed the file opened through
- * /proc/PID/fd/FD. -1 with errno ENOENT when the owner has no such fd. */
+ * the pidfd of the process we watch (no path walk in /proc, and from that
+ * very process: it fails once the process is gone, whoever has its pid
+ * now), or where that is not allowed the file opened through
+ * /proc/PID/fd/FD. -1 with errno ENOENT when the owner has no such fd,
+ * ESRCH when the watched process is gone. */
 static int ntx_ntb_win_open(const struct ntx_addr *peer, int pidfd,
 			    const char *path)
 {
@@ -405,10 +422,12 @@ static int ntx_ntb_win_open(const struct ntx_addr *peer, int pidfd,
 		fd = (int)syscall(__NR_pidfd_getfd, pidfd, peer->win_fd, 0);
 		if (fd >= 0) /* close-on-exec, as pidfd_getfd sets it */
 			return fd;
-		if (errno == EBADF || errno == ESRCH) {
+		if (errno == EBADF) {
 			errno = ENOENT;
 			return -1;
 		}
+		if (errno == ESRCH)
+			return -1;
 		if (errno == EPERM || errno == ENOSYS) {
 			NTX_INFO(FI_LOG_EP_CTRL, "pidfd_getfd: %s: peer "
 				 "windows are opened through /proc\n",
@@ -416,10 +435,8 @@ static int ntx_ntb_win_open(const struct ntx_addr *peer, int pidfd,
 			atomic_store(&ntx_ntb_getfd_off, true);
 		}
 	}
-#else
-	(void)pidfd;
 #endif
-	return open(path, O_RDWR | O_CLOEXEC);
+	return ntx_ntb_win_open_path(pidfd, path);
 }
 
 /* Maps the window of a peer: take a descriptor of it, check the seals,
@@ -438,7 +455,8 @@ static int ntx_ntb_win_map(const struct ntx_addr *peer, int pidfd,
 	if (fd < 0) {
 		NTX_WARN(FI_LOG_EP_CTRL, "open peer window %s: %s\n", path,
 			 strerror(errno));
-		return errno == ENOENT ? -FI_EADDRNOTAVAIL : -FI_EACCES;
+		return errno == ENOENT || errno == ESRCH ? -FI_EADDRNOTAVAIL
+							 : -FI_EACCES;
 	}
 	/* a window its owner could still shrink would SIGBUS us: sealed
 	 * before it is mapped, its size below is final */
@@ -584,8 +602,11 @@ static struct ntx_ntb_proc *ntx_ntb_proc_open(uint32_t pid)
 	return p;
 }
 
-/* The entry of a peer process, with a reference (lock held). */
-static struct ntx_ntb_proc *ntx_ntb_proc_get(uint32_t pid)
+/* The entry of a peer process, with a reference (lock held); *known: it
+ * was there before. A known entry with a pidfd is not checked here: the
+ * window is taken from the pidfd's process (ntx_ntb_win_open), which
+ * fails if it is gone, and then ntx_ntb_pwin_map checks it. */
+static struct ntx_ntb_proc *ntx_ntb_proc_get(uint32_t pid, bool *known)
 {
 	struct ntx_ntb_proc *p = NULL;
 	struct ntx_list *it;
@@ -597,10 +618,12 @@ static struct ntx_ntb_proc *ntx_ntb_proc_get(uint32_t pid)
 		p = NULL;
 	}
 	/* found dead: its holders keep it, new windows get a new one */
-	if (p && !ntx_ntb_proc_current(p)) {
+	if (p && (atomic_load(&p->dead) ||
+		  (p->pidfd < 0 && !ntx_ntb_proc_current(p)))) {
 		ntx_list_remove(&p->entry);
 		p = NULL;
 	}
+	*known = p != NULL;
 	if (!p)
 		p = ntx_ntb_proc_open(pid);
 	if (p)
@@ -648,18 +671,27 @@ static int ntx_ntb_pwin_map(const struct ntx_addr *peer, uint32_t self,
 			    struct ntx_ntb_pwin **out)
 {
 	struct ntx_ntb_pwin *pw = calloc(1, sizeof(*pw));
+	bool known = false;
 	int ret = -FI_ENOMEM;
 
 	if (!pw)
 		return ret;
-	if (peer->pid != self) { /* our own windows die with us */
-		pw->proc = ntx_ntb_proc_get(peer->pid);
-		ret = -FI_EADDRNOTAVAIL;
-		if (!pw->proc)
-			goto free_pw;
+	for (int tries = 0; tries < 2; tries++) {
+		if (peer->pid != self) { /* our own windows die with us */
+			pw->proc = ntx_ntb_proc_get(peer->pid, &known);
+			ret = -FI_EADDRNOTAVAIL;
+			if (!pw->proc)
+				goto free_pw;
+		}
+		ret = ntx_ntb_win_map(peer, pw->proc ? pw->proc->pidfd : -1,
+				      &pw->win);
+		/* a known process that is gone: its pid may be the peer's
+		 * now, under a new entry */
+		if (!ret || !known || ntx_ntb_proc_current(pw->proc))
+			break;
+		ntx_ntb_proc_put(pw->proc);
+		pw->proc = NULL;
 	}
-	ret = ntx_ntb_win_map(peer, pw->proc ? pw->proc->pidfd : -1,
-			      &pw->win);
 	if (ret)
 		goto put_proc;
 	pw->pid = peer->pid;
