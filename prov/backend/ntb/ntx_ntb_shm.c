@@ -435,6 +435,8 @@ static int ntx_ntb_win_open(const struct ntx_addr *peer, int pidfd,
 			atomic_store(&ntx_ntb_getfd_off, true);
 		}
 	}
+#else
+	(void)peer;
 #endif
 	return ntx_ntb_win_open_path(pidfd, path);
 }
