@@ -287,6 +287,23 @@ static inline struct ntx_win_entry *ntx_win_entry(const struct ntx_win *w,
 /* A window's size can never change once it is mapped. */
 #define NTX_WIN_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
+/* The pages of our window the first connections touch (header, cells,
+ * the control lines of the first slots: two pages), made now rather than
+ * by a page fault in the connect path. */
+static void ntx_ntb_win_prefault(const struct ntx_win *w)
+{
+#ifdef MADV_POPULATE_WRITE
+	size_t len = 2 * NTX_WIN_PAGE;
+
+	if (madvise(w->base, len < w->g.size ? len : w->g.size,
+		    MADV_POPULATE_WRITE))
+		NTX_DBG(FI_LOG_EP_CTRL, "prefault window: %s\n",
+			strerror(errno));
+#else
+	(void)w;
+#endif
+}
+
 static int ntx_ntb_win_create(struct ntx_shm_ep *be)
 {
 	uint32_t lines = (uint32_t)(ntx_params.ring_size / NTX_CACHELINE);
@@ -326,6 +343,7 @@ static int ntx_ntb_win_create(struct ntx_shm_ep *be)
 		NTX_WARN(FI_LOG_EP_CTRL, "mmap window: %s\n", strerror(errno));
 		goto close_fd;
 	}
+	ntx_ntb_win_prefault(&be->win);
 	hdr = ntx_win_hdr(&be->win);
 	hdr->magic = NTX_WIN_MAGIC;
 	hdr->version = NTX_WIN_VERSION;
