@@ -289,7 +289,8 @@ static inline struct ntx_win_entry *ntx_win_entry(const struct ntx_win *w,
 
 /* The pages of our window the first connections touch (header, cells,
  * the control lines of the first slots: two pages), made now rather than
- * by a page fault in the connect path. */
+ * by a page fault in our connect path (a peer's first touch then only
+ * maps a page that exists). */
 static void ntx_ntb_win_prefault(const struct ntx_win *w)
 {
 #ifdef MADV_POPULATE_WRITE
