@@ -132,7 +132,6 @@ struct ntx_shm_ep {
 	/* set-up and tear-down only: off the lines the data path reads */
 	struct ntx_list connecting; /* connections we asked for, unanswered */
 	struct ntx_list watches; /* peer processes whose pidfd is in epfd */
-	bool closing; /* the window goes: released rings need no zeroing */
 };
 
 static inline struct ntx_shm_conn *ntx_shm_conn_of(struct ntx_be_conn *conn)
@@ -985,8 +984,7 @@ static void ntx_ntb_slot_release(struct ntx_shm_ep *be, uint32_t slot)
 {
 	be->slots[slot] = NULL;
 	be->reused[slot / 64] |= 1ull << (slot % 64);
-	if (!be->closing)
-		ntx_ntb_ring_zero(be, slot);
+	ntx_ntb_ring_zero(be, slot);
 }
 
 static void ntx_ntb_ring_zero(struct ntx_shm_ep *be, uint32_t slot)
@@ -2102,7 +2100,6 @@ static void ntx_ntb_close(struct ntx_be_ep *bep)
 	/* release: peers that see CLOSED stop using their connections */
 	atomic_store_explicit(&ntx_win_hdr(&be->win)->state, NTX_WIN_CLOSED,
 			      memory_order_release);
-	be->closing = true;
 	ntx_list_foreach_safe(&be->conns, it, tmp)
 		ntx_ntb_conn_free(ntx_container_of(it, struct ntx_shm_conn,
 						   entry));
