@@ -3,7 +3,9 @@
  * FI_GETWAIT fd after fi_trywait), wakes and gets an error completion for
  * the receive within 2 s, also while the dead sender is an unreaped
  * zombie, and also where peers are watched through /proc instead of
- * pidfds. The time from the SIGKILL to the error is measured and printed. */
+ * pidfds. The time from the SIGKILL to the error is measured and printed.
+ * Several endpoints connected to one peer process share one pidfd and one
+ * map of its window, and all their connections fail when it dies. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <poll.h>
@@ -383,4 +385,129 @@ Test(death, a_message_outlives_its_sender_tcp, .timeout = 30)
 {
 	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
 	message_outlives_its_sender("tcp");
+}
+
+/* ---- one watch per peer process ------------------------------------------
+ * Several endpoints of this process connected to one endpoint of a peer
+ * process: the peer is watched through one pidfd and its window mapped
+ * once, whatever the number of connections, and its death still fails
+ * every one of them. */
+#define NSHARE 3
+
+/* Takes NSHARE connections, says so, and stops progressing. */
+static int child_shared(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer[NSHARE];
+	uint64_t v[NSHARE];
+	char c;
+
+	CHK(t_open(&t, CAPS) == 0);
+	for (int i = 0; i < NSHARE; i++) {
+		CHK(t_xchg_name(&t, sock, &peer[i]) == 0);
+		CHK(fi_recv(t.ep, &v[i], 8, NULL, FI_ADDR_UNSPEC, NULL) == 0);
+	}
+	for (int i = 0; i < NSHARE; i++)
+		CHK(t_wait(&t, NULL, NULL, NULL, 10000) == 1);
+	CHK(write(sock, "r", 1) == 1);
+	CHK(read(sock, &c, 1) == 1); /* no progress from here: killed */
+	return 0;
+}
+
+/* Our pidfds, and our maps of the memfd named after pid. */
+static void count_watch(pid_t pid, int *pidfds, int *maps)
+{
+	char path[64], link[64], line[512], name[32];
+	FILE *f;
+
+	*pidfds = *maps = 0;
+	for (int fd = 0; fd < 4096; fd++) {
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n <= 0)
+			continue;
+		link[n] = '\0';
+		*pidfds += !strcmp(link, "anon_inode:[pidfd]");
+	}
+	snprintf(name, sizeof(name), "ntx-ep-%d ", (int)pid);
+	f = fopen("/proc/self/maps", "r");
+	cr_assert(f);
+	while (fgets(line, sizeof(line), f))
+		*maps += strstr(line, name) != NULL;
+	fclose(f);
+}
+
+/* How many of the endpoints' sends (one each, RX_CTX) failed within
+ * BOUND_MS, taken in order. */
+static int sends_failed(struct tctx *t, int n)
+{
+	uint64_t end = now_ns() + BOUND_MS * 1000000ull;
+	int failed = 0;
+
+	while (failed < n && now_ns() < end) {
+		struct fi_cq_err_entry err = { 0 };
+
+		if (fi_cq_read(t[failed].cq, NULL, 0) != -FI_EAVAIL)
+			continue;
+		cr_assert_eq(fi_cq_readerr(t[failed].cq, &err, 0), 1);
+		cr_assert_eq(err.op_context, RX_CTX);
+		cr_assert(err.err == FI_ECONNRESET || err.err == FI_EIO,
+			  "error %d", err.err);
+		failed++;
+	}
+	return failed;
+}
+
+static void run_shared(bool pidfd)
+{
+	static struct tctx t[NSHARE];
+	fi_addr_t peer[NSHARE];
+	uint64_t v = 7;
+	char *buf = malloc(BIG), c;
+	int sock, pidfds, maps, failed;
+	pid_t pid;
+
+	if (getenv("FI_NTX_LOCAL_VIA_NETWORK") &&
+	    strcmp(getenv("FI_NTX_LOCAL_VIA_NETWORK"), "0"))
+		cr_skip_test("the peer is not on the shm window");
+	pid = t_fork(&sock, child_shared);
+	cr_assert(pid > 0 && buf);
+	for (int i = 0; i < NSHARE; i++) {
+		cr_assert_eq(t_open(&t[i], CAPS), 0);
+		cr_assert_eq(t_xchg_name(&t[i], sock, &peer[i]), 0);
+		cr_assert_eq(fi_send(t[i].ep, &v, 8, NULL, peer[i], NULL), 0);
+	}
+	for (int i = 0; i < NSHARE; i++)
+		cr_assert_eq(t_wait(&t[i], NULL, NULL, NULL, 10000), 1);
+	cr_assert_eq(read(sock, &c, 1), 1, "the peer took all connections");
+	count_watch(pid, &pidfds, &maps);
+	cr_assert_eq(pidfds, pidfd, "%d pidfds for one peer process", pidfds);
+	cr_assert_eq(maps, 1, "its window mapped %d times", maps);
+
+	/* a rendezvous the dead peer never answers, on every connection */
+	for (int i = 0; i < NSHARE; i++)
+		cr_assert_eq(fi_send(t[i].ep, buf, BIG, NULL, peer[i],
+				     RX_CTX), 0);
+	cr_assert_eq(kill(pid, SIGKILL), 0);
+	cr_assert_eq(t_join(pid), 128 + SIGKILL);
+	failed = sends_failed(t, NSHARE);
+	cr_assert_eq(failed, NSHARE, "%d of %d connections failed in %d ms",
+		     failed, NSHARE, BOUND_MS);
+	close(sock);
+	for (int i = 0; i < NSHARE; i++)
+		t_close(&t[i]);
+	free(buf);
+}
+
+Test(death, one_pidfd_and_one_map_per_peer_process, .timeout = 30)
+{
+	run_shared(true);
+}
+
+Test(death, without_pidfd_one_map_per_peer_process, .timeout = 30)
+{
+	setenv("FI_NTX_PEER_PIDFD", "0", 1);
+	run_shared(false);
 }

@@ -8,6 +8,8 @@
 #include "config.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +42,37 @@ struct ntx_win {
 	uint64_t wake_key;    /* the owner's wake socket name (ntx_win_hdr) */
 };
 
+/* A peer process, shared by all endpoints of this process (see
+ * "liveness"); found by its pid until it is found dead. */
+struct ntx_ntb_proc {
+	struct ntx_list entry; /* ntx_ntb_peers.procs while it is current */
+	uint32_t pid;
+	int pidfd;        /* -1: watched through /proc */
+	uint64_t start;   /* without a pidfd: its start time */
+	uint32_t refs;    /* its mapped windows */
+	atomic_bool dead; /* its pidfd said it exited */
+};
+
+/* A peer window, mapped once for all endpoints of this process and found
+ * by its owner's pid, window fd and epoch. */
+struct ntx_ntb_pwin {
+	struct ntx_list entry; /* a bucket of ntx_ntb_peers.wins */
+	struct ntx_win win;
+	uint32_t pid;
+	int32_t win_fd;
+	uint32_t epoch;
+	struct ntx_ntb_proc *proc; /* its owner; NULL: this process */
+	uint32_t refs;             /* connections */
+};
+
+/* An endpoint's registration of a peer process's pidfd in its wait set,
+ * made by its first connection to that process. */
+struct ntx_shm_watch {
+	struct ntx_list entry; /* ntx_shm_ep.watches */
+	struct ntx_ntb_proc *proc;
+	uint32_t conns;
+};
+
 struct ntx_shm_conn {
 	struct ntx_be_conn head; /* first: what the engine holds */
 	struct ntx_list entry; /* ntx_shm_ep.conns */
@@ -50,7 +83,7 @@ struct ntx_shm_conn {
 	bool cell_pending; /* connect request still to be posted */
 	uint32_t my_slot;  /* our slot: the peer's ring to us */
 	uint32_t peer_slot; /* the peer's slot: our ring to it */
-	struct ntx_win pwin;
+	struct ntx_win pwin; /* a copy of pw->win, at hand */
 	uint32_t tx_pos;  /* next line we write in the ring in pwin */
 	uint32_t tx_seq;  /* entries we wrote, free running */
 	uint32_t tx_cons; /* last consumer position the peer published */
@@ -62,10 +95,12 @@ struct ntx_shm_conn {
 	uint64_t peer_bit;
 	bool light; /* the peer fences its senders with membarrier */
 	enum ntx_watch watch;
-	int pidfd;      /* NTX_WATCH_PIDFD: in be->epfd */
+	struct ntx_shm_watch *wreg; /* NTX_WATCH_PIDFD: its registration */
 	uint64_t start; /* NTX_WATCH_PROC: the peer's start time */
-	bool dead; /* its pidfd said it exited; failed by the next check */
 	bool peered; /* peer_slot is known: we can tell the peer we close */
+	/* set-up only: off the lines the data path reads */
+	struct ntx_ntb_pwin *pw; /* the peer's window, shared */
+	struct ntx_list centry; /* ntx_shm_ep.connecting, while connecting */
 };
 
 struct ntx_shm_ep {
@@ -94,6 +129,9 @@ struct ntx_shm_ep {
 	uint64_t *reused; /* slots released before: zeroed again at reuse */
 	uint64_t bits_clear_ns; /* next ntx_ntb_bits_clear pass */
 	uint32_t polls;
+	/* set-up and tear-down only: off the lines the data path reads */
+	struct ntx_list connecting; /* connections we asked for, unanswered */
+	struct ntx_list watches; /* peer processes whose pidfd is in epfd */
 };
 
 static inline struct ntx_shm_conn *ntx_shm_conn_of(struct ntx_be_conn *conn)
@@ -241,8 +279,30 @@ static inline struct ntx_win_entry *ntx_win_entry(const struct ntx_win *w,
 
 /* ---- our window ----------------------------------------------------------- */
 
+/* The most slots and ring lines a peer's window header may give. */
+#define NTX_WIN_SLOTS_MAX 4096
+#define NTX_WIN_RING_LINES_MAX (1u << 16)
+
 /* A window's size can never change once it is mapped. */
 #define NTX_WIN_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+/* The pages of our window the first connections touch (header, cells,
+ * the control lines of the first slots: two pages), made now rather than
+ * by a page fault in our connect path (a peer's first touch then only
+ * maps a page that exists). */
+static void ntx_ntb_win_prefault(const struct ntx_win *w)
+{
+#ifdef MADV_POPULATE_WRITE
+	size_t len = 2 * NTX_WIN_PAGE;
+
+	if (madvise(w->base, len < w->g.size ? len : w->g.size,
+		    MADV_POPULATE_WRITE))
+		NTX_DBG(FI_LOG_EP_CTRL, "prefault window: %s\n",
+			strerror(errno));
+#else
+	(void)w;
+#endif
+}
 
 static int ntx_ntb_win_create(struct ntx_shm_ep *be)
 {
@@ -283,6 +343,7 @@ static int ntx_ntb_win_create(struct ntx_shm_ep *be)
 		NTX_WARN(FI_LOG_EP_CTRL, "mmap window: %s\n", strerror(errno));
 		goto close_fd;
 	}
+	ntx_ntb_win_prefault(&be->win);
 	hdr = ntx_win_hdr(&be->win);
 	hdr->magic = NTX_WIN_MAGIC;
 	hdr->version = NTX_WIN_VERSION;
@@ -314,9 +375,9 @@ static bool ntx_win_hdr_valid(const struct ntx_win_hdr *h, size_t fsize,
 
 	if (h->magic != NTX_WIN_MAGIC || h->version != NTX_WIN_VERSION ||
 	    h->epoch != peer->epoch || h->pid != peer->pid ||
-	    h->nslots == 0 || h->nslots > 4096 ||
+	    h->nslots == 0 || h->nslots > NTX_WIN_SLOTS_MAX ||
 	    !ntx_ring_lines_valid(h->ring_lines) ||
-	    h->ring_lines > (1u << 16) ||
+	    h->ring_lines > NTX_WIN_RING_LINES_MAX ||
 	    h->max_payload < 4096 || /* FI_NTX_EAGER_MAX's least */
 	    h->max_payload > ntx_ring_max_payload(h->ring_lines))
 		return false;
@@ -324,66 +385,142 @@ static bool ntx_win_hdr_valid(const struct ntx_win_hdr *h, size_t fsize,
 	return g.size == h->size && g.size <= fsize;
 }
 
-static int ntx_ntb_win_map(const struct ntx_addr *peer, struct ntx_win *w)
+/* Checks a mapped peer window and takes its geometry. The header is
+ * copied before it is checked: the owner may write it at any time. */
+static int ntx_ntb_win_take(const struct ntx_addr *peer, struct ntx_win *w,
+			    void *base, size_t size)
 {
 	struct ntx_win_hdr hdr;
-	struct stat st;
-	char path[64];
-	void *base;
-	int fd, seals, ret = -FI_EADDRNOTAVAIL;
 
-	if (peer->host != ntx_host_id() || peer->win_fd < 0) {
-		NTX_WARN(FI_LOG_EP_CTRL, "peer is not on this host\n");
-		return -FI_EHOSTUNREACH;
-	}
-	snprintf(path, sizeof(path), "/proc/%u/fd/%d", peer->pid, peer->win_fd);
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0) {
-		NTX_WARN(FI_LOG_EP_CTRL, "open peer window %s: %s\n", path,
-			 strerror(errno));
-		return errno == ENOENT ? -FI_EADDRNOTAVAIL : -FI_EACCES;
-	}
-	/* a window its owner could still shrink would SIGBUS us */
-	seals = fcntl(fd, F_GET_SEALS);
-	if (seals < 0 || (seals & NTX_WIN_SEALS) != NTX_WIN_SEALS) {
-		NTX_WARN(FI_LOG_EP_CTRL, "peer window %s is not sealed\n", path);
-		close(fd);
-		return -FI_EINVAL;
-	}
-	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(hdr))
-		goto close_fd;
-	if (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr) ||
-	    !ntx_win_hdr_valid(&hdr, (size_t)st.st_size, peer)) {
-		NTX_WARN(FI_LOG_EP_CTRL, "%s is not the window of that peer\n",
-			 path);
-		goto close_fd;
-	}
+	memcpy(&hdr, base, sizeof(hdr));
+	/* the map is exactly the window: its size is the one we unmap */
+	if (!ntx_win_hdr_valid(&hdr, size, peer) || hdr.size != size)
+		return -FI_EADDRNOTAVAIL;
 	ntx_win_geom_init(&w->g, hdr.nslots, hdr.ring_lines);
+	w->base = base;
 	w->max_payload = hdr.max_payload;
 	w->flags = hdr.flags;
 	w->wake_key = hdr.wake_key;
-	base = mmap(NULL, w->g.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	return 0;
+}
+
+/* pidfd_getfd works here until it fails with EPERM (ptrace rules such as
+ * Yama's ptrace_scope 1 forbid it) or ENOSYS: /proc only from then on. */
+static atomic_bool ntx_ntb_getfd_off;
+
+/* The file at path opened by pid: where the pidfd of the process we
+ * watch is still not readable after the open, the pid was that process's
+ * when we opened. -1 with errno ESRCH when it is gone. */
+static int ntx_ntb_win_open_path(int pidfd, const char *path)
+{
+	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0 || pidfd < 0 || poll(&pfd, 1, 0) == 0)
+		return fd;
+	close(fd);
+	errno = ESRCH;
+	return -1;
+}
+
+/* Our descriptor of a peer's window: a copy of the owner's, taken through
+ * the pidfd of the process we watch (no path walk in /proc, and from that
+ * very process: it fails once the process is gone, whoever has its pid
+ * now), or where that is not allowed the file opened through
+ * /proc/PID/fd/FD. -1 with errno ENOENT when the owner has no such fd,
+ * ESRCH when the watched process is gone. */
+static int ntx_ntb_win_open(const struct ntx_addr *peer, int pidfd,
+			    const char *path)
+{
+#ifdef __NR_pidfd_getfd
+	int fd;
+
+	if (pidfd >= 0 && !atomic_load_explicit(&ntx_ntb_getfd_off,
+						 memory_order_relaxed)) {
+		fd = (int)syscall(__NR_pidfd_getfd, pidfd, peer->win_fd, 0);
+		if (fd >= 0) /* close-on-exec, as pidfd_getfd sets it */
+			return fd;
+		if (errno == EBADF) {
+			errno = ENOENT;
+			return -1;
+		}
+		if (errno == ESRCH)
+			return -1;
+		if (errno == EPERM || errno == ENOSYS) {
+			NTX_INFO(FI_LOG_EP_CTRL, "pidfd_getfd: %s: peer "
+				 "windows are opened through /proc\n",
+				 strerror(errno));
+			atomic_store(&ntx_ntb_getfd_off, true);
+		}
+	}
+#else
+	(void)peer;
+#endif
+	return ntx_ntb_win_open_path(pidfd, path);
+}
+
+/* Maps the window of a peer: take a descriptor of it, check the seals,
+ * map the whole file, check the header in the map (five system calls). */
+static int ntx_ntb_win_map(const struct ntx_addr *peer, int pidfd,
+			   struct ntx_win *w)
+{
+	struct stat st;
+	char path[64];
+	struct ntx_win_geom most;
+	void *base;
+	int fd, seals, ret = -FI_EADDRNOTAVAIL;
+
+	snprintf(path, sizeof(path), "/proc/%u/fd/%d", peer->pid, peer->win_fd);
+	fd = ntx_ntb_win_open(peer, pidfd, path);
+	if (fd < 0) {
+		NTX_WARN(FI_LOG_EP_CTRL, "open peer window %s: %s\n", path,
+			 strerror(errno));
+		return errno == ENOENT || errno == ESRCH ? -FI_EADDRNOTAVAIL
+							 : -FI_EACCES;
+	}
+	/* a window its owner could still shrink would SIGBUS us: sealed
+	 * before it is mapped, its size below is final */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (seals & NTX_WIN_SEALS) != NTX_WIN_SEALS) {
+		NTX_WARN(FI_LOG_EP_CTRL, "peer window %s is not sealed\n", path);
+		ret = -FI_EINVAL;
+		goto close_fd;
+	}
+	/* no larger than the largest window a valid header describes */
+	ntx_win_geom_init(&most, NTX_WIN_SLOTS_MAX, NTX_WIN_RING_LINES_MAX);
+	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(struct ntx_win_hdr) ||
+	    (size_t)st.st_size > most.size)
+		goto close_fd;
+	base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+		    MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		NTX_WARN(FI_LOG_EP_CTRL, "mmap peer window: %s\n",
 			 strerror(errno));
 		ret = -FI_ENOMEM;
 		goto close_fd;
 	}
-	w->base = base;
-	ret = 0;
+	ret = ntx_ntb_win_take(peer, w, base, (size_t)st.st_size);
+	if (ret) {
+		NTX_WARN(FI_LOG_EP_CTRL, "%s is not the window of that peer\n",
+			 path);
+		munmap(base, (size_t)st.st_size);
+	}
 close_fd:
 	close(fd);
 	return ret;
 }
 
 /* ---- liveness (DESIGN §4) ---------------------------------------------------
- * Each peer's pidfd is in the epoll set that is our wait fd, so a waiter
- * sleeping on it (fi_cq_sread, fi_cntr_wait, an FI_GETWAIT fd) wakes when
- * a peer exits: a pidfd is readable from the exit on, while the peer is
- * still an unreaped zombie, and it cannot name a reused pid. Where
- * pidfd_open fails (old kernel, seccomp) the peer's /proc/PID/stat is read
- * instead, and a timer in the same set bounds every sleep to
- * FI_NTX_PEER_CHECK_MS so that reading happens. */
+ * A peer process is watched through one pidfd, whatever the number of our
+ * endpoints and connections that reach it (ntx_ntb_proc). Each endpoint
+ * with a connection to it has that pidfd once in the epoll set that is its
+ * wait fd (ntx_shm_watch), so a waiter sleeping on it (fi_cq_sread,
+ * fi_cntr_wait, an FI_GETWAIT fd) wakes when the peer exits: a pidfd is
+ * readable from the exit on, while the peer is still an unreaped zombie,
+ * and it cannot name a reused pid. Where pidfd_open fails (old kernel,
+ * seccomp) the peer's /proc/PID/stat is read instead, and a timer in the
+ * same set bounds every sleep to FI_NTX_PEER_CHECK_MS so that reading
+ * happens. */
 
 static int ntx_ntb_pidfd_open(pid_t pid)
 {
@@ -420,6 +557,217 @@ static bool ntx_ntb_proc_alive(pid_t pid, uint64_t *start)
 		return false;
 	*start = t;
 	return state != 'Z' && state != 'X' && state != 'x';
+}
+
+/* The peer processes and windows this process knows, shared by all its
+ * endpoints; the lock is taken only to connect and to disconnect. */
+#define NTX_NTB_WIN_BUCKETS 64
+static struct {
+	pthread_mutex_t lock;
+	bool init;
+	struct ntx_list procs;
+	struct ntx_list wins[NTX_NTB_WIN_BUCKETS];
+} ntx_ntb_peers = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void ntx_ntb_peers_init(void)
+{
+	if (ntx_ntb_peers.init)
+		return;
+	ntx_list_init(&ntx_ntb_peers.procs);
+	for (int i = 0; i < NTX_NTB_WIN_BUCKETS; i++)
+		ntx_list_init(&ntx_ntb_peers.wins[i]);
+	ntx_ntb_peers.init = true;
+}
+
+/* A known process still is the one its entry watches: a pid can be
+ * reused once the process is gone, and then its pidfd is readable (or,
+ * without one, the start time differs). */
+static bool ntx_ntb_proc_current(struct ntx_ntb_proc *p)
+{
+	struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
+	uint64_t start;
+
+	if (atomic_load(&p->dead))
+		return false;
+	if (p->pidfd < 0)
+		return ntx_ntb_proc_alive((pid_t)p->pid, &start) &&
+		       start == p->start;
+	if (poll(&pfd, 1, 0) == 0)
+		return true;
+	atomic_store(&p->dead, true);
+	return false;
+}
+
+/* A new entry for a peer process, opened before its window is mapped:
+ * had its pid been reused in between, the new process would have no such
+ * window and the map would fail, so what we watch is the window's owner. */
+static struct ntx_ntb_proc *ntx_ntb_proc_open(uint32_t pid)
+{
+	struct ntx_ntb_proc *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->pid = pid;
+	p->pidfd = ntx_ntb_pidfd_open((pid_t)pid);
+	if (p->pidfd < 0) {
+		NTX_INFO(FI_LOG_EP_CTRL, "no pidfd for peer pid %u (%s): "
+			 "checked through /proc every %d ms\n", pid,
+			 strerror(errno), ntx_params.peer_check_ms);
+		if (!ntx_ntb_proc_alive((pid_t)pid, &p->start)) {
+			free(p);
+			return NULL; /* the window map would fail too */
+		}
+	}
+	ntx_list_insert_tail(&ntx_ntb_peers.procs, &p->entry);
+	return p;
+}
+
+/* The entry of a peer process, with a reference (lock held); *known: it
+ * was there before. A known entry with a pidfd is not checked here: the
+ * window is taken from the pidfd's process (ntx_ntb_win_open), which
+ * fails if it is gone, and then ntx_ntb_pwin_map checks it. */
+static struct ntx_ntb_proc *ntx_ntb_proc_get(uint32_t pid, bool *known)
+{
+	struct ntx_ntb_proc *p = NULL;
+	struct ntx_list *it;
+
+	ntx_list_foreach(&ntx_ntb_peers.procs, it) {
+		p = ntx_container_of(it, struct ntx_ntb_proc, entry);
+		if (p->pid == pid)
+			break;
+		p = NULL;
+	}
+	/* found dead: its holders keep it, new windows get a new one */
+	if (p && (atomic_load(&p->dead) ||
+		  (p->pidfd < 0 && !ntx_ntb_proc_current(p)))) {
+		ntx_list_remove(&p->entry);
+		p = NULL;
+	}
+	*known = p != NULL;
+	if (!p)
+		p = ntx_ntb_proc_open(pid);
+	if (p)
+		p->refs++;
+	return p;
+}
+
+static void ntx_ntb_proc_put(struct ntx_ntb_proc *p)
+{
+	if (!p || --p->refs)
+		return;
+	ntx_list_remove(&p->entry); /* a no-op when it was found dead */
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	free(p);
+}
+
+static struct ntx_list *ntx_ntb_win_bucket(const struct ntx_addr *peer)
+{
+	uint64_t h = ((uint64_t)peer->pid << 32 | (uint32_t)peer->win_fd) ^
+		     peer->epoch;
+
+	h *= 0x9e3779b97f4a7c15ull;
+	return &ntx_ntb_peers.wins[h >> 58]; /* 64 buckets */
+}
+
+/* The mapped window of this peer, if this process has it (lock held). */
+static struct ntx_ntb_pwin *ntx_ntb_pwin_find(const struct ntx_addr *peer)
+{
+	struct ntx_list *b = ntx_ntb_win_bucket(peer), *it;
+
+	ntx_list_foreach(b, it) {
+		struct ntx_ntb_pwin *pw =
+			ntx_container_of(it, struct ntx_ntb_pwin, entry);
+
+		if (pw->pid == peer->pid && pw->win_fd == peer->win_fd &&
+		    pw->epoch == peer->epoch)
+			return pw;
+	}
+	return NULL;
+}
+
+/* Maps a peer window this process does not have yet (lock held). */
+static int ntx_ntb_pwin_map(const struct ntx_addr *peer, uint32_t self,
+			    struct ntx_ntb_pwin **out)
+{
+	struct ntx_ntb_pwin *pw = calloc(1, sizeof(*pw));
+	bool known = false;
+	int ret = -FI_ENOMEM;
+
+	if (!pw)
+		return ret;
+	for (int tries = 0; tries < 2; tries++) {
+		if (peer->pid != self) { /* our own windows die with us */
+			pw->proc = ntx_ntb_proc_get(peer->pid, &known);
+			ret = -FI_EADDRNOTAVAIL;
+			if (!pw->proc)
+				goto free_pw;
+		}
+		ret = ntx_ntb_win_map(peer, pw->proc ? pw->proc->pidfd : -1,
+				      &pw->win);
+		/* a known process that is gone: its pid may be the peer's
+		 * now, under a new entry */
+		if (!ret || !known || ntx_ntb_proc_current(pw->proc))
+			break;
+		ntx_ntb_proc_put(pw->proc);
+		pw->proc = NULL;
+	}
+	if (ret)
+		goto put_proc;
+	pw->pid = peer->pid;
+	pw->win_fd = peer->win_fd;
+	pw->epoch = peer->epoch;
+	pw->refs = 1;
+	ntx_list_insert_tail(ntx_ntb_win_bucket(peer), &pw->entry);
+	*out = pw;
+	return 0;
+put_proc:
+	ntx_ntb_proc_put(pw->proc);
+free_pw:
+	free(pw);
+	return ret;
+}
+
+/* The window of a peer, mapped once for all our endpoints; a window this
+ * process has already is taken as it was checked, unless its owner closed
+ * it or died (a name that would not connect either if mapped anew). */
+static int ntx_ntb_pwin_get(const struct ntx_addr *peer, uint32_t self,
+			    struct ntx_ntb_pwin **out)
+{
+	struct ntx_ntb_pwin *pw;
+	int ret = 0;
+
+	if (peer->host != ntx_host_id() || peer->win_fd < 0) {
+		NTX_WARN(FI_LOG_EP_CTRL, "peer is not on this host\n");
+		return -FI_EHOSTUNREACH;
+	}
+	pthread_mutex_lock(&ntx_ntb_peers.lock);
+	ntx_ntb_peers_init();
+	pw = ntx_ntb_pwin_find(peer);
+	if (!pw) {
+		ret = ntx_ntb_pwin_map(peer, self, out);
+	} else if ((pw->proc && atomic_load(&pw->proc->dead)) ||
+		   atomic_load_explicit(&ntx_win_hdr(&pw->win)->state,
+					memory_order_acquire) != NTX_WIN_OPEN) {
+		ret = -FI_EADDRNOTAVAIL;
+	} else {
+		pw->refs++;
+		*out = pw;
+	}
+	pthread_mutex_unlock(&ntx_ntb_peers.lock);
+	return ret;
+}
+
+static void ntx_ntb_pwin_put(struct ntx_ntb_pwin *pw)
+{
+	pthread_mutex_lock(&ntx_ntb_peers.lock);
+	if (!--pw->refs) {
+		ntx_list_remove(&pw->entry);
+		munmap(pw->win.base, pw->win.g.size);
+		ntx_ntb_proc_put(pw->proc);
+		free(pw);
+	}
+	pthread_mutex_unlock(&ntx_ntb_peers.lock);
 }
 
 /* The wait set's timer, made the first time a peer is watched through
@@ -461,32 +809,58 @@ static void ntx_ntb_timer_set(struct ntx_shm_ep *be, bool on)
 			 strerror(errno));
 }
 
-/* Watches a peer; called before its window is mapped: had its pid been
- * reused in between, the new process would have no such window and the
- * map would fail, so what we watch is the window's owner. */
+/* The endpoint's registration of a peer process's pidfd, made by its
+ * first connection to that process; NULL when it cannot be made. */
+static struct ntx_shm_watch *ntx_ntb_watch_get(struct ntx_shm_ep *be,
+					       struct ntx_ntb_proc *p)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = p };
+	struct ntx_shm_watch *w;
+	struct ntx_list *it;
+
+	ntx_list_foreach(&be->watches, it) {
+		w = ntx_container_of(it, struct ntx_shm_watch, entry);
+		if (w->proc == p) {
+			w->conns++;
+			return w;
+		}
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w || epoll_ctl(be->epfd, EPOLL_CTL_ADD, p->pidfd, &ev)) {
+		NTX_INFO(FI_LOG_EP_CTRL, "watching pid %u: %s; checked "
+			 "through /proc every %d ms\n", p->pid,
+			 w ? strerror(errno) : "no memory",
+			 ntx_params.peer_check_ms);
+		free(w);
+		return NULL;
+	}
+	w->proc = p;
+	w->conns = 1;
+	ntx_list_insert_tail(&be->watches, &w->entry);
+	return w;
+}
+
+/* Watches the owner of a connection's window, through its pidfd in our
+ * wait set or through /proc. */
 static void ntx_ntb_watch(struct ntx_shm_conn *c)
 {
+	struct ntx_ntb_proc *p = c->pw->proc;
 	struct ntx_shm_ep *be = c->be;
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 
-	c->pidfd = -1;
-	if (c->peer.pid == be->addr.pid)
+	c->watch = NTX_WATCH_NONE;
+	if (!p)
 		return; /* our own endpoint: it dies with us (no fd spent) */
-	c->pidfd = ntx_ntb_pidfd_open((pid_t)c->peer.pid);
-	if (c->pidfd >= 0 &&
-	    !epoll_ctl(be->epfd, EPOLL_CTL_ADD, c->pidfd, &ev)) {
-		c->watch = NTX_WATCH_PIDFD;
-		return;
+	if (p->pidfd >= 0) {
+		c->wreg = ntx_ntb_watch_get(be, p);
+		if (c->wreg) {
+			c->watch = NTX_WATCH_PIDFD;
+			return;
+		}
 	}
-	NTX_INFO(FI_LOG_EP_CTRL, "no pidfd for peer pid %u (%s): checked "
-		 "through /proc every %d ms\n", c->peer.pid, strerror(errno),
-		 ntx_params.peer_check_ms);
-	if (c->pidfd >= 0)
-		close(c->pidfd);
-	c->pidfd = -1;
 	c->watch = NTX_WATCH_PROC;
-	if (!ntx_ntb_proc_alive((pid_t)c->peer.pid, &c->start))
-		c->dead = true; /* the window map fails too */
+	if (!ntx_ntb_proc_alive((pid_t)p->pid, &c->start) ||
+	    (p->pidfd < 0 && c->start != p->start))
+		c->start = 0; /* gone: the next check fails the connection */
 	if (!be->proc_watched++)
 		ntx_ntb_timer_set(be, true);
 }
@@ -495,15 +869,17 @@ static void ntx_ntb_watch(struct ntx_shm_conn *c)
 static void ntx_ntb_unwatch(struct ntx_shm_conn *c)
 {
 	struct ntx_shm_ep *be = c->be;
+	struct ntx_shm_watch *w = c->wreg;
 
-	if (c->watch == NTX_WATCH_PIDFD) {
+	if (c->watch == NTX_WATCH_PIDFD && !--w->conns) {
 		/* a dead peer's pidfd stays readable: out of the wait set */
-		epoll_ctl(be->epfd, EPOLL_CTL_DEL, c->pidfd, NULL);
-		close(c->pidfd);
-		c->pidfd = -1;
+		epoll_ctl(be->epfd, EPOLL_CTL_DEL, w->proc->pidfd, NULL);
+		ntx_list_remove(&w->entry);
+		free(w);
 	} else if (c->watch == NTX_WATCH_PROC && !--be->proc_watched) {
 		ntx_ntb_timer_set(be, false);
 	}
+	c->wreg = NULL;
 	c->watch = NTX_WATCH_NONE;
 }
 
@@ -512,8 +888,10 @@ static bool ntx_ntb_peer_dead(struct ntx_shm_conn *c)
 {
 	uint64_t start;
 
-	if (c->dead || c->watch != NTX_WATCH_PROC)
-		return c->dead;
+	if (c->watch == NTX_WATCH_PIDFD)
+		return atomic_load(&c->pw->proc->dead);
+	if (c->watch != NTX_WATCH_PROC)
+		return false;
 	return !ntx_ntb_proc_alive((pid_t)c->peer.pid, &start) ||
 	       start != c->start;
 }
@@ -533,8 +911,8 @@ static void ntx_ntb_event(struct ntx_shm_ep *be, void *what, bool drain_wake)
 			NTX_DBG(FI_LOG_EP_CTRL, "timerfd: %s\n",
 				strerror(errno));
 		be->check = true;
-	} else {
-		((struct ntx_shm_conn *)what)->dead = true;
+	} else { /* a peer process's pidfd: it exited */
+		atomic_store(&((struct ntx_ntb_proc *)what)->dead, true);
 		be->check = true;
 	}
 }
@@ -660,6 +1038,15 @@ static void ntx_ntb_conn_flag(struct ntx_shm_conn *c)
 				 memory_order_relaxed);
 }
 
+/* A connection we asked for is answered: the peer's slot for us. */
+static void ntx_ntb_conn_up(struct ntx_shm_conn *c, uint32_t peer_slot)
+{
+	ntx_ntb_peer_slot(c, peer_slot);
+	c->state = NTX_CONN_CONNECTED;
+	ntx_list_remove(&c->centry);
+	ntx_ntb_conn_flag(c);
+}
+
 static struct ntx_shm_conn *ntx_ntb_conn_new(struct ntx_shm_ep *be,
 					     const struct ntx_addr *peer,
 					    void *vc)
@@ -672,18 +1059,20 @@ static struct ntx_shm_conn *ntx_ntb_conn_new(struct ntx_shm_ep *be,
 	c->be = be;
 	c->vc = vc;
 	c->peer = *peer;
+	ntx_list_init(&c->centry);
+	if (ntx_ntb_pwin_get(peer, be->addr.pid, &c->pw))
+		goto free_c;
+	c->pwin = c->pw->win;
 	ntx_ntb_watch(c);
-	if (c->dead || ntx_ntb_win_map(peer, &c->pwin))
-		goto unwatch;
 	if (ntx_ntb_slot_alloc(be, c))
-		goto unmap;
+		goto unwatch;
 	ntx_list_insert_tail(&be->conns, &c->entry);
 	be->nconns++;
 	return c;
-unmap:
-	munmap(c->pwin.base, c->pwin.g.size);
 unwatch:
 	ntx_ntb_unwatch(c);
+	ntx_ntb_pwin_put(c->pw);
+free_c:
 	free(c);
 	return NULL;
 }
@@ -799,6 +1188,7 @@ static void ntx_ntb_conn_fail(struct ntx_shm_conn *c, int err)
 	if (c->state == NTX_CONN_FAILED)
 		return;
 	c->state = NTX_CONN_FAILED;
+	ntx_list_remove(&c->centry);
 	ntx_ntb_unwatch(c);
 	c->be->cb.failed(c->vc, err);
 }
@@ -811,6 +1201,7 @@ static int ntx_ntb_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 	if (!c)
 		return -FI_EADDRNOTAVAIL;
 	c->state = NTX_CONN_CONNECTING;
+	ntx_list_insert_tail(&c->be->connecting, &c->centry);
 	ntx_ntb_cell_post(c);
 	*conn = &c->head;
 	return 0;
@@ -821,6 +1212,7 @@ static void ntx_ntb_conn_free(struct ntx_shm_conn *c)
 	struct ntx_shm_ep *be = c->be;
 
 	ntx_list_remove(&c->entry);
+	ntx_list_remove(&c->centry);
 	be->nconns--;
 	if (c->peered) {
 		/* release: our last entries before the flag; the peer drains
@@ -832,7 +1224,7 @@ static void ntx_ntb_conn_free(struct ntx_shm_conn *c)
 	if (c->state != NTX_CONN_FAILED) /* failing unwatched it */
 		ntx_ntb_unwatch(c);
 	ntx_ntb_slot_release(be, c->my_slot);
-	munmap(c->pwin.base, c->pwin.g.size);
+	ntx_ntb_pwin_put(c->pw);
 	free(c);
 }
 
@@ -877,9 +1269,7 @@ static void ntx_ntb_on_cell(struct ntx_shm_ep *be,
 		 * slots, so either one completes the connection */
 		if (cell->slot >= c->pwin.g.nslots)
 			return ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
-		ntx_ntb_peer_slot(c, cell->slot);
-		c->state = NTX_CONN_CONNECTED;
-		ntx_ntb_conn_flag(c);
+		ntx_ntb_conn_up(c, cell->slot);
 		ntx_ntb_respond(c);
 		be->cb.connected(c->vc);
 		return;
@@ -926,11 +1316,9 @@ static void ntx_ntb_poll_connecting(struct ntx_shm_ep *be)
 	struct ntx_list *it, *tmp;
 	uint32_t r;
 
-	ntx_list_foreach_safe(&be->conns, it, tmp) {
+	ntx_list_foreach_safe(&be->connecting, it, tmp) {
 		struct ntx_shm_conn *c =
-			ntx_container_of(it, struct ntx_shm_conn, entry);
-		if (c->state != NTX_CONN_CONNECTING)
-			continue;
+			ntx_container_of(it, struct ntx_shm_conn, centry);
 		if (c->cell_pending && ntx_ntb_cell_post(c))
 			continue;
 		/* acquire: the peer reset its slot before answering */
@@ -942,9 +1330,7 @@ static void ntx_ntb_poll_connecting(struct ntx_shm_ep *be)
 			ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
 			continue;
 		}
-		ntx_ntb_peer_slot(c, r - 1);
-		c->state = NTX_CONN_CONNECTED;
-		ntx_ntb_conn_flag(c);
+		ntx_ntb_conn_up(c, r - 1);
 		be->cb.connected(c->vc);
 	}
 }
@@ -1664,6 +2050,8 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	be->head.ops = &ntx_ntb_shm_ops;
 	be->cb = *cb;
 	ntx_list_init(&be->conns);
+	ntx_list_init(&be->connecting);
+	ntx_list_init(&be->watches);
 	ntx_ntb_name_init(be, want);
 	be->svc_fd = -1;
 	be->epfd = -1;
