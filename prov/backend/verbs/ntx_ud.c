@@ -254,6 +254,21 @@ static void ntx_ud_on_recv(struct ntx_ud_ep *ep, const struct ibv_wc *w,
 			buf + NTX_UD_GRH, w->byte_len - NTX_UD_GRH, now);
 }
 
+/* A send the device failed is a lost datagram (rel resends it); a UD QP
+ * whose send queue stopped on an error (SQE) is moved back to RTS. */
+static void ntx_ud_on_send_err(struct ntx_ud_ep *ep, const struct ibv_wc *w)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS };
+
+	if (w->status == IBV_WC_WR_FLUSH_ERR)
+		return;
+	NTX_WARN(FI_LOG_EP_DATA, "ud: a send failed: %s\n",
+		 ibv_wc_status_str(w->status));
+	if (ibv_modify_qp(ep->qp, &a, IBV_QP_STATE))
+		NTX_DBG(FI_LOG_EP_DATA, "ud: QP back to RTS: %s\n",
+			strerror(errno));
+}
+
 /* Completions in order: sends free their slots, arrivals go to the peers
  * and their buffers back to the QP. How many arrivals. */
 static int ntx_ud_handle(struct ntx_ud_ep *ep, const struct ibv_wc *wc,
@@ -268,6 +283,8 @@ static int ntx_ud_handle(struct ntx_ud_ep *ep, const struct ibv_wc *wc,
 		if (!(wc[i].wr_id & NTX_UD_WR_RECV)) {
 			if (idx < NTX_UD_NTX)
 				ep->txfree[ep->ntxfree++] = idx;
+			if (wc[i].status != IBV_WC_SUCCESS)
+				ntx_ud_on_send_err(ep, &wc[i]);
 			continue;
 		}
 		if (idx >= NTX_UD_NRX)
