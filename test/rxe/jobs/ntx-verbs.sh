@@ -57,6 +57,19 @@ ud_info_step() {
   echo "fi_info -p ntx (no domain named) does not list $UD_DOM"
 }
 
+# a raw UD QP sends an endpoint what no correct peer sends (test_ud.c)
+adv_ud_step() {
+  local out=/tmp/test_adv.out rc
+  mkdir -p /tmp/func && cd /tmp/func || return 1
+  timeout "$FUNC_TMO" env NTX_TEST_UD_DOMAIN="$UD_DOM" FI_PROVIDER=ntx \
+    "$TOP/test/adversary/test_adversary" --filter 'ud/*' --verbose=0 > "$out" 2>&1
+  rc=$?
+  cd / || return 1
+  grep -a -E 'Synthesis|ignoring|malformed|FAIL|SKIP' "$out" | head -20 | sed 's/^/   /'
+  # a skip is no pass: the test must have run
+  [ $rc = 0 ] && grep -a -q 'Synthesis: Tested: 1 | Passing: 1' "$out"
+}
+
 # ---- (b) the functional Criterion suite on the domain ----------------------
 func_step() { # [domain [criterion options...]]
   local out=/tmp/test_func.out rc dom=${1:-$DOM} args
@@ -146,6 +159,7 @@ if want ud; then
   # RXE_STEPS=pingpong runs those)
   step "fi_pingpong ntx $UD_DOM rdm tagged -S all -c -I 2" pingpong FI_NTX_LOCAL_VIA_NETWORK=1 -- \
     -p ntx -d "$UD_DOM" -e rdm -m tagged -S all -c -I 2
+  step "garbage datagrams from a raw UD QP to an endpoint on $UD_DOM" adv_ud_step
   step "functional subset on $UD_DOM (udp/a_dead_peer*, msg/udp_path_tagged*)" func_step "$UD_DOM" \
     --filter '@(udp/a_dead_peer*|msg/udp_path_tagged*)'
 fi
