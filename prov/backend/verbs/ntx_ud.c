@@ -33,6 +33,10 @@
 #define NTX_UD_INLINE 256
 #define NTX_UD_WR_RECV (1ull << 63)
 #define NTX_UD_QPN_MAX (1u << (16 + 8 - NTX_ADDR_F_QPN_SHIFT))
+_Static_assert(NTX_UD_WINDOW < NTX_UD_NRX,
+	       "one sender's window must not overrun the receive buffers");
+_Static_assert(NTX_UD_NRX % NTX_UD_BATCH == 0,
+	       "receive buffers are posted in whole batches");
 
 /* An address handle the device may still use: destroyed once every send
  * posted before it was let go has completed. */
