@@ -160,8 +160,8 @@ if want ud; then
   step "fi_pingpong ntx $UD_DOM rdm tagged -S all -c -I 2" pingpong FI_NTX_LOCAL_VIA_NETWORK=1 -- \
     -p ntx -d "$UD_DOM" -e rdm -m tagged -S all -c -I 2
   step "garbage datagrams from a raw UD QP to an endpoint on $UD_DOM" adv_ud_step
-  step "functional subset on $UD_DOM (udp/a_dead_peer*, msg/udp_path_tagged*)" func_step "$UD_DOM" \
-    --filter '@(udp/a_dead_peer*|msg/udp_path_tagged*)'
+  step "functional subset on $UD_DOM (udp/a_dead_peer*, udp/an_endpoint_that_sent*, msg/udp_path_tagged*)" \
+    func_step "$UD_DOM" --filter '@(udp/a_dead_peer*|udp/an_endpoint_that_sent*|msg/udp_path_tagged*)'
 fi
 if want reference; then
   # libfabric's own verbs provider on the same device, for comparison (rxe's
