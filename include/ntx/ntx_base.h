@@ -105,6 +105,12 @@ _Static_assert(sizeof(struct ntx_addr) == 32, "ntx_addr is a wire format");
 			      * when its endpoint fails (a restart) */
 #define NTX_ADDR_F_KEYED 4   /* the endpoint has a job key: a peer without
 			      * one fails at connect (DESIGN §7) */
+/* The ud domains' names (DESIGN §10, "The ud back end"): port holds bits
+ * 0-15 of the endpoint's UD QP number (network order), these flag bits
+ * bits 16-19; QP numbers from 2^20 on do not fit (the endpoint fails).
+ * Flag bit 0x08 stays free. */
+#define NTX_ADDR_F_QPN_SHIFT 4
+#define NTX_ADDR_F_QPN_MASK 0xf0
 #define NTX_HOST_UNKNOWN 2   /* a remote node known only by IP and port */
 
 uint32_t ntx_host_id(void);

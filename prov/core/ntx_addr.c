@@ -97,7 +97,7 @@ bool ntx_addr_valid(const struct ntx_addr *a)
 	return a->magic == NTX_ADDR_MAGIC && a->version == NTX_ADDR_VERSION &&
 	       a->host != 0 &&
 	       (a->flags & ~(NTX_ADDR_F_UNBOUND | NTX_ADDR_F_SERVICE |
-			     NTX_ADDR_F_KEYED)) == 0;
+			     NTX_ADDR_F_KEYED | NTX_ADDR_F_QPN_MASK)) == 0;
 }
 
 bool ntx_addr_same_ep(const struct ntx_addr *a, const struct ntx_addr *b)

@@ -704,3 +704,10 @@ int t_ini_done(struct t_ini *in, void *ctx, uint64_t *flags)
 		*flags = e.flags;
 	return e.op_context == ctx ? 0 : -FI_EOTHER;
 }
+
+const char *t_dgram_domain(void)
+{
+	const char *d = getenv("NTX_TEST_DGRAM_DOMAIN");
+
+	return d && *d ? d : "udp";
+}

@@ -72,6 +72,9 @@ int t_join(pid_t pid);
 bool t_peer_elsewhere(void);
 pid_t t_remote_fork(int *sock, t_child_fn fn);
 int t_xchg_name(struct tctx *t, int sock, fi_addr_t *peer);
+/* The datagram domain of the tests written for udp: NTX_TEST_DGRAM_DOMAIN
+ * (a verbs device's ud domain, "rxe0-ud"), else "udp". */
+const char *t_dgram_domain(void);
 int t_sync(int sock); /* one byte each way */
 /* The same while driving progress; fails if a completion shows up. */
 int t_sync_progress(struct tctx *t, int sock, int timeout_ms);

@@ -156,19 +156,20 @@ Test(msg, tcp_path_all_sizes, .timeout = 60)
 	send_sizes(true);
 }
 
-/* The udp domain (DESIGN §10): every size, eager and rendezvous (DATA
- * segments cut into datagrams), untagged and tagged. */
+/* The udp domain, or the ud domain NTX_TEST_DGRAM_DOMAIN names (DESIGN
+ * §10): every size, eager and rendezvous (DATA segments cut into
+ * datagrams), untagged and tagged. */
 Test(msg, udp_path_all_sizes, .timeout = 60)
 {
 	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
-	setenv("NTX_TEST_DOMAIN", "udp", 1);
+	setenv("NTX_TEST_DOMAIN", t_dgram_domain(), 1);
 	send_sizes(false);
 }
 
 Test(msg, udp_path_tagged_all_sizes, .timeout = 60)
 {
 	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
-	setenv("NTX_TEST_DOMAIN", "udp", 1);
+	setenv("NTX_TEST_DOMAIN", t_dgram_domain(), 1);
 	send_sizes(true);
 }
 

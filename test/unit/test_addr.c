@@ -59,8 +59,11 @@ Test(addr, validation)
 	a.version = 99;
 	cr_assert_not(ntx_addr_valid(&a), "bad version");
 	a = sample();
-	a.flags = 0x80;
+	a.flags = 0x08;
 	cr_assert_not(ntx_addr_valid(&a), "unknown flag");
+	a = sample();
+	a.flags = NTX_ADDR_F_QPN_MASK; /* a ud name's QP number bits */
+	cr_assert(ntx_addr_valid(&a), "QP number bits");
 	a = sample();
 	a.host = 0;
 	cr_assert_not(ntx_addr_valid(&a), "no host");

@@ -10,7 +10,9 @@
 #   FI_PROVIDER_PATH  where libfabric finds libntx-fi.so ($TOP/.libs)
 #   RXE_TEST_DOMAIN   ntx domain under test (default rxe0; shm or tcp
 #                     check the harness itself)
-#   RXE_STEPS         steps to run, of: info func pingpong reference (default all)
+#   RXE_STEPS         steps to run, of: info func pingpong ud reference
+#                     (default all; ud: the datagram domain rxe0-ud, a short
+#                     subset whatever the domain under test)
 #   RXE_TIME_SCALE    multiplies every time-out (default 1; the host passes
 #                     more under TCG)
 #   RXE_FUNC_JOBS     Criterion jobs of the functional suite (default 1)
@@ -18,37 +20,72 @@
 set -u
 : "${TOP:?TOP (the shared build tree) must be set}"
 DOM=${RXE_TEST_DOMAIN:-rxe0}
-STEPS=${RXE_STEPS:-info func pingpong reference}
+STEPS=${RXE_STEPS:-info func pingpong ud reference}
+UD_DOM=rxe0-ud         # the ud domain of rxe0 (listed only when named)
 SCALE=${RXE_TIME_SCALE:-1}
 ADDR=10.11.12.1        # the dummy netdev under rxe0 (guest-init.sh)
 FUNC_TMO=$((300 * SCALE))   # seen: 250-470 s under TCG on a busy 2-core host
 PP_TMO=$((60 * SCALE))      # seen: 10-30 s for -S all under TCG
 port=47000
+# datagrams move every byte as packets (no RDMA): ~220 s for -S all under TCG
+named_only() { case $1 in udp|*-ud) return 0;; esac; return 1; }
+named_only "$DOM" && PP_TMO=$((150 * SCALE))
 
 . "$TOP/test/rxe/jobs/job-lib.sh"   # now since log step want summary listening
 
 # ---- (a) fi_info lists the domain ------------------------------------------
-fi_info_step() {
-  local out rc
-  out=$(timeout $((60 * SCALE)) fi_info -p ntx 2>&1); rc=$?
+# udp and the ud domains are listed only when the hints name them (named_only)
+fi_info_step() { # [domain]
+  local out rc dom=${1:-$DOM} args=()
+  named_only "$dom" && args=(-d "$dom")
+  out=$(timeout $((60 * SCALE)) fi_info -p ntx "${args[@]}" 2>&1); rc=$?
   echo "fi_info -p ntx (rc $rc), domains:"
   echo "$out" | awk '/domain:/ {print "   " $2}' | sort -u
-  if ! echo "$out" | awk -v d="$DOM" '$1 == "domain:" && $2 == d {f = 1} END {exit !f}'; then
-    echo "no ntx domain named $DOM; fi_info said:"
+  if ! echo "$out" | awk -v d="$dom" '$1 == "domain:" && $2 == d {f = 1} END {exit !f}'; then
+    echo "no ntx domain named $dom; fi_info said:"
     echo "$out" | tail -n 20 | sed 's/^/   /'
     return 1
   fi
 }
 
+ud_info_step() {
+  fi_info_step "$UD_DOM" || return 1
+  if timeout $((60 * SCALE)) fi_info -p ntx 2>&1 | awk -v d="$UD_DOM" '$1 == "domain:" && $2 == d {f = 1} END {exit !f}'; then
+    echo "fi_info -p ntx lists $UD_DOM without being asked"
+    return 1
+  fi
+  echo "fi_info -p ntx (no domain named) does not list $UD_DOM"
+}
+
+# a raw UD QP sends an endpoint what no correct peer sends (test_ud.c)
+adv_ud_step() {
+  local out=/tmp/test_adv.out rc
+  mkdir -p /tmp/func && cd /tmp/func || return 1
+  timeout "$FUNC_TMO" env NTX_TEST_UD_DOMAIN="$UD_DOM" FI_PROVIDER=ntx \
+    "$TOP/test/adversary/test_adversary" --filter 'ud/*' --verbose=0 > "$out" 2>&1
+  rc=$?
+  cd / || return 1
+  grep -a -E 'Synthesis|ignoring|malformed|FAIL|SKIP' "$out" | grep -v 'Test is disabled' |
+    head -20 | sed 's/^/   /'
+  # a skip is no pass: the test must have run
+  [ $rc = 0 ] && grep -a -q 'Synthesis: Tested: 1 | Passing: 1' "$out"
+}
+
 # ---- (b) the functional Criterion suite on the domain ----------------------
-func_step() {
-  local out=/tmp/test_func.out rc
+func_step() { # [domain [criterion options...]]
+  local out=/tmp/test_func.out rc dom=${1:-$DOM} args
+  if [ $# -gt 1 ]; then shift; args=("$@"); else
+    # shellcheck disable=SC2206  # RXE_FUNC_ARGS is a list of options
+    args=(${RXE_FUNC_ARGS:-})
+  fi
   mkdir -p /tmp/func && cd /tmp/func || return 1   # Criterion's files stay in the guest
-  echo "NTX_TEST_DOMAIN=$DOM test_func -j${RXE_FUNC_JOBS:-1} --verbose=0 ${RXE_FUNC_ARGS:-}" \
+  echo "NTX_TEST_DOMAIN=$dom test_func -j${RXE_FUNC_JOBS:-1} --verbose=0 ${args[*]}" \
        "(time-out ${FUNC_TMO}s)"
-  # shellcheck disable=SC2086  # RXE_FUNC_ARGS is a list of options
-  timeout "$FUNC_TMO" env NTX_TEST_DOMAIN="$DOM" FI_NTX_LOCAL_VIA_NETWORK=1 FI_PROVIDER=ntx \
-    "$TOP/test/func/test_func" -j"${RXE_FUNC_JOBS:-1}" --verbose=0 ${RXE_FUNC_ARGS:-} \
+  # NTX_TEST_DGRAM_DOMAIN: test_udp.c's tests run on the datagram domain
+  # under test (udp, or a ud domain)
+  timeout "$FUNC_TMO" env NTX_TEST_DOMAIN="$dom" FI_NTX_LOCAL_VIA_NETWORK=1 FI_PROVIDER=ntx \
+    NTX_TEST_DGRAM_DOMAIN="$(named_only "$dom" && echo "$dom")" \
+    "$TOP/test/func/test_func" -j"${RXE_FUNC_JOBS:-1}" --verbose=0 "${args[@]}" \
     > "$out" 2>&1
   rc=$?
   cd / || return 1
@@ -113,6 +150,19 @@ if want pingpong; then
   # shm window (one FI_PROVIDER=ntx serves a job)
   step "fi_pingpong ntx $DOM rdm tagged -S all -c, local peer through the window" \
     pingpong FI_NTX_LOCAL_VIA_NETWORK=0 -- -p ntx -d "$DOM" -e rdm -m tagged -S all -c
+fi
+if want ud; then
+  # the datagram domain of the same device: named only, fi_pingpong with
+  # data checks, a dead peer failing what it owes and messages of every
+  # size (a short subset: the whole suite runs with RXE_TEST_DOMAIN=rxe0-ud)
+  step "fi_info -p ntx lists $UD_DOM only when named" ud_info_step
+  # 2 iterations a size (10 take ~220 s under TCG: RXE_TEST_DOMAIN=rxe0-ud
+  # RXE_STEPS=pingpong runs those)
+  step "fi_pingpong ntx $UD_DOM rdm tagged -S all -c -I 2" pingpong FI_NTX_LOCAL_VIA_NETWORK=1 -- \
+    -p ntx -d "$UD_DOM" -e rdm -m tagged -S all -c -I 2
+  step "garbage datagrams from a raw UD QP to an endpoint on $UD_DOM" adv_ud_step
+  step "functional subset on $UD_DOM (udp/a_dead_peer*, udp/an_endpoint_that_sent*, msg/udp_path_tagged*)" \
+    func_step "$UD_DOM" --filter '@(udp/a_dead_peer*|udp/an_endpoint_that_sent*|msg/udp_path_tagged*)'
 fi
 if want reference; then
   # libfabric's own verbs provider on the same device, for comparison (rxe's

@@ -1,0 +1,700 @@
+/*
+ * The peers of a datagram back end (DESIGN §10, "The udp back end"; the ud
+ * domain, §10 "The ud back end"): one state per remote address, made on
+ * first contact, named by its HELLO (the first message of its session),
+ * handed to the engine; the engine's packets go through the reliability
+ * module (ntx_rel.c) and its datagrams through the transport's ops.
+ */
+#include "config.h"
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "ntx_dgram.h"
+
+/* peers heard from that have not named themselves yet, and how long one
+ * may take to do it (its HELLO is retransmitted like any message) */
+#define NTX_DG_UNNAMED_MAX 1024
+#define NTX_DG_HELLO_NS (10ull * 1000000000)
+/* close waits this long for data still in flight (like verbs' linger) */
+#define NTX_DG_LINGER_NS (2ull * 1000000000)
+/* a peer silent for NTX_DG_PROBE_QUIET ticks of NTX_DG_PROBE_TICK_NS
+ * with nothing in flight gets an empty message (a keepalive): one that
+ * died while we wait for its answer is then noticed (ICMP, or rel's
+ * timeout), as tcp's keepalive does */
+#define NTX_DG_PROBE_TICK_NS 1000000000ull
+#define NTX_DG_PROBE_QUIET 3
+/* after traffic the device is read every poll for this long (tcp's rule) */
+#define NTX_DG_BUSY_NS 2000000u
+
+static inline struct ntx_dg_conn *ntx_dg_conn_of(struct ntx_be_conn *c)
+{
+	return ntx_container_of(c, struct ntx_dg_conn, base);
+}
+
+/* ---- peers: a hash of remote addresses ---------------------------------- */
+
+static size_t ntx_dg_hash(const struct ntx_dg_ep *ep, uint32_t ip4,
+			  uint32_t port)
+{
+	uint64_t k = ((uint64_t)ip4 << 32 | port) * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(k >> 32) & ep->hmask;
+}
+
+static struct ntx_dg_conn *ntx_dg_find(const struct ntx_dg_ep *ep,
+				       uint32_t ip4, uint32_t port)
+{
+	struct ntx_dg_conn *c = ep->htab[ntx_dg_hash(ep, ip4, port)];
+
+	while (c && (c->ip4 != ip4 || c->port != port))
+		c = c->hnext;
+	return c;
+}
+
+/* Doubles the buckets once there are more peers than buckets. */
+static int ntx_dg_grow(struct ntx_dg_ep *ep)
+{
+	size_t old = ep->hmask + 1;
+	struct ntx_dg_conn **o = ep->htab, **n = calloc(old * 2, sizeof(*n));
+
+	if (!n)
+		return -FI_ENOMEM;
+	ep->htab = n;
+	ep->hmask = old * 2 - 1;
+	for (size_t i = 0; i < old; i++) {
+		while (o[i]) {
+			struct ntx_dg_conn *c = o[i];
+			size_t h = ntx_dg_hash(ep, c->ip4, c->port);
+
+			o[i] = c->hnext;
+			c->hnext = n[h];
+			n[h] = c;
+		}
+	}
+	free(o);
+	return 0;
+}
+
+static void ntx_dg_unlist(struct ntx_dg_conn *c)
+{
+	if (c->on != NTX_DG_ON_NONE)
+		ntx_list_remove(&c->link);
+	c->on = NTX_DG_ON_NONE;
+}
+
+static void ntx_dg_list(struct ntx_dg_conn *c, int on)
+{
+	ntx_dg_unlist(c);
+	ntx_list_insert_tail(on == NTX_DG_ON_PEND ? &c->ep->pend
+						  : &c->ep->owed, &c->link);
+	c->on = (uint8_t)on;
+}
+
+static struct ntx_dg_conn *ntx_dg_conn_new(struct ntx_dg_ep *ep,
+					   uint32_t ip4, uint32_t port)
+{
+	struct ntx_dg_conn *c;
+	size_t h;
+
+	if (ep->nconns > ep->hmask && ntx_dg_grow(ep))
+		return NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	if (ntx_rel_peer_new(&ep->rel, c, &c->rel)) {
+		free(c);
+		return NULL;
+	}
+	c->base.ops = ep->base.ops;
+	c->ep = ep;
+	c->ip4 = ip4;
+	c->port = port;
+	h = ntx_dg_hash(ep, ip4, port);
+	c->hnext = ep->htab[h];
+	ep->htab[h] = c;
+	c->hashed = true;
+	ep->nconns++;
+	return c;
+}
+
+/* A failed peer whose VC the engine has not reaped yet leaves the hash:
+ * its address is free for a new session (a restarted peer, a reconnect)
+ * while the old VC still holds it. */
+static void ntx_dg_unhash(struct ntx_dg_conn *c)
+{
+	struct ntx_dg_ep *ep = c->ep;
+	struct ntx_dg_conn **pp = &ep->htab[ntx_dg_hash(ep, c->ip4, c->port)];
+
+	while (*pp != c)
+		pp = &(*pp)->hnext;
+	*pp = c->hnext;
+	c->hashed = false;
+}
+
+/* Never from inside a rel call: rel may still hold the peer. */
+static void ntx_dg_conn_free(struct ntx_dg_conn *c)
+{
+	struct ntx_dg_ep *ep = c->ep;
+
+	if (c->hashed)
+		ntx_dg_unhash(c);
+	ntx_dg_unlist(c);
+	if (c->state == NTX_DG_UNNAMED)
+		ep->unnamed--;
+	if (c->stranger)
+		ep->strangers--;
+	ep->nconns--;
+	if (ep->xp->conn_fini)
+		ep->xp->conn_fini(ep, c);
+	ntx_rel_peer_free(&ep->rel, c->rel);
+	free(c);
+}
+
+/* A peer whose name is not believed: its datagrams are ignored until
+ * NTX_DG_HELLO_NS passed (the sender's data then times out there). */
+static void ntx_dg_refuse(struct ntx_dg_conn *c, const char *why)
+{
+	struct in_addr in = { .s_addr = c->ip4 };
+
+	NTX_WARN(FI_LOG_EP_CTRL, "%s: ignoring %s, port/qpn %" PRIu32 ": %s\n",
+		 c->ep->xp->name, inet_ntoa(in), c->port, why);
+	if (c->state == NTX_DG_UNNAMED)
+		c->ep->unnamed--;
+	c->state = NTX_DG_REFUSED;
+	c->deadline_ns = ntx_now_ns() + NTX_DG_HELLO_NS;
+	ntx_dg_list(c, NTX_DG_ON_PEND);
+}
+
+/* The session fails at once, as a tcp connection does on a reset, rather
+ * than after FI_NTX_UDP_TIMEOUT_MS of silence. rel is not told: the
+ * engine reaps the VC and disconnect frees the peer. */
+void ntx_dg_unreachable(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port)
+{
+	struct ntx_dg_conn *c = ntx_dg_find(ep, ip4, port);
+
+	if (!c || c->state != NTX_DG_OPEN || !c->vc || ep->closing)
+		return;
+	NTX_INFO(FI_LOG_EP_CTRL, "%s: peer pid %u unreachable\n", ep->xp->name,
+		 c->name.pid);
+	c->state = NTX_DG_FAILED;
+	ep->cb.failed(c->vc, -FI_ECONNREFUSED);
+}
+
+/* ---- datagrams out --------------------------------------------------------- */
+
+/* rel's emit: a failed (unreachable) peer's datagrams go nowhere. */
+static int ntx_dg_emit(void *arg, struct ntx_rel_peer *peer, const void *hdr,
+		       size_t hdr_len, const void *payload, size_t len)
+{
+	struct ntx_dg_ep *ep = arg;
+	struct ntx_dg_conn *c = ntx_rel_peer_ctx(peer);
+
+	if (c->state == NTX_DG_FAILED)
+		return 0; /* rel does not know, nothing leaves */
+	return ep->xp->emit(ep, c, hdr, hdr_len, payload, len);
+}
+
+void ntx_dg_tx(struct ntx_dg_ep *ep, uint64_t now)
+{
+	if (ep->in_rel)
+		return; /* rel is not reentrant: a send there marks work due */
+	if (!ep->tx_due && now < ep->next_ns)
+		return;
+	ep->in_rel = true;
+	ntx_rel_poll_tx(&ep->rel, now);
+	ep->in_rel = false;
+	ep->xp->flush(ep, now);
+	ep->tx_due = false;
+	ep->next_ns = ntx_rel_next_deadline(&ep->rel);
+	if (!ep->next_ns)
+		ep->busy = true; /* the device was full: try again next poll */
+}
+
+/* ---- rel's callbacks ------------------------------------------------------ */
+
+/* A name is believed only for the address its datagram came from; a
+ * same-host sender reaching us over loopback shows 127.x, so there the
+ * host part of the name must be ours instead (DESIGN §10, first contact). */
+static bool ntx_dg_name_matches(const struct ntx_dg_conn *c,
+				const struct ntx_addr *name)
+{
+	uint32_t ip4, port;
+
+	if (c->ep->xp->peer_key(c->ep, name, &ip4, &port) || port != c->port)
+		return false;
+	if (ip4 == c->ip4)
+		return true;
+	return ntohl(c->ip4) >> 24 == 127 && name->host == ntx_host_id();
+}
+
+/* The first message of a peer's session: its name. A peer we connected
+ * to ourselves (or that connected to us at the same time) is named
+ * already, and its HELLO says nothing new. */
+static void ntx_dg_on_hello(struct ntx_dg_conn *c, const void *msg,
+			    size_t len)
+{
+	struct ntx_dg_ep *ep = c->ep;
+	struct ntx_addr name;
+
+	if (!len || c->state != NTX_DG_UNNAMED)
+		return; /* a keepalive, or a peer named already */
+	if (len != sizeof(name))
+		return ntx_dg_refuse(c, "malformed hello");
+	memcpy(&name, msg, sizeof(name));
+	if (!ntx_addr_valid(&name) || !ntx_dg_name_matches(c, &name))
+		return ntx_dg_refuse(c, "its name is not its address");
+	c->name = name;
+	c->state = NTX_DG_OPEN;
+	ep->unnamed--;
+	ntx_dg_unlist(c);
+	if (ep->closing)
+		return (void)(c->state = NTX_DG_DETACHED);
+	c->vc = ep->cb.accept(ep->cb.ctx, &c->base, &name);
+	if (!c->vc)
+		ntx_dg_refuse(c, "the engine refused it");
+}
+
+static void ntx_dg_deliver(void *arg, struct ntx_rel_peer *peer, int prio,
+			   const void *msg, size_t len)
+{
+	struct ntx_dg_ep *ep = arg;
+	struct ntx_dg_conn *c = ntx_rel_peer_ctx(peer);
+
+	if (prio == NTX_REL_PRIO)
+		return ntx_dg_on_hello(c, msg, len);
+	if (c->state == NTX_DG_UNNAMED)
+		return ntx_dg_refuse(c, "data before its name");
+	/* a detached peer's packets have no VC to go to */
+	if (c->state != NTX_DG_OPEN || !c->vc || ep->closing)
+		return;
+	if (len < NTX_DG_HDR) {
+		NTX_WARN(FI_LOG_EP_DATA, "%s: a packet shorter than its "
+			 "header from pid %u\n", ep->xp->name, c->name.pid);
+		return;
+	}
+	ep->cb.recv(c->vc, msg, (const uint8_t *)msg + NTX_DG_HDR,
+		    len - NTX_DG_HDR);
+}
+
+/* The engine completes what the VC owes with errors; a peer without a VC
+ * is freed by check_peers (never from inside rel). */
+static void ntx_dg_failed(void *arg, struct ntx_rel_peer *peer, int err)
+{
+	struct ntx_dg_ep *ep = arg;
+	struct ntx_dg_conn *c = ntx_rel_peer_ctx(peer);
+	bool told = c->state == NTX_DG_OPEN && c->vc && !ep->closing;
+
+	NTX_INFO(FI_LOG_EP_CTRL, "%s: peer pid %u failed: %s\n", ep->xp->name,
+		 c->name.pid, fi_strerror(-err));
+	if (c->state == NTX_DG_UNNAMED)
+		ep->unnamed--;
+	c->state = NTX_DG_FAILED;
+	if (told)
+		ep->cb.failed(c->vc, err);
+	else
+		ntx_dg_list(c, NTX_DG_ON_PEND);
+}
+
+/* Messages the engine handed us carry no context: a failed VC completes
+ * its requests itself. */
+static void ntx_dg_dropped(void *arg, struct ntx_rel_peer *peer, void *ctx)
+{
+	(void)arg;
+	(void)peer;
+	(void)ctx;
+}
+
+/* ---- datagrams in --------------------------------------------------------- */
+
+/* State for a sender we do not know, within the bounds: at most
+ * NTX_DG_UNNAMED_MAX unnamed at a time, FI_NTX_UDP_MAX_PEERS in all
+ * (DESIGN §10, bounds). Only a data datagram makes one: an ACK from an
+ * unknown address is noise. */
+static struct ntx_dg_conn *ntx_dg_stranger(struct ntx_dg_ep *ep, uint32_t ip4,
+					   uint32_t port, const uint8_t *buf,
+					   size_t len)
+{
+	struct ntx_dg_conn *c;
+
+	if (ep->closing || len < NTX_REL_HDR_LEN || !(buf[1] & NTX_REL_F_DATA))
+		return NULL;
+	if (ep->unnamed >= NTX_DG_UNNAMED_MAX ||
+	    ep->strangers >= ntx_params.udp_max_peers) {
+		NTX_DBG(FI_LOG_EP_DATA, "%s: new sender dropped (bounds)\n",
+			ep->xp->name);
+		return NULL;
+	}
+	c = ntx_dg_conn_new(ep, ip4, port);
+	if (!c)
+		return NULL;
+	c->state = NTX_DG_UNNAMED;
+	c->stranger = true;
+	c->deadline_ns = ntx_now_ns() + NTX_DG_HELLO_NS;
+	ep->unnamed++;
+	ep->strangers++;
+	ntx_dg_list(c, NTX_DG_ON_PEND);
+	return c;
+}
+
+void ntx_dg_on_dgram(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port,
+		     const uint8_t *buf, size_t len, uint64_t now)
+{
+	struct ntx_dg_conn *c = ntx_dg_find(ep, ip4, port);
+
+	/* a failed session takes nothing more: whoever sends from its
+	 * address now starts a new one (a restarted peer) */
+	if (c && c->state == NTX_DG_FAILED) {
+		if (c->vc)
+			ntx_dg_unhash(c);
+		else
+			ntx_dg_conn_free(c);
+		c = NULL;
+	}
+	if (!c)
+		c = ntx_dg_stranger(ep, ip4, port, buf, len);
+	if (!c || c->state == NTX_DG_REFUSED)
+		return;
+	c->quiet = 0;
+	ep->in_rel = true;
+	ntx_rel_on_datagram(&ep->rel, c->rel, buf, len, now);
+	ep->in_rel = false;
+	ep->tx_due = true; /* ACKs may be owed */
+}
+
+/* connect reports connected from the next poll: the engine stores the
+ * connection only when connect returns. */
+int ntx_dg_report(struct ntx_dg_ep *ep)
+{
+	int cnt = 0;
+
+	while (!ntx_list_empty(&ep->owed)) {
+		struct ntx_dg_conn *c = ntx_container_of(
+			ntx_list_first(&ep->owed), struct ntx_dg_conn, link);
+
+		ntx_dg_unlist(c);
+		cnt++;
+		if (c->state == NTX_DG_OPEN && c->vc)
+			ep->cb.connected(c->vc);
+	}
+	return cnt;
+}
+
+/* After traffic the device is read every poll for NTX_DG_BUSY_NS; the
+ * transport stops reading (and waits for readiness) only when drained. */
+void ntx_dg_after_rx(struct ntx_dg_ep *ep, uint64_t now, int cnt,
+		     bool drained)
+{
+	ntx_dg_tx(ep, now);
+	if (cnt)
+		ep->busy_until_ns = now + NTX_DG_BUSY_NS;
+	ep->busy = !drained || now < ep->busy_until_ns || !ep->next_ns;
+}
+
+/* ---- the ops ---------------------------------------------------------------- */
+
+int ntx_dg_send(struct ntx_be_conn *conn, const void *hdr,
+		const struct iovec *iov, size_t iovcnt, size_t len)
+{
+	struct ntx_dg_conn *c = ntx_dg_conn_of(conn);
+	struct ntx_dg_ep *ep = c->ep;
+	struct iovec v[NTX_MAX_IOV + 1];
+	size_t n = 1;
+	int ret;
+
+	if (c->state == NTX_DG_FAILED)
+		return ntx_rel_peer_error(c->rel) ? ntx_rel_peer_error(c->rel)
+						  : -FI_ECONNRESET;
+	if (len > NTX_DG_MAX_PAYLOAD || iovcnt > NTX_MAX_IOV)
+		return -FI_EMSGSIZE;
+	v[0] = (struct iovec){ (void *)hdr, NTX_DG_HDR };
+	for (size_t i = 0; i < iovcnt && len; i++) {
+		size_t m = iov[i].iov_len < len ? iov[i].iov_len : len;
+
+		v[n++] = (struct iovec){ iov[i].iov_base, m };
+		len -= m;
+	}
+	/* one class for every engine packet: the engine needs a VC's
+	 * packets in order (DESIGN §10, classes) */
+	ret = ntx_rel_send(&ep->rel, c->rel, NTX_REL_BULK, v, n, NULL);
+	if (ret)
+		return ret;
+	/* it leaves now: a ping-pong does not wait for the next poll */
+	ep->tx_due = true;
+	ntx_dg_tx(ep, ntx_now_ns());
+	ep->busy = true;
+	return 0;
+}
+
+/* A new peer we start a session with: our HELLO first in its queue. */
+static struct ntx_dg_conn *ntx_dg_conn_hello(struct ntx_dg_ep *ep,
+					     uint32_t ip4, uint32_t port)
+{
+	struct iovec hello = { &ep->addr, sizeof(ep->addr) };
+	struct ntx_dg_conn *c = ntx_dg_conn_new(ep, ip4, port);
+
+	if (c && ntx_rel_send(&ep->rel, c->rel, NTX_REL_PRIO, &hello, 1,
+			      NULL)) {
+		ntx_dg_conn_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* No round trip: the peer's state now, our HELLO first in its queue. An
+ * address we already hold state for is adopted: a sender that contacted
+ * us, or a peer whose VC went away (its session goes on). */
+int ntx_dg_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
+		   void *vc, struct ntx_be_conn **out)
+{
+	struct ntx_dg_ep *ep = ntx_dg_ep_of(be);
+	struct ntx_dg_conn *c;
+	uint32_t ip4, port;
+
+	if (ep->xp->peer_key(ep, peer, &ip4, &port))
+		return -FI_EADDRNOTAVAIL;
+	c = ntx_dg_find(ep, ip4, port);
+	if (c && c->state == NTX_DG_FAILED && c->vc) {
+		ntx_dg_unhash(c);
+		c = NULL;
+	}
+	if (c && (c->state == NTX_DG_REFUSED || c->state == NTX_DG_FAILED)) {
+		ntx_dg_conn_free(c);
+		c = NULL;
+	}
+	if (c && c->vc) {
+		NTX_WARN(FI_LOG_EP_CTRL, "%s: a second connection to one "
+			 "address is not supported\n", ep->xp->name);
+		return -FI_EADDRINUSE;
+	}
+	if (!c) {
+		c = ntx_dg_conn_hello(ep, ip4, port);
+		if (!c)
+			return -FI_ENOMEM;
+		c->name = *peer;
+	}
+	if (c->state == NTX_DG_UNNAMED)
+		ep->unnamed--;
+	c->state = NTX_DG_OPEN;
+	c->vc = vc;
+	ntx_dg_list(c, NTX_DG_ON_OWED);
+	ep->tx_due = ep->busy = true;
+	*out = &c->base;
+	return 0;
+}
+
+/* The engine's VC is gone. A failed session is freed; a live one is kept
+ * (detached) so that the peer, whose VC may live on, is not confused by a
+ * new session from the same address. */
+void ntx_dg_disconnect(struct ntx_be_conn *conn)
+{
+	struct ntx_dg_conn *c = ntx_dg_conn_of(conn);
+
+	c->vc = NULL;
+	if (c->state == NTX_DG_FAILED) {
+		ntx_dg_conn_free(c);
+		return;
+	}
+	ntx_dg_unlist(c);
+	c->state = NTX_DG_DETACHED;
+}
+
+/* Once a tick: an empty priority message to each peer with a VC that
+ * has been silent NTX_DG_PROBE_QUIET ticks and owes nothing. */
+static void ntx_dg_probe(struct ntx_dg_ep *ep, uint64_t now)
+{
+	bool sent = false;
+
+	if (now < ep->probe_ns)
+		return;
+	ep->probe_ns = now + NTX_DG_PROBE_TICK_NS;
+	for (size_t i = 0; i <= ep->hmask; i++) {
+		for (struct ntx_dg_conn *c = ep->htab[i]; c; c = c->hnext) {
+			if (c->state != NTX_DG_OPEN || !c->vc ||
+			    ++c->quiet < NTX_DG_PROBE_QUIET)
+				continue;
+			c->quiet = 0;
+			if (ntx_rel_peer_idle(c->rel) &&
+			    !ntx_rel_send(&ep->rel, c->rel, NTX_REL_PRIO, NULL, 0,
+					  NULL))
+				sent = true;
+		}
+	}
+	if (sent) {
+		ep->tx_due = true;
+		ntx_dg_tx(ep, now);
+	}
+}
+
+/* Frees peers that failed without a VC, never named themselves or were
+ * refused, once their time is up. */
+void ntx_dg_check_peers(struct ntx_be_ep *be)
+{
+	struct ntx_dg_ep *ep = ntx_dg_ep_of(be);
+	struct ntx_list *it, *tmp;
+	uint64_t now = ntx_now_ns();
+
+	ntx_dg_probe(ep, now);
+	ntx_list_foreach_safe(&ep->pend, it, tmp) {
+		struct ntx_dg_conn *c = ntx_container_of(it, struct ntx_dg_conn,
+							 link);
+
+		if (c->state == NTX_DG_FAILED || now > c->deadline_ns) {
+			if (c->state == NTX_DG_UNNAMED)
+				NTX_INFO(FI_LOG_EP_CTRL, "%s: a sender that "
+					 "never named itself forgotten\n",
+					 ep->xp->name);
+			ntx_dg_conn_free(c);
+		}
+	}
+}
+
+void ntx_dg_setname(struct ntx_be_ep *be, const struct ntx_addr *addr)
+{
+	ntx_dg_ep_of(be)->addr = *addr;
+}
+
+/* Sleeping: the timerfd goes off at rel's next deadline. */
+void ntx_dg_arm(struct ntx_be_ep *be)
+{
+	struct ntx_dg_ep *ep = ntx_dg_ep_of(be);
+	uint64_t d = ntx_rel_next_deadline(&ep->rel);
+	struct itimerspec its = { { 0, 0 }, { 0, 0 } };
+
+	if (d != UINT64_MAX) {
+		d = d ? d : 1; /* absolute 0 would disarm: 1 ns is past */
+		its.it_value.tv_sec = (time_t)(d / 1000000000);
+		its.it_value.tv_nsec = (long)(d % 1000000000);
+	}
+	timerfd_settime(ep->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+	ep->busy = true; /* the re-check after arming reads the device */
+}
+
+void ntx_dg_disarm(struct ntx_be_ep *be)
+{
+	struct ntx_dg_ep *ep = ntx_dg_ep_of(be);
+	struct itimerspec its = { { 0, 0 }, { 0, 0 } };
+	uint64_t expirations;
+
+	timerfd_settime(ep->tfd, 0, &its, NULL);
+	/* an expiry not read keeps the epoll set readable */
+	if (read(ep->tfd, &expirations, sizeof(expirations)) < 0)
+		(void)expirations;
+	ep->busy = true;
+}
+
+int ntx_dg_wait_fd(struct ntx_be_ep *be)
+{
+	return ntx_dg_ep_of(be)->epfd;
+}
+
+/* ---- the endpoint ----------------------------------------------------------- */
+
+int ntx_dg_watch(struct ntx_dg_ep *ep, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	return epoll_ctl(ep->epfd, EPOLL_CTL_ADD, fd, &ev) ? -FI_ENOMEM : 0;
+}
+
+int ntx_dg_ep_init(struct ntx_dg_ep *ep, const struct ntx_be_ops *ops,
+		   const struct ntx_dg_xport *xp, const struct ntx_be_cb *cb)
+{
+	ep->base.ops = ops;
+	ep->xp = xp;
+	ep->cb = *cb;
+	ep->next_ns = UINT64_MAX;
+	ntx_list_init(&ep->pend);
+	ntx_list_init(&ep->owed);
+	ep->epfd = epoll_create1(EPOLL_CLOEXEC);
+	ep->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	ep->htab = calloc(64, sizeof(*ep->htab));
+	ep->hmask = 63;
+	if (ep->epfd < 0 || ep->tfd < 0 || !ep->htab)
+		return -FI_ENOMEM;
+	return ntx_dg_watch(ep, ep->tfd);
+}
+
+/* rel's configuration: peers failing after FI_NTX_UDP_TIMEOUT_MS without
+ * progress, a random session number (a restarted endpoint is a new
+ * session). */
+int ntx_dg_rel_init(struct ntx_dg_ep *ep, size_t dgram, uint32_t window)
+{
+	static const struct ntx_rel_ops ops = {
+		.emit = ntx_dg_emit,
+		.deliver = ntx_dg_deliver,
+		.failed = ntx_dg_failed,
+		.dropped = ntx_dg_dropped,
+	};
+	struct ntx_rel_cfg cfg;
+	int ret;
+
+	ntx_rel_cfg_default(&cfg);
+	cfg.mtu = (uint32_t)(dgram - NTX_REL_HDR_LEN);
+	cfg.window = window;
+	cfg.max_msg = 65536;
+	cfg.epoch = (uint32_t)ntx_random64() | 1;
+	cfg.dead_ns = (uint64_t)ntx_params.udp_timeout_ms * 1000000;
+	ret = ntx_rel_init(&ep->rel, &cfg, &ops, ep);
+	ep->rel_ready = !ret;
+	return ret;
+}
+
+/* Data still in flight gets up to NTX_DG_LINGER_NS to be acknowledged
+ * (the engine completed those sends when rel took them); nothing is
+ * delivered to the engine meanwhile. */
+static void ntx_dg_linger(struct ntx_dg_ep *ep)
+{
+	uint64_t now = ntx_now_ns(), end = now + NTX_DG_LINGER_NS;
+	struct epoll_event ev;
+	bool drained;
+
+	ep->closing = true;
+	ep->tx_due = true;
+	ntx_dg_tx(ep, now);
+	while (!ntx_list_empty(&ep->rel.active) && now < end) {
+		epoll_wait(ep->epfd, &ev, 1, 1);
+		now = ntx_now_ns();
+		ep->xp->rx(ep, now, &drained);
+		ntx_dg_tx(ep, now);
+	}
+}
+
+/* What the session cost, for FI_LOG_LEVEL=info (tuning, DESIGN §10). */
+static void ntx_dg_log_stats(const struct ntx_dg_ep *ep)
+{
+	const struct ntx_rel_stats *st = &ep->rel.stats;
+
+	NTX_INFO(FI_LOG_EP_DATA, "%s: %" PRIu64 " datagrams of data sent, %"
+		 PRIu64 " resent (%" PRIu64 " on timeout, %" PRIu64 " fast), %"
+		 PRIu64 " pure ACKs; %" PRIu64 " taken, %" PRIu64
+		 " duplicates, %" PRIu64 " out of order\n", ep->xp->name,
+		 st->tx_data, st->tx_retrans, st->tx_rto, st->tx_fast,
+		 st->tx_ack, st->rx_data, st->rx_dup, st->rx_ooo);
+}
+
+void ntx_dg_ep_fini(struct ntx_dg_ep *ep)
+{
+	if (ep->rel_ready) {
+		ntx_dg_linger(ep);
+		ntx_dg_log_stats(ep);
+	}
+	for (size_t i = 0; ep->htab && i <= ep->hmask; i++)
+		while (ep->htab[i])
+			ntx_dg_conn_free(ep->htab[i]);
+	if (ep->rel_ready)
+		ntx_rel_fini(&ep->rel);
+	ep->rel_ready = false;
+	free(ep->htab);
+	ep->htab = NULL;
+	if (ep->tfd >= 0)
+		close(ep->tfd);
+	if (ep->epfd >= 0)
+		close(ep->epfd);
+	ep->tfd = ep->epfd = -1;
+}
