@@ -362,7 +362,11 @@ void ntx_dg_on_dgram(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port,
 		return;
 	c->quiet = 0;
 	ep->in_rel = true;
-	ntx_rel_on_datagram(&ep->rel, c->rel, buf, len, now);
+	/* rel checked and counted it (stats.drops): a line at debug level
+	 * only, the data path's */
+	if (ntx_rel_on_datagram(&ep->rel, c->rel, buf, len, now))
+		NTX_DBG(FI_LOG_EP_DATA, "%s: a datagram of %zu bytes from pid "
+			"%u dropped\n", ep->xp->name, len, c->name.pid);
 	ep->in_rel = false;
 	ep->tx_due = true; /* ACKs may be owed */
 }
