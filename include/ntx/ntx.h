@@ -36,6 +36,8 @@ int ntx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		struct fid_cq **cq, void *context);
 int ntx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 		struct fid_eq **eq, void *context);
+/* The CQ holds an entry or an error (takes its lock). */
+bool ntx_cq_pending(struct ntx_cq *cq);
 int ntx_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
 		  struct fid_poll **pollset);
 int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,

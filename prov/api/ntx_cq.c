@@ -84,15 +84,21 @@ static ssize_t ntx_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
 	return 1;
 }
 
+bool ntx_cq_pending(struct ntx_cq *cq)
+{
+	bool pending;
+
+	ntx_cmutex_lock(cq->domain, &cq->lock);
+	pending = cq->count || !ntx_list_empty(&cq->errs);
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
+	return pending;
+}
+
 static bool ntx_cq_ready(void *arg)
 {
 	struct ntx_cq *cq = arg;
-	bool ready;
 
-	ntx_cmutex_lock(cq->domain, &cq->lock);
-	ready = cq->count || !ntx_list_empty(&cq->errs);
-	ntx_cmutex_unlock(cq->domain, &cq->lock);
-	return ready || atomic_load(&cq->signaled);
+	return ntx_cq_pending(cq) || atomic_load(&cq->signaled);
 }
 
 /* Blocks without spinning (FI_WAIT_YIELD yields instead): the back ends

@@ -40,13 +40,8 @@ static struct ntx_domain *ntx_poll_member_domain(struct fid *fid)
 
 static bool ntx_poll_cq_ready(struct ntx_cq *cq)
 {
-	bool ready;
-
 	ntx_scope_progress(cq->domain, &cq->scope);
-	ntx_cmutex_lock(cq->domain, &cq->lock);
-	ready = cq->count || !ntx_list_empty(&cq->errs);
-	ntx_cmutex_unlock(cq->domain, &cq->lock);
-	return ready;
+	return ntx_cq_pending(cq);
 }
 
 static uint64_t ntx_poll_cntr_events(struct ntx_cntr *c)
