@@ -9,7 +9,7 @@
 host_ok() { # what build-initramfs.sh copies from the host, and qemu
   local f
   for f in /usr/bin/qemu-system-x86_64 /usr/bin/bc /usr/bin/python3 /usr/bin/rdma \
-           /usr/sbin/ip /usr/bin/ibv_devinfo /usr/bin/fi_info /usr/bin/fi_pingpong \
+           /usr/sbin/ip /usr/sbin/tc /usr/bin/ibv_devinfo /usr/bin/fi_info /usr/bin/fi_pingpong \
            /etc/libibverbs.d/rxe.driver; do
     [ -e "$f" ] || return 1
   done

@@ -4,7 +4,11 @@
 # socket netdev. Guest a serves fi_pingpong and runs the functional
 # suite's two-process tests; guest b is the fi_pingpong client and the
 # suite's peer (its side of each test runs here: func-peer.sh, served by
-# nc). The guests meet through marker files (job-lib.sh: mark, await).
+# nc). Last, step netem: each guest's eth0 sends through netem (delay,
+# jitter and reordering; then loss and duplication too) and the datagram
+# domains rxe0-ud and udp must still deliver every message intact, while
+# ntx's own counters show that the packets did arrive out of order.
+# The guests meet through marker files (job-lib.sh: mark, await).
 # Each step prints PASS/FAIL with its time, a summary follows; the exit
 # status is 0 only when every step of this guest passed.
 #
@@ -12,7 +16,8 @@
 #   TOP, FI_PROVIDER_PATH  the shared build tree, its .libs
 #   ROLE, SELF, PEER       a or b, this guest's address and the other's
 #   RUN                    the directory both guests share for markers/logs
-#   RXE_STEPS              of: link pingpong reference func (default all)
+#   RXE_STEPS              of: link pingpong reference func netem
+#                          (default all)
 #   RXE_TIME_SCALE         multiplies every time-out (default 1)
 #   RXE_FUNC_FILTER        Criterion --filter of the suite's tests
 #   RXE_PP_ITERS           fi_pingpong iterations of each size (default 2:
@@ -20,7 +25,7 @@
 set -u
 : "${TOP:?}" "${ROLE:?}" "${SELF:?}" "${PEER:?}" "${RUN:?}"
 . "$TOP/test/rxe/jobs/job-lib.sh"
-STEPS=${RXE_STEPS:-link pingpong reference func}
+STEPS=${RXE_STEPS:-link pingpong reference func netem}
 SCALE=${RXE_TIME_SCALE:-1}
 # two-process tests that a ping-pong does not cover, cheap enough under
 # TCG (the link's round trip is ~25 ms there: the suite's 10000-operation
@@ -60,8 +65,12 @@ pingpong() { # env assignments..., --, fi_pingpong options
     timeout "$PP_TMO" env "${envs[@]}" fi_pingpong "$@" -P "$port" "$PEER" > "$out" 2>&1
     rc=$?
   fi
-  echo "rc $rc (time-out ${PP_TMO} s); last lines:"
-  tail -n 25 "$out" | sed 's/^/   /'
+  echo "rc $rc (time-out ${PP_TMO} s); last lines (but the provider's info log):"
+  grep -a -v -E '^libfabric:.*<(info|debug)>' "$out" | tail -n 25 | sed 's/^/   /'
+  if [ $rc != 0 ] && grep -a -q '^libfabric:' "$out"; then
+    echo "the provider's last lines:"
+    grep -a '^libfabric:' "$out" | tail -n 30 | sed 's/^/   /'
+  fi
   return $rc
 }
 
@@ -97,6 +106,89 @@ func_b() {
   return $rc
 }
 
+# ---- netem on the link ------------------------------------------------------
+# Each guest's eth0 sends through netem, so both directions of the link
+# are delayed and reordered. rxe sends RoCE packets to the other guest
+# through the qdisc (to its own address it would not: rxe loops those back
+# below it), and so does the udp socket.
+NETEM_REORDER="delay 2ms 1ms reorder 25% 50%"
+NETEM_LOSSY="$NETEM_REORDER loss 1% duplicate 1%"
+
+qdisc_counters() { # packets sent and dropped by eth0's root qdisc
+  tc -s qdisc show dev eth0 | awk '$1 == "Sent" {
+    for (i = 1; i < NF; i++) {
+      if ($(i + 1) == "pkt") p = $i
+      if ($i == "(dropped") d = $(i + 1) + 0
+    }
+    print p + 0, d + 0; exit }'
+}
+
+netem_on() { # tag, netem options: this guest's egress, once both have it
+  local tag=$1; shift
+  # shellcheck disable=SC2048,SC2086  # the options are words
+  tc qdisc replace dev eth0 root netem $* || return 1
+  tc -s qdisc show dev eth0 | sed 's/^/   /'
+  mark "netem-$tag" && await "netem-$tag" || return 1
+  ping -c 4 "$PEER" | tail -n 1 | sed 's/^/   /'   # the round trip, for the record
+}
+
+# rel's counters of this guest's endpoint, logged at its close (FI_LOG_LEVEL
+# info, ntx_dgram.c): "N datagrams of data sent, N resent (...), N pure
+# ACKs; N taken, N duplicates, N out of order", summed over the lines
+rel_counter() { # file, the counter's words ("resent", "out of order", ...)
+  grep -a -o "[0-9]* $2" "$1" | awk '{n += $1} END {print n + 0}'
+}
+rel_sent() { # file: every datagram the endpoint sent
+  grep -a -o -E '[0-9]+ (datagrams of data sent|resent|pure ACKs)' "$1" |
+    awk '{n += $1} END {print n + 0}'
+}
+
+# fi_pingpong -c across the link under netem; then what says that netem
+# acted on this guest's traffic: every datagram ntx sent went through the
+# qdisc, and the endpoint took packets out of order (and, on the lossy
+# link, resent some and was sent some twice)
+netem_pingpong() { # lossy (0|1), fi_pingpong options
+  local lossy=$1 s0 d0 s1 d1 out=/tmp/pp.out rc=0 sent ooo
+  shift
+  read -r s0 d0 < <(qdisc_counters)
+  pingpong FI_LOG_LEVEL=info FI_LOG_PROV=ntx -- "$@" || return 1
+  read -r s1 d1 < <(qdisc_counters)
+  echo "rel's counters here:"
+  grep -a -o '[a-z]*: [0-9]* datagrams of data sent.*' "$out" | sed 's/^/   /'
+  sent=$(rel_sent "$out") ooo=$(rel_counter "$out" "out of order")
+  echo "eth0's netem meanwhile: $((s1 - s0)) packets sent, $((d1 - d0)) dropped;" \
+       "ntx sent $sent datagrams, took $ooo out of order"
+  [ "$sent" -gt 0 ] || { echo "no counters from ntx"; return 1; }
+  [ $((s1 - s0 + d1 - d0)) -ge "$sent" ] ||
+    { echo "fewer packets through netem than ntx sent"; rc=1; }
+  [ "$ooo" -gt 0 ] || { echo "nothing arrived out of order"; rc=1; }
+  if [ "$lossy" = 1 ]; then
+    [ $((d1 - d0)) -gt 0 ] || { echo "netem dropped nothing"; rc=1; }
+    [ "$(rel_counter "$out" resent)" -gt 0 ] || { echo "ntx resent nothing"; rc=1; }
+    [ "$(rel_counter "$out" duplicates)" -gt 0 ] || { echo "no duplicates arrived"; rc=1; }
+  fi
+  return $rc
+}
+
+netem_step() {
+  local run net lossy dom mode
+  for run in ${RXE_NETEM_RUNS:-reorder lossy}; do
+    lossy=0 net=$NETEM_REORDER mode=tagged
+    [ "$run" = lossy ] && lossy=1 net=$NETEM_LOSSY
+    step "netem on eth0 ($net)" netem_on "$run" "$net"
+    for dom in ${RXE_NETEM_DOMAINS:-rxe0-ud udp}; do
+      step "fi_pingpong ntx $dom rdm $mode -S all -c across netem ($net)" \
+        netem_pingpong "$lossy" -p ntx -d "$dom" -e rdm -m "$mode" -S all -I "$PP_ITERS" -c
+      mode=msg
+    done
+  done
+  step "netem off" netem_off
+}
+netem_off() {
+  tc qdisc del dev eth0 root || return 1
+  mark netem-off && await netem-off
+}
+
 log "guest $ROLE ($SELF, peer $PEER): kernel $(uname -r), $(nproc) CPUs, steps: $STEPS"
 want link && step "link to $PEER: ping, rxe0 active, ntx lists rxe0" link_step
 if want pingpong; then
@@ -114,4 +206,5 @@ if want func; then
   if [ "$ROLE" = a ]; then step "functional suite '$FILTER', peers on guest b" func_a
   else step "functional suite's peers for guest a" func_b; fi
 fi
+want netem && netem_step
 summary "guest $ROLE"
