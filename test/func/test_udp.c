@@ -10,7 +10,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -316,5 +319,63 @@ Test(udp, an_endpoint_that_sent_first_still_hears_new_senders, .timeout = 60)
 	}
 	for (int i = 1; i < 3; i++)
 		cr_assert_eq(fi_close(&ep[i]->fid), 0);
+	t_close(&t);
+}
+
+/* Sends one message once the parent blocks in read(), then ends the read
+ * with a byte of its own. */
+static int child_sends_while_the_parent_reads(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 42;
+	char c;
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	CHK(read(sock, &c, 1) == 1); /* the parent is about to read */
+	CHK(T_RETRY(&t, fi_send(t.ep, &v, sizeof(v), NULL, peer, NULL)) == 0);
+	/* rel's retransmissions need progress while the datagram crosses */
+	t_drain(&t, 500);
+	CHK(write(sock, "k", 1) == 1);
+	CHK(t_sync(sock) == 0);
+	t_close(&t);
+	return 0;
+}
+
+/* A system call of the application that may not be restarted (a read
+ * under SO_RCVTIMEO) must not end with EINTR because a datagram reached
+ * an endpoint. It did: the socket's readiness watch is an io_uring poll
+ * whose completion the kernel ran as task work of the thread that armed
+ * it, delivered like a signal (DESIGN §3, Task work). Found by
+ * fi_pingpong's control socket across a netem link
+ * (test/rxe/jobs/two-hosts.sh). */
+Test(udp, a_datagram_does_not_interrupt_the_applications_read,
+     .timeout = 60)
+{
+	struct timeval tv = { .tv_sec = 10 };
+	struct fi_cq_tagged_entry e;
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 0;
+	ssize_t n;
+	int sock;
+	pid_t pid;
+	char c;
+
+	use_udp();
+	pid = t_fork(&sock, child_sends_while_the_parent_reads);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(fi_recv(t.ep, &v, sizeof(v), NULL, peer, NULL), 0);
+	cr_assert_eq(setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv,
+				sizeof(tv)), 0);
+	cr_assert_eq(write(sock, "b", 1), 1);
+	n = read(sock, &c, 1);
+	cr_assert_eq(n, 1, "read: %s", n < 0 ? strerror(errno) : "eof");
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(v, 42);
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0, "child failed");
 	t_close(&t);
 }

@@ -57,7 +57,7 @@ trap 'cleanup; exit 130' INT TERM
 
 envs=(-e "TOP=$top" -e "FI_PROVIDER_PATH=$top/.libs" -e "LD_LIBRARY_PATH=$top/.libs"
       -e "RXE_TIME_SCALE=$scale" -e "RUN=$run")
-for v in RXE_STEPS RXE_FUNC_FILTER RXE_PP_ITERS RXE_NETEM_RUNS RXE_NETEM_DOMAINS SIZES MODES ITERS REPEAT \
+for v in RXE_STEPS RXE_FUNC_FILTER RXE_PP_ITERS RXE_NETEM_RUNS RXE_NETEM_DOMAINS RXE_NETEM_PINGPONG SIZES MODES ITERS REPEAT \
          FI_LOG_LEVEL FI_LOG_PROV; do
   [ -n "${!v:-}" ] && envs+=(-e "$v=${!v}")
 done

@@ -65,8 +65,9 @@ pingpong() { # env assignments..., --, fi_pingpong options
     timeout "$PP_TMO" env "${envs[@]}" fi_pingpong "$@" -P "$port" "$PEER" > "$out" 2>&1
     rc=$?
   fi
-  echo "rc $rc (time-out ${PP_TMO} s); last lines (but the provider's info log):"
-  grep -a -v -E '^libfabric:.*<(info|debug)>' "$out" | tail -n 25 | sed 's/^/   /'
+  # (its errors come first: stderr is written at once, the table at exit)
+  echo "rc $rc (time-out ${PP_TMO} s); its output but the provider's info log:"
+  grep -a -v -E '^libfabric:.*<(info|debug)>' "$out" | tail -n 60 | sed 's/^/   /'
   if [ $rc != 0 ] && grep -a -q '^libfabric:' "$out"; then
     echo "the provider's last lines:"
     grep -a '^libfabric:' "$out" | tail -n 30 | sed 's/^/   /'
@@ -74,36 +75,48 @@ pingpong() { # env assignments..., --, fi_pingpong options
   return $rc
 }
 
-# the suite's two-process tests: the tests on guest a, their peers on b
-func_a() {
-  local out=/tmp/test_func.out rc
-  await func-service || return 1
+# the suite's two-process tests: the tests on guest a, their peers on b.
+# Each run (both guests count them alike) has its own service port on b
+# and its own markers and peer logs; it may add environment (the peers'
+# comes from func_b's arguments).
+runs=0
+func_a() { # filter, env assignments...
+  local filter=$1 tag out rc
+  shift
+  runs=$((runs + 1)) tag=func$runs out=/tmp/test_func.$runs.out
+  await "func-service-$tag" || return 1
   mkdir -p /tmp/func && cd /tmp/func || return 1
-  echo "NTX_TEST_PEER_REMOTE=$PEER:$SVC_PORT test_func -j1 --filter '$FILTER'"
-  timeout "$FUNC_TMO" env NTX_TEST_PEER_REMOTE="$PEER:$SVC_PORT" \
-    FI_PROVIDER=ntx NTX_TEST_DOMAIN=rxe0 \
-    "$TOP/test/func/test_func" -j1 --verbose=0 --filter "$FILTER" > "$out" 2>&1
+  echo "NTX_TEST_PEER_REMOTE=$PEER:$(svc_port "$tag") $* test_func -j1 --filter '$filter'"
+  timeout "$FUNC_TMO" env NTX_TEST_PEER_REMOTE="$PEER:$(svc_port "$tag")" \
+    FI_PROVIDER=ntx NTX_TEST_DOMAIN=rxe0 "$@" \
+    "$TOP/test/func/test_func" -j1 --verbose=0 --filter "$filter" > "$out" 2>&1
   rc=$?
-  cd / && mark func-done
-  grep -a -v -E '^\[(RUN |SKIP)\]|Running [0-9]+ tests? from' "$out" | tail -n 100 |
-    sed 's/^/   /'
+  cd / && mark "func-done-$tag"
+  grep -a -v -E '^\[(RUN |SKIP)\]|Running [0-9]+ tests? from|^libfabric:' "$out" |
+    tail -n 100 | sed 's/^/   /'
   echo "   (rc $rc; time-out ${FUNC_TMO} s)"
   return $rc
 }
-func_b() {
-  local svc rc=0 f
-  mkdir -p "$RUN/peer"
-  FI_PROVIDER=ntx NTX_TEST_DOMAIN=rxe0 PEER_LOGS=$RUN/peer setsid nc -ll -p "$SVC_PORT" -e "$TOP/test/rxe/jobs/func-peer.sh" &
+func_b() { # env assignments...
+  local tag svc rc=0 f port
+  runs=$((runs + 1)) tag=func$runs
+  port=$(svc_port "$tag")
+  mkdir -p "$RUN/peer-$tag"
+  env FI_PROVIDER=ntx NTX_TEST_DOMAIN=rxe0 "$@" PEER_LOGS="$RUN/peer-$tag" \
+    setsid nc -ll -p "$port" -e "$TOP/test/rxe/jobs/func-peer.sh" &
   svc=$!
-  wait_listen "$SVC_PORT" "$svc" 30 && mark func-service || rc=1
-  await func-done $((FUNC_TMO + 60)) || rc=1
+  wait_listen "$port" "$svc" 30 && mark "func-service-$tag" || rc=1
+  await "func-done-$tag" $((FUNC_TMO + 60)) || rc=1
   kill -- -"$svc" 2>/dev/null; wait "$svc" 2>/dev/null
-  echo "peer sides run here: $(ls "$RUN/peer" | wc -l); what they said:"
-  for f in "$RUN"/peer/*; do
-    grep -a -v -E '^\[(RUN |PASS|SKIP|----|====)\]|^test_func rc 0$' "$f" |
+  echo "peer sides run here: $(ls "$RUN/peer-$tag" | wc -l); what they said:"
+  for f in "$RUN/peer-$tag"/*; do
+    grep -a -v -E '^\[(RUN |PASS|SKIP|----|====)\]|^test_func rc 0$|^libfabric:' "$f" |
       sed "s|^|   $(basename "$f"): |"
   done
   return $rc
+}
+svc_port() { # funcN: the service port of run N on guest b
+  echo $((SVC_PORT + 1 - ${1#func}))
 }
 
 # ---- netem on the link ------------------------------------------------------
@@ -170,16 +183,63 @@ netem_pingpong() { # lossy (0|1), fi_pingpong options
   return $rc
 }
 
+# The functional suite's streams (msg/udp_path_*stream_arrives_in_order:
+# 240 messages of mixed sizes posted back to back, each checked in its
+# place) on a datagram domain, the sender on guest a, the receiver on b.
+# Then what says that netem acted: on a, every datagram ntx sent went
+# through its qdisc (on the lossy link: netem dropped some, ntx resent);
+# on b, the receiver took packets out of order (and duplicates).
+STREAMS='msg/udp_path_*stream_arrives_in_order'
+netem_func() { # lossy (0|1), datagram domain
+  local lossy=$1 dom=$2 s0 d0 s1 d1 logs=/tmp/netem-func.log sent rc=0
+  local envs=(NTX_TEST_DGRAM_DOMAIN="$dom" FI_LOG_LEVEL=info FI_LOG_PROV=ntx)
+  read -r s0 d0 < <(qdisc_counters)
+  if [ "$ROLE" = a ]; then
+    func_a "$STREAMS" "${envs[@]}" || return 1
+    cat /tmp/test_func.$runs.out > "$logs"
+  else
+    func_b "${envs[@]}" || return 1
+    cat "$RUN/peer-func$runs"/* > "$logs"
+  fi
+  read -r s1 d1 < <(qdisc_counters)
+  echo "rel's counters here:"
+  grep -a -o '[a-z]*: [0-9]* datagrams of data sent.*' "$logs" | sed 's/^/   /'
+  sent=$(rel_sent "$logs")
+  echo "eth0's netem meanwhile: $((s1 - s0)) packets sent, $((d1 - d0)) dropped;" \
+       "ntx sent $sent datagrams"
+  [ "$sent" -gt 0 ] || { echo "no counters from ntx"; return 1; }
+  [ $((s1 - s0 + d1 - d0)) -ge "$sent" ] ||
+    { echo "fewer packets through netem than ntx sent"; rc=1; }
+  if [ "$ROLE" = a ] && [ "$lossy" = 1 ]; then
+    [ $((d1 - d0)) -gt 0 ] || { echo "netem dropped nothing"; rc=1; }
+    [ "$(rel_counter "$logs" resent)" -gt 0 ] || { echo "ntx resent nothing"; rc=1; }
+  fi
+  if [ "$ROLE" = b ]; then
+    [ "$(rel_counter "$logs" "out of order")" -gt 0 ] ||
+      { echo "nothing arrived out of order"; rc=1; }
+    [ "$lossy" = 0 ] || [ "$(rel_counter "$logs" duplicates)" -gt 0 ] ||
+      { echo "no duplicates arrived"; rc=1; }
+  fi
+  return $rc
+}
+
 netem_step() {
-  local run net lossy dom mode
+  local run net lossy dom
   for run in ${RXE_NETEM_RUNS:-reorder lossy}; do
-    lossy=0 net=$NETEM_REORDER mode=tagged
+    lossy=0 net=$NETEM_REORDER
     [ "$run" = lossy ] && lossy=1 net=$NETEM_LOSSY
     step "netem on eth0 ($net)" netem_on "$run" "$net"
+    # fi_pingpong -S all on the reordering link (on the lossy one its
+    # large sizes take minutes under TCG: rel resends one packet per round
+    # trip, DESIGN §10)
+    if [ $lossy = 0 ]; then
+      for dom in ${RXE_NETEM_PINGPONG:-rxe0-ud}; do
+        step "fi_pingpong ntx $dom rdm tagged -S all -c across netem ($net)" \
+          netem_pingpong 0 -p ntx -d "$dom" -e rdm -m tagged -S all -I "$PP_ITERS" -c
+      done
+    fi
     for dom in ${RXE_NETEM_DOMAINS:-rxe0-ud udp}; do
-      step "fi_pingpong ntx $dom rdm $mode -S all -c across netem ($net)" \
-        netem_pingpong "$lossy" -p ntx -d "$dom" -e rdm -m "$mode" -S all -I "$PP_ITERS" -c
-      mode=msg
+      step "streams in order on $dom across netem ($net)" netem_func "$lossy" "$dom"
     done
   done
   step "netem off" netem_off
@@ -203,7 +263,7 @@ if want reference; then
     FI_UNIVERSE_SIZE=64 -- -p "verbs;ofi_rxm" -e rdm -m tagged -S all -I "$PP_ITERS" -c
 fi
 if want func; then
-  if [ "$ROLE" = a ]; then step "functional suite '$FILTER', peers on guest b" func_a
+  if [ "$ROLE" = a ]; then step "functional suite '$FILTER', peers on guest b" func_a "$FILTER"
   else step "functional suite's peers for guest a" func_b; fi
 fi
 want netem && netem_step
