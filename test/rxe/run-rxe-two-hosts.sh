@@ -5,16 +5,23 @@
 # tree at the same path and run jobs/two-hosts.sh: fi_pingpong -c across
 # them on ntx's rxe0 (tagged and msg, -S all), verbs;ofi_rxm for
 # reference, and five two-process tests of the functional suite (msg,
-# rma, atomic) with each test's peer in the other guest. (One guest with two
-# network namespaces does not do: rxe in the guest's 6.1 kernel is not
-# namespace-aware.) The consoles stream to stdout, prefixed a| and b|.
+# rma, atomic) with each test's peer in the other guest; last, with netem
+# on both NICs (delay and reordering, then loss and duplication too), the
+# datagram domains rxe0-ud and udp: fi_pingpong -c and the suite's
+# streams. (One guest with two network namespaces does not do: rxe in the
+# guest's 6.1 kernel is not namespace-aware.) The consoles stream to
+# stdout, prefixed a| and b|.
 #
 # Environment: that of run-rxe-tests.sh (RXE_VM_DIR, RXE_FORCE_TCG,
 # RXE_TIMEOUT, RXE_TIME_SCALE, RXE_REBUILD, RXE_STEPS of "link pingpong
-# reference func"), and
+# reference func netem"), and
 #   RXE_FUNC_FILTER  Criterion --filter of the suite (default: five tests,
 #                    see jobs/two-hosts.sh; '@(msg|rma|atomic)/*' takes
 #                    more than 10 minutes under TCG)
+#   RXE_NETEM_RUNS   netem's links, of "reorder lossy" (default both)
+#   RXE_NETEM_DOMAINS  the streams' domains (default "rxe0-ud udp")
+#   RXE_NETEM_PINGPONG fi_pingpong's domains on the reordering link
+#                    (default rxe0-ud)
 #   RXE_CPUS         vCPUs of each guest (default 1: two guests under TCG
 #                    on a 2-core host)
 #   RXE_PIN=1        guest a's qemu on host CPU 0, guest b's on CPU 1

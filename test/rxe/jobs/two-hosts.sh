@@ -22,6 +22,9 @@
 #   RXE_FUNC_FILTER        Criterion --filter of the suite's tests
 #   RXE_PP_ITERS           fi_pingpong iterations of each size (default 2:
 #                          -S all checks every size; bench/ measures)
+#   RXE_NETEM_RUNS         netem's links, of: reorder lossy (default both)
+#   RXE_NETEM_DOMAINS      the streams' domains (default: rxe0-ud udp)
+#   RXE_NETEM_PINGPONG     fi_pingpong's on the reordering link (rxe0-ud)
 set -u
 : "${TOP:?}" "${ROLE:?}" "${SELF:?}" "${PEER:?}" "${RUN:?}"
 . "$TOP/test/rxe/jobs/job-lib.sh"
@@ -158,11 +161,9 @@ rel_sent() { # file: every datagram the endpoint sent
 
 # fi_pingpong -c across the link under netem; then what says that netem
 # acted on this guest's traffic: every datagram ntx sent went through the
-# qdisc, and the endpoint took packets out of order (and, on the lossy
-# link, resent some and was sent some twice)
-netem_pingpong() { # lossy (0|1), fi_pingpong options
-  local lossy=$1 s0 d0 s1 d1 out=/tmp/pp.out rc=0 sent ooo
-  shift
+# qdisc, and the endpoint took packets out of order
+netem_pingpong() { # fi_pingpong options
+  local s0 d0 s1 d1 out=/tmp/pp.out rc=0 sent ooo
   read -r s0 d0 < <(qdisc_counters)
   pingpong FI_LOG_LEVEL=info FI_LOG_PROV=ntx -- "$@" || return 1
   read -r s1 d1 < <(qdisc_counters)
@@ -175,11 +176,6 @@ netem_pingpong() { # lossy (0|1), fi_pingpong options
   [ $((s1 - s0 + d1 - d0)) -ge "$sent" ] ||
     { echo "fewer packets through netem than ntx sent"; rc=1; }
   [ "$ooo" -gt 0 ] || { echo "nothing arrived out of order"; rc=1; }
-  if [ "$lossy" = 1 ]; then
-    [ $((d1 - d0)) -gt 0 ] || { echo "netem dropped nothing"; rc=1; }
-    [ "$(rel_counter "$out" resent)" -gt 0 ] || { echo "ntx resent nothing"; rc=1; }
-    [ "$(rel_counter "$out" duplicates)" -gt 0 ] || { echo "no duplicates arrived"; rc=1; }
-  fi
   return $rc
 }
 
@@ -239,7 +235,7 @@ netem_step() {
     if [ $lossy = 0 ]; then
       for dom in ${RXE_NETEM_PINGPONG:-rxe0-ud}; do
         step "fi_pingpong ntx $dom rdm tagged -S all -c across netem ($net)" \
-          netem_pingpong 0 -p ntx -d "$dom" -e rdm -m tagged -S all -I "$PP_ITERS" -c
+          netem_pingpong -p ntx -d "$dom" -e rdm -m tagged -S all -I "$PP_ITERS" -c
       done
     fi
     for dom in ${RXE_NETEM_DOMAINS:-rxe0-ud udp}; do
