@@ -33,6 +33,21 @@
 
 #define NTX_FDWATCH_ENTRIES 8
 
+/* Linux 6.1's ABI, for older kernel headers (the kernel then refuses the
+ * flags with EINVAL and the default ring is made) */
+#ifndef IORING_SETUP_TASKRUN_FLAG
+#define IORING_SETUP_TASKRUN_FLAG (1U << 9)
+#endif
+#ifndef IORING_SETUP_SINGLE_ISSUER
+#define IORING_SETUP_SINGLE_ISSUER (1U << 12)
+#endif
+#ifndef IORING_SETUP_DEFER_TASKRUN
+#define IORING_SETUP_DEFER_TASKRUN (1U << 13)
+#endif
+#ifndef IORING_SQ_TASKRUN
+#define IORING_SQ_TASKRUN (1U << 2)
+#endif
+
 static void ntx_fdwatch_unmap(struct ntx_fdwatch *w)
 {
 	if (w->sqe_map && w->sqe_map != MAP_FAILED)
