@@ -32,7 +32,6 @@ struct ntx_fdwatch {
 	uint32_t taskrun_bit;
 	pthread_t owner;  /* the thread that made the ring, the one that
 			   * may enter it (ntx_fdwatch.c) */
-	bool stale;       /* another thread saw the news: make it anew */
 	bool armed;       /* a poll is queued in the kernel */
 	uint64_t next_ns; /* time gate */
 };

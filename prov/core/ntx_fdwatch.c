@@ -15,8 +15,16 @@
  * kernel only raises IORING_SQ_TASKRUN in the ring's memory, which the
  * poll path reads, and the completion is posted when the thread that made
  * the ring (the only one that may enter it, SINGLE_ISSUER) asks for it.
- * Another thread that sees the flag takes it as news and makes the ring
- * anew, its own, when it re-arms. Older kernels keep the default ring.
+ * Another thread takes the flag or a completion as news but leaves both
+ * to the maker, which alone consumes and re-arms (a completion consumed
+ * by another thread, which may not re-arm, left the maker with no watch
+ * and no news: a hang seen on Linux 6.1, where a poll armed on a readable
+ * fd completes at once). Until the maker polls again, every poll of
+ * another thread finds news and looks at the fd (a system call each, as
+ * without io_uring). It may not make the ring anew either: closing a ring
+ * whose task work is deferred hands that work to its maker as a signal,
+ * the very interruption this avoids (seen on Linux 6.1). Older kernels
+ * keep the default ring.
  */
 #include "config.h"
 #include <errno.h>
@@ -165,17 +173,12 @@ bool ntx_fdwatch_news(struct ntx_fdwatch *w)
 		w->next_ns = now + NTX_FDWATCH_GATE_NS;
 		return true;
 	}
+	if (w->taskrun_bit && !pthread_equal(w->owner, pthread_self()))
+		return ntx_fdwatch_pending(w); /* the maker consumes, re-arms */
 	if (atomic_load_explicit(w->sq_flags, memory_order_relaxed) &
-	    w->taskrun_bit) {
-		if (!pthread_equal(w->owner, pthread_self())) {
-			w->armed = false; /* the owner's ring: made anew */
-			w->stale = true;
-			return true;
-		}
-		/* the deferred completion, posted now */
+	    w->taskrun_bit) /* the deferred completion, posted now */
 		syscall(__NR_io_uring_enter, w->ring_fd, 0, 0,
 			IORING_ENTER_GETEVENTS, NULL, 0);
-	}
 	head = atomic_load_explicit(w->cq_head, memory_order_relaxed);
 	/* acquire: pairs with the kernel's release of the completion */
 	tail = atomic_load_explicit(w->cq_tail, memory_order_acquire);
@@ -190,17 +193,10 @@ bool ntx_fdwatch_news(struct ntx_fdwatch *w)
 
 void ntx_fdwatch_rearm(struct ntx_fdwatch *w)
 {
-	int fd = w->fd;
-
 	if (w->ring_fd < 0 || w->armed)
 		return;
-	if (w->stale || (w->taskrun_bit &&
-			 !pthread_equal(w->owner, pthread_self()))) {
-		/* only the ring's maker may enter it: this thread's own */
-		ntx_fdwatch_close(w);
-		ntx_fdwatch_open(w, fd);
-		return;
-	}
+	if (w->taskrun_bit && !pthread_equal(w->owner, pthread_self()))
+		return; /* only the ring's maker may enter it */
 	if (ntx_fdwatch_arm(w)) {
 		ntx_fdwatch_close(w); /* from now on the time gate */
 		w->next_ns = 0;
