@@ -44,6 +44,24 @@ int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		  struct fid_cntr **cntr, void *context);
 int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **ep, void *context);
+int ntx_ep_getname(fid_t fid, void *addr, size_t *addrlen);
+
+/* ---- FI_EP_MSG (ntx_cm.c) ------------------------------------------------ */
+int ntx_pep_open(struct fid_fabric *fabric, struct fi_info *info,
+		 struct fid_pep **pep, void *context);
+/* A MSG endpoint's name request: no service (the passive ep's). */
+void ntx_msg_want(const struct fi_info *info, struct ntx_addr *want);
+/* Makes an opened engine endpoint a MSG one (its private AV, its
+ * fi_ops_cm); the handle of a server's fi_info must be a pending
+ * connection request. */
+int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info);
+int ntx_msg_bind_eq(struct ntx_ep *ep, struct fid_eq *eq);
+void ntx_msg_ep_closing(struct ntx_ep *ep);
+/* The MSG state of a closed endpoint (NULL: none). */
+void ntx_msg_ep_free(void *ctx);
+void *ntx_msg_ctx(struct ntx_ep *ep);
+int ntx_msg_getopt(fid_t fid, int level, int optname, void *optval,
+		   size_t *optlen);
 int ntx_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
 	       uint64_t offset, uint64_t requested_key, uint64_t flags,
 	       struct fid_mr **mr, void *context);
@@ -65,6 +83,17 @@ extern struct fi_ops_tagged ntx_tagged_ops;
 struct ntx_eq;
 int ntx_eq_report(struct fid_eq *eq, uint32_t event, const void *buf,
 		  size_t len, int err, void *context);
+/* An error event with error data (copied), e.g. a rejection's. */
+int ntx_eq_report_err(struct fid_eq *eq, fid_t fid, int err,
+		      const void *data, size_t len);
+/* An endpoint whose connection events the EQ carries: reading the EQ
+ * progresses it (manual control progress). */
+struct ntx_eq_src {
+	struct ntx_list entry;
+	struct ntx_ep *ep;
+};
+void ntx_eq_src_add(struct fid_eq *eq, struct ntx_eq_src *src);
+void ntx_eq_src_del(struct fid_eq *eq, struct ntx_eq_src *src);
 /* fi_trywait for one object: -FI_EAGAIN when it has something to read. */
 int ntx_cq_trywait(struct fid *fid);
 int ntx_eq_trywait(struct fid *fid);
@@ -81,8 +110,6 @@ int ntx_no_ops_open(struct fid *fid, const char *name, uint64_t flags,
 int ntx_no_tostr(const struct fid *fid, char *buf, size_t len);
 int ntx_no_ops_set(struct fid *fid, const char *name, uint64_t flags,
 		   void *ops, void *context);
-int ntx_no_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
-		      struct fid_pep **pep, void *context);
 int ntx_no_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
 		     struct fid_wait **waitset);
 int ntx_no_domain2(struct fid_fabric *fabric, struct fi_info *info,
@@ -104,6 +131,12 @@ int ntx_no_tx_ctx(struct fid_ep *sep, int index, struct fi_tx_attr *attr,
 		  struct fid_ep **tx_ep, void *context);
 int ntx_no_rx_ctx(struct fid_ep *sep, int index, struct fi_rx_attr *attr,
 		  struct fid_ep **rx_ep, void *context);
+ssize_t ntx_no_cancel(fid_t fid, void *context);
+int ntx_no_setopt(fid_t fid, int level, int optname, const void *optval,
+		  size_t optlen);
+ssize_t ntx_no_rx_size_left(struct fid_ep *ep);
+ssize_t ntx_no_tx_size_left(struct fid_ep *ep);
+int ntx_no_setname(fid_t fid, void *addr, size_t addrlen);
 int ntx_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen);
 int ntx_no_connect(struct fid_ep *ep, const void *addr, const void *param,
 		   size_t paramlen);

@@ -67,6 +67,7 @@ struct ntx_params {
 	int local_via_network; /* same-host peers through the network too */
 	size_t progress_idle_us; /* auto progress: helper waits this long */
 	char *domains;           /* FI_NTX_DOMAINS: what getinfo lists */
+	int rxm;                 /* MSG entries for utility providers */
 	char *progress_cpus;     /* auto progress: cpuset of the helper */
 	size_t cq_size;        /* default CQ depth */
 	size_t min_multi_recv; /* default FI_OPT_MIN_MULTI_RECV */

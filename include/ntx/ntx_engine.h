@@ -167,6 +167,18 @@ struct ntx_ep_be {
 	struct ntx_be_ep *be;
 };
 
+/* FI_EP_MSG endpoints and passive endpoints (DESIGN §3, "MSG
+ * endpoints"): the API layer's connection management, called under the
+ * endpoint lock. */
+struct ntx_cm_hooks {
+	/* an NTX_OP_CM packet; len == h->msg_len <= NTX_CM_DATA_MAX */
+	void (*packet)(struct ntx_ep *ep, struct ntx_vc *vc,
+		       const struct ntx_wire_hdr *h, const void *data,
+		       size_t len);
+	/* a VC failed or is being closed */
+	void (*vc_failed)(struct ntx_ep *ep, struct ntx_vc *vc);
+};
+
 /* the shm window, and the domain's network back end (tcp or verbs) */
 enum { NTX_BE_SHM, NTX_BE_NET, NTX_BE_MAX };
 
@@ -213,6 +225,12 @@ struct ntx_ep {
 	struct ntx_auth_key auth; /* job key (len 0: none) */
 	uint32_t auth_vcs;        /* VCs whose job-key exchange runs */
 	struct ntx_addr name;     /* our whole name, as peers see it */
+	/* MSG and passive endpoints: cm set; every operation goes to
+	 * msg_dest (FI_ADDR_NOTAVAIL: not connected), and packets other
+	 * than NTX_OP_CM come only from it */
+	const struct ntx_cm_hooks *cm;
+	void *cm_ctx;
+	fi_addr_t msg_dest;
 };
 
 /* Counter slots of an endpoint, in fi_ep_bind flag order: send, recv,
@@ -276,7 +294,16 @@ void ntx_comp_rx_err(struct ntx_req *req, int err, size_t len, size_t olen,
 void ntx_comp_rma(struct ntx_req *req, int err);
 
 /* ---- virtual connections (ntx_vc.c) ---- */
+/* The VC of an operation's address (a MSG endpoint's: its peer's). */
 int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **vc);
+/* The VC of an AV address as it is. */
+int ntx_vc_get_slot(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **vc);
+/* A live VC with the endpoint of this name, or NULL. */
+struct ntx_vc *ntx_vc_by_name(struct ntx_ep *ep, const struct ntx_addr *a);
+/* An NTX_OP_CM packet (stage NTX_CM_*) with len <= NTX_CM_DATA_MAX
+ * bytes of connection data. */
+int ntx_vc_cm_send(struct ntx_vc *vc, uint32_t stage, uint64_t cid,
+		   const void *data, size_t len);
 fi_addr_t ntx_vc_fi_addr_lookup(struct ntx_vc *vc);
 /* The peer's AV address (FI_ADDR_NOTAVAIL if it is not in the AV). */
 static inline fi_addr_t ntx_vc_fi_addr(struct ntx_vc *vc)

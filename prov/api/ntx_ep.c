@@ -44,8 +44,10 @@ static int ntx_ep_close(struct fid *fid)
 {
 	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
 	struct ntx_domain *dom = ep->domain;
+	void *msg = ntx_msg_ctx(ep);
 	struct ntx_list *it, *tmp;
 
+	ntx_msg_ep_closing(ep);
 	ntx_ep_leave_domain(ep);
 	ntx_ep_lock(ep);
 	/* FI_MR_ENDPOINT: keys bound to this endpoint are valid nowhere */
@@ -64,6 +66,7 @@ static int ntx_ep_close(struct fid *fid)
 	ntx_req_fini(ep);
 	ntx_idtab_fini(&ep->vc_tab);
 	ntx_ep_put_bound(ep);
+	ntx_msg_ep_free(msg);
 	ntx_ref_put(&dom->ref);
 	ntx_wipe(&ep->auth, sizeof(ep->auth));
 	free(ep);
@@ -136,7 +139,7 @@ static int ntx_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	}
 	switch (bfid->fclass) {
 	case FI_CLASS_AV:
-		if (ep->av)
+		if (ep->av) /* a MSG endpoint's is its own */
 			return -FI_EINVAL;
 		av = ntx_container_of(bfid, struct ntx_av, av.fid);
 		if (av->domain != ep->domain)
@@ -152,6 +155,9 @@ static int ntx_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 							     struct ntx_cntr,
 							     cntr.fid), flags);
 	case FI_CLASS_EQ:
+		if (ntx_msg_bind_eq(ep, ntx_container_of(bfid, struct fid_eq,
+							 fid)))
+			return -FI_EINVAL;
 		ep->eq = ntx_container_of(bfid, struct fid_eq, fid);
 		return 0;
 	default:
@@ -220,6 +226,8 @@ static int ntx_ep_getopt(fid_t fid, int level, int optname, void *optval,
 
 	if (level != FI_OPT_ENDPOINT)
 		return -FI_ENOPROTOOPT;
+	if (optname == FI_OPT_CM_DATA_SIZE && ntx_msg_ctx(ep))
+		return ntx_msg_getopt(fid, level, optname, optval, optlen);
 	if (optname != FI_OPT_MIN_MULTI_RECV)
 		return -FI_ENOPROTOOPT;
 	if (!optval || !optlen || *optlen < sizeof(size_t))
@@ -286,7 +294,7 @@ static int ntx_ep_open_be(struct ntx_ep *ep, int i,
 	return ret;
 }
 
-static int ntx_ep_getname(fid_t fid, void *addr, size_t *addrlen)
+int ntx_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
 	struct ntx_addr a;
@@ -422,20 +430,30 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	struct ntx_domain *dom = ntx_container_of(domain, struct ntx_domain,
 						  dom);
 	const struct ntx_addr *want = NULL;
+	struct ntx_addr msg_want;
 	struct ntx_ep *ep;
+	bool msg;
 	int ret;
 
 	if (!info || !out || !info->ep_attr ||
 	    (info->ep_attr->type != FI_EP_RDM &&
+	     info->ep_attr->type != FI_EP_MSG &&
 	     info->ep_attr->type != FI_EP_UNSPEC)) {
-		NTX_WARN(FI_LOG_EP_CTRL, "ntx endpoints are FI_EP_RDM\n");
+		NTX_WARN(FI_LOG_EP_CTRL, "ntx endpoints are FI_EP_RDM or "
+			 "FI_EP_MSG\n");
 		return -FI_EINVAL;
 	}
+	msg = info->ep_attr->type == FI_EP_MSG;
 	if (info->src_addr) {
 		if (info->src_addrlen != sizeof(struct ntx_addr) ||
 		    !ntx_addr_valid(info->src_addr))
 			return -FI_EINVAL;
 		want = info->src_addr;
+		if (msg) {
+			msg_want = *want;
+			ntx_msg_want(info, &msg_want);
+			want = &msg_want;
+		}
 	}
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
@@ -461,6 +479,13 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->ep.atomic = &ntx_atomic_ops;
 	ntx_ref_get(&dom->ref);
 	ntx_ep_join_domain(ep);
+	if (msg) {
+		ret = ntx_msg_ep_init(ep, info);
+		if (ret) {
+			ntx_ep_close(&ep->ep.fid);
+			return ret;
+		}
+	}
 	*out = &ep->ep;
 	return 0;
 destroy_lock:

@@ -258,7 +258,8 @@ static int ntx_check_ep(const struct fi_ep_attr *h)
 {
 	if (!h)
 		return 0;
-	if (h->type != FI_EP_UNSPEC && h->type != FI_EP_RDM)
+	if (h->type != FI_EP_UNSPEC && h->type != FI_EP_RDM &&
+	    h->type != FI_EP_MSG)
 		NTX_NOMATCH("ep type %d not supported\n", h->type);
 	if (h->protocol != FI_PROTO_UNSPEC)
 		NTX_NOMATCH("protocol %u not supported\n", h->protocol);
@@ -573,10 +574,19 @@ static struct fi_info *ntx_info_template(const struct ntx_dom_desc *d)
 	return fi;
 }
 
+/* The flag libfabric's utility providers (ofi_rxm) add when they ask
+ * the core providers for entries to layer over (OFI_CORE_PROV_ONLY in
+ * libfabric's ofi.h). */
+#define NTX_GETINFO_FOR_UTIL (1ULL << 59)
+
+/* A MSG endpoint has one peer: no directed receives, no source. */
+#define NTX_MSG_NO_CAPS (FI_DIRECTED_RECV | FI_SOURCE | FI_SOURCE_ERR)
+
 static int ntx_getinfo_dom(uint32_t version, const char *node,
 			   const char *service, uint64_t flags,
 			   const struct fi_info *hints,
-			   const struct ntx_dom_desc *d, struct fi_info **info)
+			   const struct ntx_dom_desc *d,
+			   enum fi_ep_type type, struct fi_info **info)
 {
 	struct ntx_addr addr;
 	struct fi_info *fi;
@@ -585,6 +595,10 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 	ret = ntx_check_hints(version, hints, d);
 	if (ret)
 		return ret;
+	if (type == FI_EP_MSG && hints && (hints->caps & NTX_MSG_NO_CAPS))
+		NTX_NOMATCH("MSG endpoints: caps 0x%llx not supported\n",
+			    (unsigned long long)(hints->caps &
+						 NTX_MSG_NO_CAPS));
 	if (hints && hints->src_addr && !ntx_addr_valid(hints->src_addr))
 		NTX_NOMATCH("src_addr is not an ntx name\n");
 	if (hints && hints->dest_addr && !ntx_addr_valid(hints->dest_addr))
@@ -597,6 +611,11 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 	fi = ntx_info_template(d);
 	if (!fi)
 		return -FI_ENOMEM;
+	if (type == FI_EP_MSG) {
+		fi->ep_attr->type = FI_EP_MSG;
+		fi->caps &= ~NTX_MSG_NO_CAPS;
+		fi->rx_attr->caps &= ~NTX_MSG_NO_CAPS;
+	}
 	ntx_apply_hints(fi, hints, version);
 	ret = ntx_apply_keys(fi, hints);
 	if (ret) {
@@ -643,17 +662,28 @@ int ntx_getinfo(uint32_t version, const char *node, const char *service,
 	size_t ndoms = ntx_doms(doms, hints && hints->domain_attr
 					      ? hints->domain_attr->name
 					      : NULL);
+	enum fi_ep_type want = hints && hints->ep_attr ? hints->ep_attr->type
+						       : FI_EP_UNSPEC;
+	/* RDM entries first: applications that ask for no type take the
+	 * first entry */
+	enum fi_ep_type types[2] = { FI_EP_RDM, FI_EP_MSG };
+	int ntypes = (flags & NTX_GETINFO_FOR_UTIL) && !ntx_params.rxm ? 1 : 2;
 	int ret = -FI_ENODATA;
 
-	for (size_t i = 0; i < ndoms; i++) {
-		ret = ntx_getinfo_dom(version, node, service, flags, hints,
-				      &doms[i], &fi);
-		if (ret == -FI_ENOMEM)
-			break;
-		if (ret)
+	flags &= ~NTX_GETINFO_FOR_UTIL;
+	for (int t = 0; t < ntypes && ret != -FI_ENOMEM; t++) {
+		if (want != FI_EP_UNSPEC && want != types[t])
 			continue;
-		*tail = fi;
-		tail = &fi->next;
+		for (size_t i = 0; i < ndoms; i++) {
+			ret = ntx_getinfo_dom(version, node, service, flags,
+					      hints, &doms[i], types[t], &fi);
+			if (ret == -FI_ENOMEM)
+				break;
+			if (ret)
+				continue;
+			*tail = fi;
+			tail = &fi->next;
+		}
 	}
 	if (!head) {
 		return ret == -FI_ENOMEM ? ret : -FI_ENODATA;

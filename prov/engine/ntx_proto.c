@@ -242,7 +242,8 @@ int ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 			 fi_addr_t dest, uint64_t tag, uint64_t data,
 			 void *context, uint64_t flags)
 {
-	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab, dest);
+	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab,
+					  ep->cm ? ep->msg_dest : dest);
 	struct ntx_wire_hdr h = {
 		.op = NTX_OP_EAGER,
 		.flags = NTX_PF_INLINE | ntx_pkt_flags(flags),
@@ -1065,6 +1066,36 @@ static inline void ntx_on_ack(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 	ntx_proto_send_done(r);
 }
 
+/* MSG and passive endpoints: connection management goes to the API
+ * layer; other packets come only from the connected peer. 1 when the
+ * packet was taken or refused. */
+static int ntx_proto_cm_filter(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+			       const void *payload, size_t len)
+{
+	struct ntx_ep *ep = vc->ep;
+
+	if (h->op == NTX_OP_CM) {
+		if (!ep->cm || h->flags || h->msg_len != len ||
+		    len > NTX_CM_DATA_MAX) {
+			NTX_WARN(FI_LOG_EP_CTRL, "pid %u: connection management"
+				 " packet refused\n", vc->peer.pid);
+			ntx_vc_fail(vc, -FI_EREMOTEIO);
+			return 1;
+		}
+		ep->cm->packet(ep, vc, h, payload, len);
+		return 1;
+	}
+	if (!ep->cm)
+		return 0;
+	if (ep->msg_dest != FI_ADDR_NOTAVAIL &&
+	    ntx_vc_fi_addr(vc) == ep->msg_dest)
+		return 0;
+	NTX_WARN(FI_LOG_EP_DATA, "pid %u is not this MSG endpoint's peer: "
+		 "connection closed\n", vc->peer.pid);
+	ntx_vc_fail(vc, -FI_EREMOTEIO);
+	return 1;
+}
+
 void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			 const void *payload, size_t len)
 {
@@ -1074,6 +1105,9 @@ void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_vc_fail(vc, -FI_EREMOTEIO);
 		return;
 	}
+	if ((h->op == NTX_OP_CM || vc->ep->cm) &&
+	    ntx_proto_cm_filter(vc, h, payload, len))
+		return;
 	if (h->op >= NTX_OP_WRITE) {
 		ntx_rma_on_packet(vc, h, payload, len);
 		return;
@@ -1171,4 +1205,6 @@ void ntx_proto_vc_failed(struct ntx_vc *vc)
 		}
 	}
 	ntx_proto_unexp_failed(vc);
+	if (vc->ep->cm)
+		vc->ep->cm->vc_failed(vc->ep, vc);
 }
