@@ -225,12 +225,12 @@ struct ntx_ep {
 	struct ntx_auth_key auth; /* job key (len 0: none) */
 	uint32_t auth_vcs;        /* VCs whose job-key exchange runs */
 	struct ntx_addr name;     /* our whole name, as peers see it */
-	/* MSG and passive endpoints: cm set; every operation goes to
-	 * msg_dest (FI_ADDR_NOTAVAIL: not connected), and packets other
-	 * than NTX_OP_CM come only from it */
+	/* MSG and passive endpoints: cm set; packets other than NTX_OP_CM
+	 * come only from msg_peer, and every operation goes to msg_dest
+	 * (FI_ADDR_NOTAVAIL: not connected, or shut down) */
 	const struct ntx_cm_hooks *cm;
 	void *cm_ctx;
-	fi_addr_t msg_dest;
+	fi_addr_t msg_peer, msg_dest;
 };
 
 /* Counter slots of an endpoint, in fi_ep_bind flag order: send, recv,

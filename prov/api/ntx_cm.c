@@ -33,6 +33,8 @@ struct ntx_msg {
 	struct ntx_addr client; /* server: from the connection request */
 	bool from_req;         /* server: opened from a connection request */
 	bool closing;
+	bool shut_local;       /* our fi_shutdown ended it */
+	bool shut_reported;    /* FI_SHUTDOWN is on the EQ */
 	struct ntx_eq_src src; /* on ep->eq once bound */
 	struct fid_eq *eq;
 };
@@ -111,16 +113,21 @@ static void ntx_cm_event(struct fid_eq *eq, uint32_t event, fid_t fid,
 	}
 }
 
-/* The connection is over (peer's shutdown, its failure): once. */
+/* The connection is over: our fi_shutdown, the peer's, its failure.
+ * Each endpoint of a connection that was up hears FI_SHUTDOWN once,
+ * whichever side ended it (as rdma_cm's disconnect does). */
 static void ntx_msg_down(struct ntx_msg *m)
 {
 	bool was_up = m->state == NTX_MSG_CONNECTED ||
-		      m->state == NTX_MSG_ACCEPTING;
+		      m->state == NTX_MSG_ACCEPTING || m->shut_local;
 
 	m->state = NTX_MSG_DOWN;
-	if (was_up && m->eq)
+	m->ep->msg_dest = FI_ADDR_NOTAVAIL; /* sends: -FI_ENOTCONN */
+	if (was_up && !m->shut_reported && m->eq) {
+		m->shut_reported = true;
 		ntx_cm_event(m->eq, FI_SHUTDOWN, &m->ep->ep.fid, NULL, NULL,
 			     0);
+	}
 }
 
 /* ---- packets of a MSG endpoint ------------------------------------------ */
@@ -135,7 +142,7 @@ static int ntx_msg_on_accept(struct ntx_msg *m, struct ntx_vc *vc,
 	ret = fi_av_insert(m->av, &vc->peer, 1, &a, 0, NULL);
 	if (ret != 1)
 		return ret < 0 ? ret : -FI_EINVAL;
-	m->ep->msg_dest = a;
+	m->ep->msg_peer = m->ep->msg_dest = a;
 	m->state = NTX_MSG_CONNECTED;
 	ret = ntx_vc_cm_send(vc, NTX_CM_ESTAB, m->cid, NULL, 0);
 	if (ret)
@@ -150,8 +157,8 @@ static void ntx_msg_packet(struct ntx_ep *ep, struct ntx_vc *vc,
 {
 	struct ntx_msg *m = ep->cm_ctx;
 	bool mine = h->sreq == m->cid;
-	bool from_peer = ep->msg_dest != FI_ADDR_NOTAVAIL &&
-			 ntx_vc_fi_addr(vc) == ep->msg_dest;
+	bool from_peer = ep->msg_peer != FI_ADDR_NOTAVAIL &&
+			 ntx_vc_fi_addr(vc) == ep->msg_peer;
 	int ret = -FI_EREMOTEIO;
 
 	if (h->status == NTX_CM_ACCEPT && mine &&
@@ -168,7 +175,8 @@ static void ntx_msg_packet(struct ntx_ep *ep, struct ntx_vc *vc,
 		m->state = NTX_MSG_CONNECTED;
 		ntx_cm_event(m->eq, FI_CONNECTED, &ep->ep.fid, NULL, NULL, 0);
 		ret = 0;
-	} else if (h->status == NTX_CM_SHUTDOWN && mine && from_peer) {
+	} else if (h->status == NTX_CM_SHUTDOWN && mine && from_peer &&
+		   m->state != NTX_MSG_CONNECTING) {
 		ntx_msg_down(m);
 		ret = 0;
 	}
@@ -184,7 +192,8 @@ static void ntx_msg_vc_failed(struct ntx_ep *ep, struct ntx_vc *vc)
 	struct ntx_msg *m = ep->cm_ctx;
 	fi_addr_t a;
 
-	if (m->closing || m->state == NTX_MSG_DOWN || m->state == NTX_MSG_IDLE)
+	if (m->closing || m->state == NTX_MSG_IDLE ||
+	    (m->state == NTX_MSG_DOWN && !m->shut_local))
 		return;
 	a = ntx_vc_fi_addr(vc);
 	if (m->state == NTX_MSG_CONNECTING && a == m->pep_addr) {
@@ -192,7 +201,7 @@ static void ntx_msg_vc_failed(struct ntx_ep *ep, struct ntx_vc *vc)
 		m->state = NTX_MSG_DOWN;
 		ntx_eq_report_err(m->eq, &ep->ep.fid, FI_ECONNREFUSED, NULL,
 				  0);
-	} else if (a != FI_ADDR_NOTAVAIL && a == ep->msg_dest) {
+	} else if (a != FI_ADDR_NOTAVAIL && a == ep->msg_peer) {
 		ntx_msg_down(m);
 	}
 }
@@ -384,7 +393,7 @@ static int ntx_msg_accept(struct fid_ep *fep, const void *param, size_t len)
 		ret = ret < 0 ? ret : -FI_EINVAL;
 		goto unlock;
 	}
-	ep->msg_dest = a;
+	ep->msg_peer = ep->msg_dest = a;
 	ret = ntx_vc_get_slot(ep, a, &vc);
 	if (!ret)
 		ret = ntx_vc_cm_send(vc, NTX_CM_ACCEPT, m->cid, param, len);
@@ -405,10 +414,10 @@ static int ntx_msg_shutdown(struct fid_ep *fep, uint64_t flags)
 		return -FI_EINVAL;
 	ntx_ep_lock(ep);
 	if (m->state == NTX_MSG_CONNECTED || m->state == NTX_MSG_ACCEPTING) {
-		/* the peer reports FI_SHUTDOWN; we do not (fi_cm(3)) */
-		if (!ntx_vc_get_slot(ep, ep->msg_dest, &vc))
+		if (!ntx_vc_get_slot(ep, ep->msg_peer, &vc))
 			ntx_vc_cm_send(vc, NTX_CM_SHUTDOWN, m->cid, NULL, 0);
-		m->state = NTX_MSG_DOWN;
+		m->shut_local = true;
+		ntx_msg_down(m);
 	} else if (m->state != NTX_MSG_DOWN) {
 		ret = -FI_ENOTCONN;
 	}
@@ -422,9 +431,9 @@ static int ntx_msg_getpeer(struct fid_ep *fep, void *addr, size_t *addrlen)
 
 	if (!addrlen)
 		return -FI_EINVAL;
-	if (m->ep->msg_dest == FI_ADDR_NOTAVAIL)
+	if (m->ep->msg_peer == FI_ADDR_NOTAVAIL)
 		return -FI_ENOTCONN;
-	return fi_av_lookup(m->av, m->ep->msg_dest, addr, addrlen);
+	return fi_av_lookup(m->av, m->ep->msg_peer, addr, addrlen);
 }
 
 struct fi_ops_cm ntx_msg_cm_ops = {
@@ -488,7 +497,7 @@ int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info)
 	ep->av = ntx_container_of(m->av, struct ntx_av, av);
 	ntx_ref_get(&ep->av->ref);
 	ep->caps &= ~(FI_DIRECTED_RECV | FI_SOURCE | FI_SOURCE_ERR);
-	ep->msg_dest = FI_ADDR_NOTAVAIL;
+	ep->msg_peer = ep->msg_dest = FI_ADDR_NOTAVAIL;
 	ep->cm_ctx = m;
 	ep->cm = &ntx_msg_hooks;
 	ep->ep.cm = &ntx_msg_cm_ops;
@@ -699,7 +708,7 @@ static int ntx_pep_open_iep(struct ntx_pep *p, struct fi_info *info)
 		return ret;
 	ep = ntx_container_of(p->iep, struct ntx_ep, ep);
 	ntx_ep_lock(ep);
-	ep->msg_dest = FI_ADDR_NOTAVAIL;
+	ep->msg_peer = ep->msg_dest = FI_ADDR_NOTAVAIL;
 	ep->cm_ctx = p;
 	ep->cm = &ntx_pep_hooks;
 	ntx_ep_unlock(ep);

@@ -1087,8 +1087,8 @@ static int ntx_proto_cm_filter(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	}
 	if (!ep->cm)
 		return 0;
-	if (ep->msg_dest != FI_ADDR_NOTAVAIL &&
-	    ntx_vc_fi_addr(vc) == ep->msg_dest)
+	if (ep->msg_peer != FI_ADDR_NOTAVAIL &&
+	    ntx_vc_fi_addr(vc) == ep->msg_peer)
 		return 0;
 	NTX_WARN(FI_LOG_EP_DATA, "pid %u is not this MSG endpoint's peer: "
 		 "connection closed\n", vc->peer.pid);

@@ -156,6 +156,9 @@ if want pingpong; then
   # shm window (one FI_PROVIDER=ntx serves a job)
   step "fi_pingpong ntx $DOM rdm tagged -S all -c, local peer through the window" \
     pingpong FI_NTX_LOCAL_VIA_NETWORK=0 -- -p ntx -d "$DOM" -e rdm -m tagged -S all -c
+  # FI_EP_MSG: passive endpoint, connect and accept over the device
+  step "fi_pingpong ntx $DOM msg endpoints -S all -c" pingpong FI_NTX_LOCAL_VIA_NETWORK=1 -- \
+    -p ntx -d "$DOM" -e msg -S all -c
 fi
 if want ud; then
   # the datagram domain of the same device: named only, fi_pingpong with
