@@ -438,9 +438,17 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	if (!info || !out || !info->ep_attr ||
 	    (info->ep_attr->type != FI_EP_RDM &&
 	     info->ep_attr->type != FI_EP_MSG &&
+	     info->ep_attr->type != FI_EP_DGRAM &&
 	     info->ep_attr->type != FI_EP_UNSPEC)) {
-		NTX_WARN(FI_LOG_EP_CTRL, "ntx endpoints are FI_EP_RDM or "
-			 "FI_EP_MSG\n");
+		NTX_WARN(FI_LOG_EP_CTRL, "ntx endpoints are FI_EP_RDM, "
+			 "FI_EP_MSG or FI_EP_DGRAM\n");
+		return -FI_EINVAL;
+	}
+	/* a DGRAM endpoint is an RDM one of a datagram domain (its fi_info
+	 * limits it) */
+	if (info->ep_attr->type == FI_EP_DGRAM && !dom->net_ops) {
+		NTX_WARN(FI_LOG_EP_CTRL, "FI_EP_DGRAM needs a datagram "
+			 "domain\n");
 		return -FI_EINVAL;
 	}
 	msg = info->ep_attr->type == FI_EP_MSG;

@@ -33,6 +33,7 @@ struct ntx_dom_desc {
 	char name[64];
 	uint64_t caps;
 	bool net;
+	bool datagram; /* FI_EP_DGRAM too */
 	uint32_t ep_cnt, cq_cnt, mr_cnt, tx_size, rx_size;
 };
 #define NTX_MAX_DOMS 18
@@ -55,6 +56,7 @@ static size_t ntx_doms_all(struct ntx_dom_desc *d, bool *named_only)
 		d[n].mr_cnt = v[i].mr_cnt;
 		d[n].tx_size = v[i].tx_size;
 		d[n].rx_size = v[i].rx_size;
+		d[n].datagram = v[i].datagram;
 		named_only[n] = v[i].named_only;
 	}
 	strcpy(d[n].name, NTX_DOMAIN_SHM);
@@ -98,13 +100,20 @@ static size_t ntx_doms_named(struct ntx_dom_desc *d,
  * cannot reach another host. FI_NTX_DOMAINS chooses and orders them;
  * without it every network domain (a named-only one, such as udp, only
  * when the hints name it), then shm. */
-static size_t ntx_doms(struct ntx_dom_desc *d, const char *want)
+static size_t ntx_doms(struct ntx_dom_desc *d, const char *want,
+		       enum fi_ep_type type)
 {
 	struct ntx_dom_desc all[NTX_MAX_DOMS];
 	bool named_only[NTX_MAX_DOMS];
 	size_t nall = ntx_doms_all(all, named_only), n = 0;
 
 	memset(d, 0, NTX_MAX_DOMS * sizeof(*d));
+	if (type == FI_EP_DGRAM) { /* the datagram domains, named or not */
+		for (size_t i = 0; i < nall; i++)
+			if (all[i].datagram)
+				d[n++] = all[i];
+		return n;
+	}
 	if (ntx_params.domains && *ntx_params.domains)
 		return ntx_doms_named(d, all, nall, ntx_params.domains);
 	for (size_t i = 0; i < nall; i++)
@@ -259,7 +268,7 @@ static int ntx_check_ep(const struct fi_ep_attr *h)
 	if (!h)
 		return 0;
 	if (h->type != FI_EP_UNSPEC && h->type != FI_EP_RDM &&
-	    h->type != FI_EP_MSG)
+	    h->type != FI_EP_MSG && h->type != FI_EP_DGRAM)
 		NTX_NOMATCH("ep type %d not supported\n", h->type);
 	if (h->protocol != FI_PROTO_UNSPEC)
 		NTX_NOMATCH("protocol %u not supported\n", h->protocol);
@@ -579,6 +588,16 @@ static struct fi_info *ntx_info_template(const struct ntx_dom_desc *d)
  * libfabric's ofi.h). */
 #define NTX_GETINFO_FOR_UTIL (1ULL << 59)
 
+/* FI_EP_DGRAM on the datagram domains (DESIGN §10): an RDM endpoint of
+ * the domain that promises less, messages of up to one MTU-sized
+ * datagram, no one-sided operations. ntx delivers them whole and in
+ * order all the same. */
+#define NTX_DGRAM_CAPS                                                     \
+	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |         \
+	 FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_REMOTE_COMM |        \
+	 FI_LOCAL_COMM)
+#define NTX_DGRAM_MAX 1024
+
 /* A MSG endpoint has one peer: no directed receives, no source. */
 #define NTX_MSG_NO_CAPS (FI_DIRECTED_RECV | FI_SOURCE | FI_SOURCE_ERR)
 
@@ -599,6 +618,13 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 		NTX_NOMATCH("MSG endpoints: caps 0x%llx not supported\n",
 			    (unsigned long long)(hints->caps &
 						 NTX_MSG_NO_CAPS));
+	if (type == FI_EP_DGRAM && hints && (hints->caps & ~NTX_DGRAM_CAPS))
+		NTX_NOMATCH("DGRAM endpoints: caps 0x%llx not supported\n",
+			    (unsigned long long)(hints->caps &
+						 ~NTX_DGRAM_CAPS));
+	if (type == FI_EP_DGRAM && hints && hints->ep_attr &&
+	    hints->ep_attr->max_msg_size > NTX_DGRAM_MAX)
+		NTX_NOMATCH("DGRAM max_msg_size too large\n");
 	if (hints && hints->src_addr && !ntx_addr_valid(hints->src_addr))
 		NTX_NOMATCH("src_addr is not an ntx name\n");
 	if (hints && hints->dest_addr && !ntx_addr_valid(hints->dest_addr))
@@ -615,6 +641,17 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 		fi->ep_attr->type = FI_EP_MSG;
 		fi->caps &= ~NTX_MSG_NO_CAPS;
 		fi->rx_attr->caps &= ~NTX_MSG_NO_CAPS;
+	} else if (type == FI_EP_DGRAM) {
+		fi->ep_attr->type = FI_EP_DGRAM;
+		fi->ep_attr->max_msg_size = NTX_DGRAM_MAX;
+		fi->ep_attr->max_order_raw_size = 0;
+		fi->ep_attr->max_order_war_size = 0;
+		fi->ep_attr->max_order_waw_size = 0;
+		fi->caps &= NTX_DGRAM_CAPS;
+		fi->tx_attr->caps &= NTX_DGRAM_CAPS;
+		fi->rx_attr->caps &= NTX_DGRAM_CAPS;
+		fi->tx_attr->inject_size = NTX_DGRAM_MAX;
+		fi->tx_attr->msg_order = fi->rx_attr->msg_order = FI_ORDER_SAS;
 	}
 	ntx_apply_hints(fi, hints, version);
 	ret = ntx_apply_keys(fi, hints);
@@ -658,22 +695,24 @@ int ntx_getinfo(uint32_t version, const char *node, const char *service,
 		struct fi_info **info)
 {
 	struct fi_info *head = NULL, **tail = &head, *fi;
+	const char *dname = hints && hints->domain_attr
+				    ? hints->domain_attr->name : NULL;
 	struct ntx_dom_desc doms[NTX_MAX_DOMS];
-	size_t ndoms = ntx_doms(doms, hints && hints->domain_attr
-					      ? hints->domain_attr->name
-					      : NULL);
+	size_t ndoms;
 	enum fi_ep_type want = hints && hints->ep_attr ? hints->ep_attr->type
 						       : FI_EP_UNSPEC;
 	/* RDM entries first: applications that ask for no type take the
 	 * first entry */
-	enum fi_ep_type types[2] = { FI_EP_RDM, FI_EP_MSG };
-	int ntypes = (flags & NTX_GETINFO_FOR_UTIL) && !ntx_params.rxm ? 1 : 2;
+	enum fi_ep_type types[3] = { FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM };
+	/* utility providers layer over MSG (ofi_rxm) and DGRAM (ofi_rxd) */
+	int ntypes = (flags & NTX_GETINFO_FOR_UTIL) && !ntx_params.rxm ? 1 : 3;
 	int ret = -FI_ENODATA;
 
 	flags &= ~NTX_GETINFO_FOR_UTIL;
 	for (int t = 0; t < ntypes && ret != -FI_ENOMEM; t++) {
 		if (want != FI_EP_UNSPEC && want != types[t])
 			continue;
+		ndoms = ntx_doms(doms, dname, types[t]);
 		for (size_t i = 0; i < ndoms; i++) {
 			ret = ntx_getinfo_dom(version, node, service, flags,
 					      hints, &doms[i], types[t], &fi);

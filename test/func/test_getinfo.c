@@ -5,11 +5,13 @@
 
 #include "ntx_test.h"
 
+/* Hints for ntx's RDM endpoints. */
 static struct fi_info *base(void)
 {
 	struct fi_info *h = fi_allocinfo();
 
 	h->fabric_attr->prov_name = strdup("ntx");
+	h->ep_attr->type = FI_EP_RDM;
 	return h;
 }
 
@@ -27,15 +29,26 @@ static int try(struct fi_info *h, const char *node, const char *svc,
 	return ret;
 }
 
+/* No endpoint type: the RDM entries first (applications take the first
+ * entry), then MSG ones of the same domains, then DGRAM ones of the
+ * datagram domain. */
 Test(getinfo, no_hints_lists_the_shm_and_tcp_domains)
 {
-	struct fi_info *fi, *it;
-	int shm = 0, tcp = 0;
+	struct fi_info *h = base(), *fi, *it;
+	int shm = 0, tcp = 0, msg = 0, dgram = 0;
 
-	cr_assert_eq(try(base(), NULL, NULL, 0, &fi), 0);
+	h->ep_attr->type = FI_EP_UNSPEC;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
 	for (it = fi; it; it = it->next) {
 		cr_assert_str_eq(it->fabric_attr->prov_name, "ntx");
-		cr_assert_eq(it->ep_attr->type, FI_EP_RDM);
+		if (it->ep_attr->type != FI_EP_RDM) {
+			cr_assert_eq(it->ep_attr->type,
+				     dgram ? FI_EP_DGRAM : it->ep_attr->type);
+			msg += it->ep_attr->type == FI_EP_MSG;
+			dgram += it->ep_attr->type == FI_EP_DGRAM;
+			continue;
+		}
+		cr_assert_eq(msg + dgram, 0, "RDM entries come first");
 		cr_assert_eq(it->fabric_attr->api_version, FI_VERSION(1, 17));
 		cr_assert_neq(it->fabric_attr->prov_version, 0);
 		cr_assert_geq(it->tx_attr->inject_size, 4096);
@@ -48,6 +61,8 @@ Test(getinfo, no_hints_lists_the_shm_and_tcp_domains)
 	}
 	cr_assert_eq(shm, 1);
 	cr_assert_eq(tcp, 1);
+	cr_assert_eq(msg, shm + tcp, "one MSG entry per RDM one");
+	cr_assert_eq(dgram, 1, "DGRAM on udp");
 	fi_freeinfo(fi);
 }
 
@@ -131,8 +146,13 @@ Test(getinfo, endpoint_and_domain_attributes)
 	struct fi_info *h, *fi;
 
 	h = base();
-	h->ep_attr->type = FI_EP_MSG;
+	h->ep_attr->type = FI_EP_SOCK_STREAM;
 	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->ep_attr->type = FI_EP_DGRAM;
+	h->domain_attr->name = strdup("shm");
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA,
+		     "DGRAM only on a datagram domain");
 	h = base();
 	h->domain_attr->name = strdup("shm");
 	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);

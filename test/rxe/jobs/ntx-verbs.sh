@@ -51,11 +51,12 @@ fi_info_step() { # [domain]
 
 ud_info_step() {
   fi_info_step "$UD_DOM" || return 1
-  if timeout $((60 * SCALE)) fi_info -p ntx 2>&1 | awk -v d="$UD_DOM" '$1 == "domain:" && $2 == d {f = 1} END {exit !f}'; then
-    echo "fi_info -p ntx lists $UD_DOM without being asked"
+  # its FI_EP_DGRAM entry is listed unasked; RDM ones only when named
+  if timeout $((60 * SCALE)) fi_info -p ntx -t FI_EP_RDM 2>&1 | awk -v d="$UD_DOM" '$1 == "domain:" && $2 == d {f = 1} END {exit !f}'; then
+    echo "fi_info -p ntx -t FI_EP_RDM lists $UD_DOM without being asked"
     return 1
   fi
-  echo "fi_info -p ntx (no domain named) does not list $UD_DOM"
+  echo "fi_info -p ntx -t FI_EP_RDM (no domain named) does not list $UD_DOM"
 }
 
 # a raw UD QP sends an endpoint what no correct peer sends (test_ud.c)
