@@ -58,6 +58,7 @@ struct ntx_connreq {
 	uint64_t magic;
 	struct ntx_list entry;
 	struct ntx_pep *pep; /* NULL once it closed */
+	bool taken;          /* an endpoint was opened from it */
 	struct ntx_addr client;
 	uint64_t cid;
 };
@@ -477,6 +478,7 @@ int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info)
 		pthread_mutex_lock(&ntx_creq_lock);
 		c = ntx_creq_find(info->handle);
 		if (c && c->magic == NTX_CONNREQ_MAGIC) {
+			c->taken = true;
 			m->cid = c->cid;
 			m->client = c->client;
 			m->from_req = true;
@@ -528,6 +530,8 @@ void ntx_msg_ep_closing(struct ntx_ep *ep)
 		return;
 	if (m->eq)
 		ntx_eq_src_del(m->eq, &m->src);
+	if (m->from_req && m->state == NTX_MSG_IDLE)
+		ntx_msg_take_req(m); /* never accepted: gone with it */
 	ntx_ep_lock(ep);
 	m->closing = true;
 	ntx_ep_unlock(ep);
@@ -554,16 +558,20 @@ void ntx_msg_ep_free(void *ctx)
 static int ntx_pep_close(struct fid *fid)
 {
 	struct ntx_pep *p = ntx_container_of(fid, struct ntx_pep, pep.fid);
-	struct ntx_list *it;
+	struct ntx_list *it, *tmp;
 
 	if (p->eq)
 		ntx_eq_src_del(p->eq, &p->src);
 	pthread_mutex_lock(&ntx_creq_lock);
-	ntx_list_foreach(&ntx_creqs, it) {
+	ntx_list_foreach_safe(&ntx_creqs, it, tmp) {
 		struct ntx_connreq *c = ntx_container_of(it, struct ntx_connreq,
 							 entry);
-		if (c->pep == p)
-			c->pep = NULL; /* still good for fi_endpoint */
+		if (c->pep != p)
+			continue;
+		if (c->taken)
+			c->pep = NULL; /* its endpoint answers it */
+		else
+			ntx_creq_free(c); /* nobody will */
 	}
 	pthread_mutex_unlock(&ntx_creq_lock);
 	fi_close(&p->iep->fid);

@@ -411,3 +411,60 @@ Test(cm, getinfo_lists_msg_entries_without_per_peer_caps)
 	fi_freeinfo(fi);
 	fi_freeinfo(h);
 }
+
+/* A passive endpoint nobody answers holds at most 128 requests: of 130
+ * clients, 128 are announced and 2 refused at once, and the requests
+ * are gone with the passive endpoint. */
+Test(cm, a_passive_endpoint_holds_a_bounded_backlog, .timeout = 120)
+{
+	enum { N = 130 };
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_DATA };
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 16];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	struct fi_eq_err_entry err = { 0 };
+	struct fi_info *h = cm_hints("shm"), *fi;
+	struct fid_domain *dom;
+	struct fid_ep *ep[N];
+	struct fid_cq *cq;
+	int reqs = 0, refused = 0;
+	uint32_t ev;
+	struct cm c;
+
+	cm_listen(&c, "shm");
+	h->dest_addr = malloc(T_NAMELEN);
+	memcpy(h->dest_addr, c.pname, T_NAMELEN);
+	h->dest_addrlen = T_NAMELEN;
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, NULL, 0, h, &fi), 0);
+	fi_freeinfo(h);
+	cr_assert_eq(fi_domain(c.fab, fi, &dom, NULL), 0);
+	cr_assert_eq(fi_cq_open(dom, &ca, &cq, NULL), 0);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(fi_endpoint(dom, fi, &ep[i], NULL), 0);
+		cr_assert_eq(fi_ep_bind(ep[i], &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+		cr_assert_eq(fi_ep_bind(ep[i], &c.eq->fid, 0), 0);
+		cr_assert_eq(fi_enable(ep[i]), 0);
+		cr_assert_eq(fi_connect(ep[i], fi->dest_addr, NULL, 0), 0);
+	}
+	while (reqs + refused < N) {
+		ssize_t n = cm_event(&c, &ev, buf, sizeof(buf));
+
+		if (n == -FI_EAVAIL) {
+			cr_assert_eq(fi_eq_readerr(c.eq, &err, 0), (ssize_t)sizeof(err));
+			cr_assert_eq(err.err, FI_ECONNREFUSED);
+			refused++;
+			continue;
+		}
+		cr_assert_eq(n, (ssize_t)sizeof(*e), "event %zd", n);
+		cr_assert_eq(ev, FI_CONNREQ);
+		fi_freeinfo(e->info);
+		reqs++;
+	}
+	cr_assert_eq(reqs, 128);
+	cr_assert_eq(refused, N - 128);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(fi_close(&ep[i]->fid), 0);
+	cr_assert_eq(fi_close(&cq->fid), 0);
+	cr_assert_eq(fi_close(&dom->fid), 0);
+	fi_freeinfo(fi);
+	cm_close(&c);
+}
