@@ -644,8 +644,9 @@ static int ntx_pep_getname(fid_t fid, void *addr, size_t *addrlen)
 	return fi_getname(&p->iep->fid, addr, addrlen);
 }
 
-static int ntx_cm_getopt(fid_t fid, int level, int optname, void *optval,
-			 size_t *optlen)
+/* FI_OPT_CM_DATA_SIZE of a passive or MSG endpoint. */
+int ntx_msg_getopt(fid_t fid, int level, int optname, void *optval,
+		   size_t *optlen)
 {
 	if (level != FI_OPT_ENDPOINT || optname != FI_OPT_CM_DATA_SIZE)
 		return -FI_ENOPROTOOPT;
@@ -654,13 +655,6 @@ static int ntx_cm_getopt(fid_t fid, int level, int optname, void *optval,
 	*(size_t *)optval = NTX_CM_DATA_MAX;
 	*optlen = sizeof(size_t);
 	return 0;
-}
-
-/* FI_OPT_CM_DATA_SIZE of a MSG endpoint (ntx_ep.c's getopt). */
-int ntx_msg_getopt(fid_t fid, int level, int optname, void *optval,
-		   size_t *optlen)
-{
-	return ntx_cm_getopt(fid, level, optname, optval, optlen);
 }
 
 static struct fi_ops ntx_pep_fi_ops = {
@@ -676,7 +670,7 @@ static struct fi_ops ntx_pep_fi_ops = {
 static struct fi_ops_ep ntx_pep_ep_ops = {
 	.size = sizeof(struct fi_ops_ep),
 	.cancel = ntx_no_cancel,
-	.getopt = ntx_cm_getopt,
+	.getopt = ntx_msg_getopt,
 	.setopt = ntx_no_setopt,
 	.tx_ctx = ntx_no_tx_ctx,
 	.rx_ctx = ntx_no_rx_ctx,

@@ -424,6 +424,30 @@ static void ntx_ep_join_domain(struct ntx_ep *ep)
 	ntx_domain_unlock(dom);
 }
 
+static int ntx_ep_check_type(struct ntx_domain *dom,
+			     const struct fi_info *info)
+{
+	enum fi_ep_type t;
+
+	if (!info->ep_attr)
+		return -FI_EINVAL;
+	t = info->ep_attr->type;
+	if (t != FI_EP_RDM && t != FI_EP_MSG && t != FI_EP_DGRAM &&
+	    t != FI_EP_UNSPEC) {
+		NTX_WARN(FI_LOG_EP_CTRL, "ntx endpoints are FI_EP_RDM, "
+			 "FI_EP_MSG or FI_EP_DGRAM\n");
+		return -FI_EINVAL;
+	}
+	/* a DGRAM endpoint is an RDM one of a datagram domain (its fi_info
+	 * limits it) */
+	if (t == FI_EP_DGRAM && !dom->net_ops) {
+		NTX_WARN(FI_LOG_EP_CTRL, "FI_EP_DGRAM needs a datagram "
+			 "domain\n");
+		return -FI_EINVAL;
+	}
+	return 0;
+}
+
 int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **out, void *context)
 {
@@ -435,22 +459,8 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	bool msg;
 	int ret;
 
-	if (!info || !out || !info->ep_attr ||
-	    (info->ep_attr->type != FI_EP_RDM &&
-	     info->ep_attr->type != FI_EP_MSG &&
-	     info->ep_attr->type != FI_EP_DGRAM &&
-	     info->ep_attr->type != FI_EP_UNSPEC)) {
-		NTX_WARN(FI_LOG_EP_CTRL, "ntx endpoints are FI_EP_RDM, "
-			 "FI_EP_MSG or FI_EP_DGRAM\n");
+	if (!info || !out || ntx_ep_check_type(dom, info))
 		return -FI_EINVAL;
-	}
-	/* a DGRAM endpoint is an RDM one of a datagram domain (its fi_info
-	 * limits it) */
-	if (info->ep_attr->type == FI_EP_DGRAM && !dom->net_ops) {
-		NTX_WARN(FI_LOG_EP_CTRL, "FI_EP_DGRAM needs a datagram "
-			 "domain\n");
-		return -FI_EINVAL;
-	}
 	msg = info->ep_attr->type == FI_EP_MSG;
 	if (info->src_addr) {
 		if (info->src_addrlen != sizeof(struct ntx_addr) ||

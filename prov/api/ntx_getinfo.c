@@ -601,6 +601,45 @@ static struct fi_info *ntx_info_template(const struct ntx_dom_desc *d)
 /* A MSG endpoint has one peer: no directed receives, no source. */
 #define NTX_MSG_NO_CAPS (FI_DIRECTED_RECV | FI_SOURCE | FI_SOURCE_ERR)
 
+/* What the hints ask of a MSG or DGRAM endpoint that it has not. */
+static int ntx_check_type(const struct fi_info *hints, enum fi_ep_type type)
+{
+	if (!hints)
+		return 0;
+	if (type == FI_EP_MSG && (hints->caps & NTX_MSG_NO_CAPS))
+		NTX_NOMATCH("MSG endpoints: caps 0x%llx not supported\n",
+			    (unsigned long long)(hints->caps &
+						 NTX_MSG_NO_CAPS));
+	if (type == FI_EP_DGRAM && (hints->caps & ~NTX_DGRAM_CAPS))
+		NTX_NOMATCH("DGRAM endpoints: caps 0x%llx not supported\n",
+			    (unsigned long long)(hints->caps &
+						 ~NTX_DGRAM_CAPS));
+	if (type == FI_EP_DGRAM && hints->ep_attr &&
+	    hints->ep_attr->max_msg_size > NTX_DGRAM_MAX)
+		NTX_NOMATCH("DGRAM max_msg_size too large\n");
+	return 0;
+}
+
+/* The template of an RDM entry made a MSG or DGRAM one. */
+static void ntx_info_type(struct fi_info *fi, enum fi_ep_type type)
+{
+	fi->ep_attr->type = type;
+	if (type == FI_EP_MSG) {
+		fi->caps &= ~NTX_MSG_NO_CAPS;
+		fi->rx_attr->caps &= ~NTX_MSG_NO_CAPS;
+	} else if (type == FI_EP_DGRAM) {
+		fi->ep_attr->max_msg_size = NTX_DGRAM_MAX;
+		fi->ep_attr->max_order_raw_size = 0;
+		fi->ep_attr->max_order_war_size = 0;
+		fi->ep_attr->max_order_waw_size = 0;
+		fi->caps &= NTX_DGRAM_CAPS;
+		fi->tx_attr->caps &= NTX_DGRAM_CAPS;
+		fi->rx_attr->caps &= NTX_DGRAM_CAPS;
+		fi->tx_attr->inject_size = NTX_DGRAM_MAX;
+		fi->tx_attr->msg_order = fi->rx_attr->msg_order = FI_ORDER_SAS;
+	}
+}
+
 static int ntx_getinfo_dom(uint32_t version, const char *node,
 			   const char *service, uint64_t flags,
 			   const struct fi_info *hints,
@@ -612,19 +651,10 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 	int ret;
 
 	ret = ntx_check_hints(version, hints, d);
+	if (!ret)
+		ret = ntx_check_type(hints, type);
 	if (ret)
 		return ret;
-	if (type == FI_EP_MSG && hints && (hints->caps & NTX_MSG_NO_CAPS))
-		NTX_NOMATCH("MSG endpoints: caps 0x%llx not supported\n",
-			    (unsigned long long)(hints->caps &
-						 NTX_MSG_NO_CAPS));
-	if (type == FI_EP_DGRAM && hints && (hints->caps & ~NTX_DGRAM_CAPS))
-		NTX_NOMATCH("DGRAM endpoints: caps 0x%llx not supported\n",
-			    (unsigned long long)(hints->caps &
-						 ~NTX_DGRAM_CAPS));
-	if (type == FI_EP_DGRAM && hints && hints->ep_attr &&
-	    hints->ep_attr->max_msg_size > NTX_DGRAM_MAX)
-		NTX_NOMATCH("DGRAM max_msg_size too large\n");
 	if (hints && hints->src_addr && !ntx_addr_valid(hints->src_addr))
 		NTX_NOMATCH("src_addr is not an ntx name\n");
 	if (hints && hints->dest_addr && !ntx_addr_valid(hints->dest_addr))
@@ -637,22 +667,7 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 	fi = ntx_info_template(d);
 	if (!fi)
 		return -FI_ENOMEM;
-	if (type == FI_EP_MSG) {
-		fi->ep_attr->type = FI_EP_MSG;
-		fi->caps &= ~NTX_MSG_NO_CAPS;
-		fi->rx_attr->caps &= ~NTX_MSG_NO_CAPS;
-	} else if (type == FI_EP_DGRAM) {
-		fi->ep_attr->type = FI_EP_DGRAM;
-		fi->ep_attr->max_msg_size = NTX_DGRAM_MAX;
-		fi->ep_attr->max_order_raw_size = 0;
-		fi->ep_attr->max_order_war_size = 0;
-		fi->ep_attr->max_order_waw_size = 0;
-		fi->caps &= NTX_DGRAM_CAPS;
-		fi->tx_attr->caps &= NTX_DGRAM_CAPS;
-		fi->rx_attr->caps &= NTX_DGRAM_CAPS;
-		fi->tx_attr->inject_size = NTX_DGRAM_MAX;
-		fi->tx_attr->msg_order = fi->rx_attr->msg_order = FI_ORDER_SAS;
-	}
+	ntx_info_type(fi, type);
 	ntx_apply_hints(fi, hints, version);
 	ret = ntx_apply_keys(fi, hints);
 	if (ret) {
