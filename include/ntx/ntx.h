@@ -45,6 +45,20 @@ int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **ep, void *context);
 int ntx_ep_getname(fid_t fid, void *addr, size_t *addrlen);
+ssize_t ntx_ep_cancel(fid_t fid, void *context);
+/* An endpoint's attributes from fi_info and its empty engine state. */
+void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
+		 const struct fi_info *info);
+
+/* ---- shared contexts (ntx_ctx.c) ----------------------------------------- */
+int ntx_srx_open(struct fid_domain *domain, struct fi_rx_attr *attr,
+		 struct fid_ep **rx_ep, void *context);
+int ntx_stx_open(struct fid_domain *domain, struct fi_tx_attr *attr,
+		 struct fid_stx **stx, void *context);
+/* fi_ep_bind of a shared context, before fi_enable. */
+int ntx_ctx_bind(struct ntx_ep *ep, struct fid *ctx, uint64_t flags);
+/* At close: the references the bindings hold. */
+void ntx_ctx_unbind(struct ntx_ep *ep);
 
 /* ---- FI_EP_MSG (ntx_cm.c) ------------------------------------------------ */
 int ntx_pep_open(struct fid_fabric *fabric, struct fi_info *info,
@@ -134,6 +148,8 @@ int ntx_no_rx_ctx(struct fid_ep *sep, int index, struct fi_rx_attr *attr,
 ssize_t ntx_no_cancel(fid_t fid, void *context);
 int ntx_no_setopt(fid_t fid, int level, int optname, const void *optval,
 		  size_t optlen);
+int ntx_no_getopt(fid_t fid, int level, int optname, void *optval,
+		  size_t *optlen);
 ssize_t ntx_no_rx_size_left(struct fid_ep *ep);
 ssize_t ntx_no_tx_size_left(struct fid_ep *ep);
 int ntx_no_setname(fid_t fid, void *addr, size_t addrlen);

@@ -31,6 +31,7 @@ static void ntx_ep_put_bound(struct ntx_ep *ep)
 {
 	if (ep->av)
 		ntx_ref_put(&ep->av->ref);
+	ntx_ctx_unbind(ep);
 	if (ep->tx_cq)
 		ntx_ref_put(&ep->tx_cq->ref);
 	if (ep->rx_cq && ep->rx_cq != ep->tx_cq)
@@ -154,6 +155,9 @@ static int ntx_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		return ntx_ep_bind_cntr(ep, ntx_container_of(bfid,
 							     struct ntx_cntr,
 							     cntr.fid), flags);
+	case FI_CLASS_SRX_CTX:
+	case FI_CLASS_STX_CTX:
+		return ntx_ctx_bind(ep, bfid, flags);
 	case FI_CLASS_EQ:
 		if (ntx_msg_bind_eq(ep, ntx_container_of(bfid, struct fid_eq,
 							 fid)))
@@ -202,7 +206,7 @@ static int ntx_ep_control(struct fid *fid, int command, void *arg)
 	}
 }
 
-static ssize_t ntx_ep_cancel(fid_t fid, void *context)
+ssize_t ntx_ep_cancel(fid_t fid, void *context)
 {
 	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
 	struct ntx_req *r;
@@ -210,7 +214,7 @@ static ssize_t ntx_ep_cancel(fid_t fid, void *context)
 	if (!context)
 		return -FI_EINVAL;
 	ntx_ep_lock(ep);
-	r = ntx_tme_cancel(&ep->tme, context);
+	r = ntx_tme_cancel(&ep->rx->tme, context);
 	if (r) {
 		ntx_comp_rx_err(r, FI_ECANCELED, 0, 0, r->tag, 0);
 		ntx_req_put(r);
@@ -362,11 +366,13 @@ static struct fi_ops_cm ntx_ep_cm_ops = {
 
 /* The endpoint's attributes from fi_info and FI_NTX_*, and its empty
  * engine state. */
-static void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
-			const struct fi_info *info)
+void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
+		 const struct fi_info *info)
 {
 	ep->domain = dom;
 	pthread_mutex_init(&ep->lock, NULL);
+	ep->lockp = &ep->lock;
+	ep->rx = ep;
 	ep->caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED);
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;

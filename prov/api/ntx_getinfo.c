@@ -188,8 +188,8 @@ static const struct fi_domain_attr ntx_domain_attr = {
 	.rx_ctx_cnt = 1024,
 	.max_ep_tx_ctx = 1,
 	.max_ep_rx_ctx = 1,
-	.max_ep_stx_ctx = 0,
-	.max_ep_srx_ctx = 0,
+	.max_ep_stx_ctx = 1,
+	.max_ep_srx_ctx = 1,
 	.cntr_cnt = 1024,
 	.mr_iov_limit = NTX_MAX_IOV,
 	.caps = NTX_DOMAIN_CAPS,
@@ -280,12 +280,8 @@ static int ntx_check_ep(const struct fi_ep_attr *h)
 	    h->max_order_war_size > ntx_ep_attr.max_order_war_size ||
 	    h->max_order_waw_size > ntx_ep_attr.max_order_waw_size)
 		NTX_NOMATCH("RMA ordering sizes too large\n");
-	if (h->tx_ctx_cnt > 1 && h->tx_ctx_cnt != FI_SHARED_CONTEXT)
-		NTX_NOMATCH("scalable endpoints not supported\n");
-	if (h->tx_ctx_cnt == FI_SHARED_CONTEXT ||
-	    h->rx_ctx_cnt == FI_SHARED_CONTEXT)
-		NTX_NOMATCH("shared contexts not supported\n");
-	if (h->rx_ctx_cnt > 1)
+	if ((h->tx_ctx_cnt > 1 && h->tx_ctx_cnt != FI_SHARED_CONTEXT) ||
+	    (h->rx_ctx_cnt > 1 && h->rx_ctx_cnt != FI_SHARED_CONTEXT))
 		NTX_NOMATCH("scalable endpoints not supported\n");
 	if (!ntx_auth_key_ok(h->auth_key, h->auth_key_size))
 		NTX_NOMATCH("ep auth_key of %zu bytes (1 to %d)\n",
@@ -321,7 +317,7 @@ static int ntx_check_domain(const struct fi_domain_attr *h, uint32_t version,
 	if (h->cq_data_size > ntx_domain_attr.cq_data_size)
 		NTX_NOMATCH("cq_data_size too large\n");
 	if (h->max_ep_tx_ctx > 1 || h->max_ep_rx_ctx > 1 ||
-	    h->max_ep_stx_ctx || h->max_ep_srx_ctx)
+	    h->max_ep_stx_ctx > 1 || h->max_ep_srx_ctx > 1)
 		NTX_NOMATCH("endpoint contexts beyond one not supported\n");
 	if (h->mr_iov_limit > ntx_domain_attr.mr_iov_limit)
 		NTX_NOMATCH("mr_iov_limit too large\n");
@@ -447,6 +443,16 @@ static int ntx_set_addr(void **dst, size_t *dstlen, const struct ntx_addr *a)
 	memcpy(*dst, a, sizeof(*a));
 	*dstlen = sizeof(*a);
 	return 0;
+}
+
+/* Shared contexts asked for are what the entry offers (fi_ep_bind of an
+ * fi_stx_context / fi_srx_context). */
+static void ntx_apply_ctx(struct fi_info *fi, const struct fi_ep_attr *h)
+{
+	if (h && h->tx_ctx_cnt == FI_SHARED_CONTEXT)
+		fi->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
+	if (h && h->rx_ctx_cnt == FI_SHARED_CONTEXT)
+		fi->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 }
 
 /* Narrows the template to what the hints asked for. */
@@ -669,6 +675,7 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 		return -FI_ENOMEM;
 	ntx_info_type(fi, type);
 	ntx_apply_hints(fi, hints, version);
+	ntx_apply_ctx(fi, hints ? hints->ep_attr : NULL);
 	ret = ntx_apply_keys(fi, hints);
 	if (ret) {
 		fi_freeinfo(fi);

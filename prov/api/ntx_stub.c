@@ -127,6 +127,12 @@ int ntx_no_setopt(fid_t fid, int level, int optname, const void *optval,
 	return -FI_ENOPROTOOPT;
 }
 
+int ntx_no_getopt(fid_t fid, int level, int optname, void *optval,
+		  size_t *optlen)
+{
+	return -FI_ENOPROTOOPT;
+}
+
 ssize_t ntx_no_rx_size_left(struct fid_ep *ep)
 {
 	return -FI_ENOSYS;
