@@ -91,6 +91,7 @@ struct ntx_domain {
 	char name[64];
 	const struct ntx_be_ops *net_ops;
 	uint64_t mr_mode;
+	bool sockaddr; /* names are FI_SOCKADDR_IN (ntx_addr_to_sin) */
 	struct fid_eq *eq;
 	struct ntx_auth_key auth; /* job key of the domain's endpoints */
 	/* MR table (struct ntx_mr *): key = [random:32 | index:32] (§6) */
@@ -226,6 +227,7 @@ struct ntx_av {
 	struct ntx_domain *domain;
 	atomic_int ref;
 	enum fi_av_type type;
+	bool read_only; /* opened FI_READ: a shared AV another process fills */
 	struct fid_eq *eq;
 	pthread_mutex_t lock; /* entries: endpoints look up under it */
 	struct ntx_idtab addrs; /* struct ntx_addr *, by fi_addr (slot) */

@@ -170,6 +170,8 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom->fabric = fab;
 	dom->threading = info->domain_attr->threading;
 	dom->mr_mode = ntx_domain_mr_mode((uint64_t)info->domain_attr->mr_mode);
+	dom->sockaddr = info->addr_format == FI_SOCKADDR_IN ||
+			info->addr_format == FI_SOCKADDR;
 	dom->dom.fid.fclass = FI_CLASS_DOMAIN;
 	dom->dom.fid.context = context;
 	dom->dom.fid.ops = &ntx_domain_fi_ops;

@@ -573,6 +573,12 @@ static struct fi_info *ntx_info_template(const struct ntx_dom_desc *d)
 	return fi;
 }
 
+static int ntx_getinfo_dom_sin(uint32_t version, const char *node,
+			       const char *service, uint64_t flags,
+			       const struct fi_info *hints,
+			       const struct ntx_dom_desc *d,
+			       struct fi_info **info);
+
 static int ntx_getinfo_dom(uint32_t version, const char *node,
 			   const char *service, uint64_t flags,
 			   const struct fi_info *hints,
@@ -582,6 +588,10 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 	struct fi_info *fi;
 	int ret;
 
+	if (hints && (hints->addr_format == FI_SOCKADDR_IN ||
+		      hints->addr_format == FI_SOCKADDR))
+		return ntx_getinfo_dom_sin(version, node, service, flags,
+					   hints, d, info);
 	ret = ntx_check_hints(version, hints, d);
 	if (ret)
 		return ret;
@@ -626,6 +636,99 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 		addr.port = 0;
 		ret = ntx_set_addr(&fi->src_addr, &fi->src_addrlen, &addr);
 	}
+	if (ret) {
+		fi_freeinfo(fi);
+		return ret;
+	}
+	*info = fi;
+	return 0;
+}
+
+/* ---- FI_SOCKADDR_IN names (DESIGN §3, "Address formats") ---------------- */
+
+/* The domains whose endpoints can be named by an IPv4 address and a
+ * service number: shm, tcp and udp (a verbs or ud endpoint takes no
+ * service). */
+static bool ntx_dom_takes_sockaddr(const struct ntx_dom_desc *d)
+{
+	return !d->net || !strcmp(d->name, "tcp") || !strcmp(d->name, "udp");
+}
+
+/* A hint's address in FI_SOCKADDR(_IN) as an ntx name with only IP and
+ * service (either may be 0: a source that takes any). */
+static int ntx_sin_in(const void *addr, size_t len, struct ntx_addr *a)
+{
+	const struct sockaddr_in *sin = addr;
+
+	if (len < sizeof(*sin) || sin->sin_family != AF_INET)
+		NTX_NOMATCH("address is not AF_INET\n");
+	memset(a, 0, sizeof(*a));
+	a->magic = NTX_ADDR_MAGIC;
+	a->version = NTX_ADDR_VERSION;
+	a->flags = NTX_ADDR_F_UNBOUND;
+	a->win_fd = -1;
+	a->ip4 = sin->sin_addr.s_addr;
+	a->port = sin->sin_port;
+	a->service = ntohs(sin->sin_port);
+	a->host = !a->ip4 || ntx_ip4_is_local(a->ip4) ? ntx_host_id()
+						       : NTX_HOST_UNKNOWN;
+	return 0;
+}
+
+/* An entry's address, ours, rewritten as a struct sockaddr_in. */
+static int ntx_sin_out(void **addr, size_t *len)
+{
+	const struct ntx_addr *a = *addr;
+	struct sockaddr_in *sin;
+
+	if (!a)
+		return 0;
+	if (a->service > 65535)
+		NTX_NOMATCH("service %u is not a port\n", a->service);
+	sin = calloc(1, sizeof(*sin));
+	if (!sin)
+		return -FI_ENOMEM;
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons((uint16_t)a->service);
+	sin->sin_addr.s_addr = a->ip4;
+	if (!a->ip4 && a->host == ntx_host_id() && !(a->flags & NTX_ADDR_F_UNBOUND))
+		sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	free(*addr);
+	*addr = sin;
+	*len = sizeof(*sin);
+	return 0;
+}
+
+/* Hints asking for FI_SOCKADDR(_IN): the same entry made from hints with
+ * our names, its addresses then rewritten. */
+static int ntx_getinfo_dom_sin(uint32_t version, const char *node,
+			       const char *service, uint64_t flags,
+			       const struct fi_info *hints,
+			       const struct ntx_dom_desc *d,
+			       struct fi_info **info)
+{
+	struct fi_info h = *hints, *fi;
+	struct ntx_addr src, dst;
+	int ret;
+
+	if (!ntx_dom_takes_sockaddr(d))
+		NTX_NOMATCH("domain %s has no FI_SOCKADDR_IN names\n", d->name);
+	if ((hints->src_addr && ntx_sin_in(hints->src_addr,
+					   hints->src_addrlen, &src)) ||
+	    (hints->dest_addr && ntx_sin_in(hints->dest_addr,
+					    hints->dest_addrlen, &dst)))
+		return -FI_ENODATA;
+	h.addr_format = FI_FORMAT_UNSPEC;
+	h.src_addr = hints->src_addr ? &src : NULL;
+	h.dest_addr = hints->dest_addr ? &dst : NULL;
+	h.src_addrlen = h.dest_addrlen = sizeof(struct ntx_addr);
+	ret = ntx_getinfo_dom(version, node, service, flags, &h, d, &fi);
+	if (ret)
+		return ret;
+	fi->addr_format = FI_SOCKADDR_IN;
+	ret = ntx_sin_out(&fi->src_addr, &fi->src_addrlen);
+	if (!ret)
+		ret = ntx_sin_out(&fi->dest_addr, &fi->dest_addrlen);
 	if (ret) {
 		fi_freeinfo(fi);
 		return ret;
