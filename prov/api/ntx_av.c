@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <netdb.h>
 #include <netinet/in.h>
 
 #include "ntx/ntx.h"
@@ -109,6 +110,22 @@ static int ntx_av_insert(struct fid_av *fav, const void *addr, size_t count,
 	return ntx_av_insert_n(av, addr, NULL, count, fi_addr, errs, context);
 }
 
+/* FI_SOCKADDR_IN: node's IPv4 address and the service as port. */
+static int ntx_av_resolve_sin(const char *node, const char *service,
+			      struct ntx_addr *out)
+{
+	struct addrinfo hints = { .ai_family = AF_INET,
+				  .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICSERV }, *ai;
+	int ret;
+
+	if (!node || !service || getaddrinfo(node, service, &hints, &ai))
+		return -FI_EINVAL;
+	ret = ntx_addr_from_sin((struct sockaddr_in *)ai->ai_addr, out);
+	freeaddrinfo(ai);
+	return ret;
+}
+
 /* node/service resolved the way fi_getinfo resolves them, in the AV's
  * domain. */
 static int ntx_av_resolve(struct ntx_av *av, const char *node,
@@ -119,13 +136,17 @@ static int ntx_av_resolve(struct ntx_av *av, const char *node,
 	struct fi_info *info = NULL;
 	int ret;
 
-	ret = ntx_getinfo(NTX_FI_VERSION, node, service, 0, &hints, &info);
+	ret = av->domain->sockaddr
+		      ? ntx_av_resolve_sin(node, service, out)
+		      : ntx_getinfo(NTX_FI_VERSION, node, service, 0, &hints, &info);
 	if (ret) {
 		NTX_WARN(FI_LOG_AV, "av: %s:%s does not resolve in domain "
 			 "%s\n", node ? node : "", service ? service : "",
 			 av->domain->name);
 		return ret;
 	}
+	if (av->domain->sockaddr)
+		return 0;
 	*out = *(struct ntx_addr *)info->dest_addr;
 	fi_freeinfo(info);
 	return 0;

@@ -15,13 +15,25 @@ const struct ntx_addr *ntx_av_get(struct ntx_av *av, fi_addr_t fi_addr)
 	return ntx_idtab_get(&av->addrs, fi_addr);
 }
 
+/* Entry s names the endpoint a: the same incarnation, or an entry not
+ * resolved yet (a service number: FI_SOCKADDR_IN, fi_av_insertsvc) that
+ * a's service and host or IPv4 address fit. */
+static bool ntx_av_names(const struct ntx_addr *s, const struct ntx_addr *a)
+{
+	if (!(s->flags & NTX_ADDR_F_UNBOUND))
+		return ntx_addr_same_ep(s, a) && s->epoch == a->epoch;
+	return s->service && s->service == a->service &&
+	       (s->host == a->host ||
+		(s->host == NTX_HOST_UNKNOWN && s->ip4 == a->ip4));
+}
+
 fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a)
 {
 	ntx_assert_mutex_locked(av->domain, &av->lock);
 	for (uint32_t i = 0; i < av->addrs.cap; i++) {
 		const struct ntx_addr *s = ntx_idtab_get(&av->addrs, i);
 
-		if (s && ntx_addr_same_ep(s, a) && s->epoch == a->epoch)
+		if (s && ntx_av_names(s, a))
 			return i;
 	}
 	return FI_ADDR_NOTAVAIL;
