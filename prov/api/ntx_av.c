@@ -57,6 +57,11 @@ static int ntx_av_put(struct ntx_av *av, const struct ntx_addr *name,
 {
 	if (!ret)
 		ret = ntx_av_table_add(av, name, fa);
+	if (!ret && av->shared.map) {
+		ret = ntx_av_shared_put(&av->shared, (uint32_t)*fa, name);
+		if (ret)
+			ntx_av_table_del(av, *fa);
+	}
 	if (!ret)
 		return 0;
 	NTX_WARN(FI_LOG_AV, "av insert %zu: %s\n", i, fi_strerror(-ret));
@@ -274,12 +279,16 @@ static int ntx_av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count,
 	struct ntx_av *av = ntx_container_of(fav, struct ntx_av, av);
 	int ret = 0;
 
-	if (flags || (count && !fi_addr))
-		return -FI_EINVAL;
+	if (flags || (count && !fi_addr) || av->read_only) {
+		NTX_WARN(FI_LOG_AV, "av remove: invalid arguments\n");
+		return av->read_only ? -FI_EOPBADSTATE : -FI_EINVAL;
+	}
 	ntx_mutex_lock(av->domain, &av->lock);
 	for (size_t i = 0; i < count; i++) {
 		if (ntx_av_table_del(av, fi_addr[i]))
 			ret = -FI_EINVAL;
+		else if (av->shared.map)
+			ntx_av_shared_clear(&av->shared, (uint32_t)fi_addr[i]);
 	}
 	ntx_mutex_unlock(av->domain, &av->lock);
 	return ret;
@@ -378,6 +387,7 @@ static int ntx_av_close(struct fid *fid)
 	}
 	ntx_ref_put(&av->domain->ref);
 	ntx_av_table_fini(av);
+	ntx_av_shared_close(&av->shared);
 	pthread_mutex_destroy(&av->lock);
 	free(av);
 	return 0;
@@ -414,18 +424,51 @@ static struct fi_ops_av ntx_av_ops = {
 	.av_set = ntx_no_av_set,
 };
 
+/* A named AV (fi_av(3) name, FI_READ, map_addr): created here, or with
+ * FI_READ opened read-only from the process that created it. */
+static int ntx_av_open_shared(struct ntx_av *av, struct fi_av_attr *attr)
+{
+	uint32_t cap = attr->count ? (uint32_t)(attr->count < NTX_AVS_MAX
+						 ? attr->count : NTX_AVS_MAX)
+				   : NTX_AVS_DEFAULT;
+	int ret;
+
+	if (!attr->name)
+		return 0;
+	if (!ntx_named_valid(attr->name)) {
+		NTX_WARN(FI_LOG_AV, "AV name: 1 to %d of [A-Za-z0-9._-]\n",
+			 NTX_NAMED_MAX);
+		return -FI_EINVAL;
+	}
+	av->read_only = attr->flags & FI_READ;
+	ret = av->read_only ? ntx_av_shared_open(&av->shared, attr->name)
+			    : ntx_av_shared_create(&av->shared, attr->name, cap);
+	if (ret) {
+		NTX_WARN(FI_LOG_AV, "AV %s: %s%s\n", attr->name,
+			 fi_strerror(-ret), ret == -FI_EADDRINUSE
+			 ? " (another process created it: open it FI_READ)"
+			 : "");
+		return ret;
+	}
+	if (!attr->map_addr)
+		attr->map_addr = ntx_av_shared_order(&av->shared);
+	return 0;
+}
+
 int ntx_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 		struct fid_av **out, void *context)
 {
 	struct ntx_domain *dom = ntx_container_of(domain, struct ntx_domain,
 						  dom);
 	struct ntx_av *av;
+	int ret;
 
 	if (!attr || !out)
 		return -FI_EINVAL;
 	if ((attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP &&
-	     attr->type != FI_AV_TABLE) || attr->name || attr->rx_ctx_bits ||
-	    (attr->flags & ~(FI_EVENT | FI_SYMMETRIC))) {
+	     attr->type != FI_AV_TABLE) || attr->rx_ctx_bits ||
+	    (attr->flags & ~(FI_EVENT | FI_SYMMETRIC | FI_READ)) ||
+	    ((attr->flags & FI_READ) && !attr->name)) {
 		NTX_WARN(FI_LOG_AV, "unsupported AV attributes\n");
 		return -FI_EINVAL;
 	}
@@ -434,6 +477,11 @@ int ntx_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 		return -FI_ENOMEM;
 	av->type = attr->type == FI_AV_UNSPEC ? FI_AV_MAP : attr->type;
 	av->domain = dom;
+	ret = ntx_av_open_shared(av, attr);
+	if (ret) {
+		free(av);
+		return ret;
+	}
 	pthread_mutex_init(&av->lock, NULL);
 	av->av.fid.fclass = FI_CLASS_AV;
 	av->av.fid.context = context;

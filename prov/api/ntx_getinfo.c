@@ -16,7 +16,7 @@
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |        \
 	 FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_RMA | FI_ATOMIC |     \
 	 FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |             \
-	 FI_RMA_EVENT | FI_FENCE)
+	 FI_RMA_EVENT | FI_FENCE | FI_SHARED_AV)
 /* receive-side and transmit-side only capabilities */
 #define NTX_RX_ONLY_CAPS                                                   \
 	(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE |           \
@@ -549,7 +549,7 @@ static struct fi_info *ntx_info_template(const struct ntx_dom_desc *d)
 	*fi->ep_attr = ntx_ep_attr;
 	*fi->domain_attr = ntx_domain_attr;
 	*fi->fabric_attr = ntx_fabric_attr;
-	fi->domain_attr->caps = d->caps;
+	fi->domain_attr->caps = d->caps | FI_SHARED_AV;
 	fi->domain_attr->name = strdup(d->name);
 	if (d->ep_cnt && d->ep_cnt < fi->domain_attr->ep_cnt)
 		fi->domain_attr->ep_cnt = fi->domain_attr->tx_ctx_cnt =
