@@ -69,6 +69,17 @@ int ntx_eq_report(struct fid_eq *eq, uint32_t event, const void *buf,
 int ntx_cq_trywait(struct fid *fid);
 int ntx_eq_trywait(struct fid *fid);
 int ntx_cntr_trywait(struct fid *fid);
+int ntx_wait_trywait(struct fid *fid);
+/* The EQ's signal fd, armed (wait sets). */
+int ntx_eq_wait_fd(struct fid *fid);
+
+/* ---- wait sets (ntx_wait.c) ------------------------------------------------ */
+int ntx_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
+		  struct fid_wait **waitset);
+/* A CQ, counter or EQ opened with FI_WAIT_SET joins its set at open
+ * (-FI_EINVAL: not an ntx wait set) and leaves it at close. */
+int ntx_wait_attach(struct fid_wait *ws, struct fid *member);
+void ntx_wait_detach(struct fid_wait *ws, struct fid *member);
 
 /* ---- stubs (ntx_stub.c) ---------------------------------------------------- */
 /* Ops an object does not offer, one stub of the member's own type each

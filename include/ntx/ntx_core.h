@@ -308,6 +308,7 @@ struct ntx_cq {
 	struct ntx_cq_err *last_err; /* freed on the next read */
 	atomic_bool signaled; /* fi_cq_signal: wake one sread */
 	int epfd;             /* FI_GETWAIT set, -1 until asked for */
+	struct fid_wait *wait_set; /* FI_WAIT_SET: the set it is in */
 	bool source_err;
 	pthread_mutex_t lock;  /* ring and errors (a leaf lock) */
 	struct ntx_scope scope; /* endpoints bound to the CQ */
@@ -345,6 +346,7 @@ struct ntx_cntr {
 	enum fi_wait_obj wait_obj;
 	struct ntx_signal sig;
 	int epfd; /* FI_GETWAIT set, -1 until asked for */
+	struct fid_wait *wait_set; /* FI_WAIT_SET: the set it is in */
 	struct ntx_scope scope; /* endpoints bound to the counter */
 };
 void ntx_cntr_inc(struct ntx_cntr *c);
