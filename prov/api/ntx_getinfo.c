@@ -675,8 +675,10 @@ static int ntx_sin_in(const void *addr, size_t len, struct ntx_addr *a)
 	return 0;
 }
 
-/* An entry's address, ours, rewritten as a struct sockaddr_in. */
-static int ntx_sin_out(void **addr, size_t *len)
+/* An entry's address, ours, rewritten as a struct sockaddr_in: a
+ * destination on this host without an IPv4 address (shm) is loopback, a
+ * source without one takes any. */
+static int ntx_sin_out(void **addr, size_t *len, bool src)
 {
 	const struct ntx_addr *a = *addr;
 	struct sockaddr_in *sin;
@@ -691,7 +693,7 @@ static int ntx_sin_out(void **addr, size_t *len)
 	sin->sin_family = AF_INET;
 	sin->sin_port = htons((uint16_t)a->service);
 	sin->sin_addr.s_addr = a->ip4;
-	if (!a->ip4 && a->host == ntx_host_id() && !(a->flags & NTX_ADDR_F_UNBOUND))
+	if (!a->ip4 && !src && a->host == ntx_host_id())
 		sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	free(*addr);
 	*addr = sin;
@@ -726,9 +728,9 @@ static int ntx_getinfo_dom_sin(uint32_t version, const char *node,
 	if (ret)
 		return ret;
 	fi->addr_format = FI_SOCKADDR_IN;
-	ret = ntx_sin_out(&fi->src_addr, &fi->src_addrlen);
+	ret = ntx_sin_out(&fi->src_addr, &fi->src_addrlen, true);
 	if (!ret)
-		ret = ntx_sin_out(&fi->dest_addr, &fi->dest_addrlen);
+		ret = ntx_sin_out(&fi->dest_addr, &fi->dest_addrlen, false);
 	if (ret) {
 		fi_freeinfo(fi);
 		return ret;

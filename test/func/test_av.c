@@ -217,6 +217,33 @@ Test(av, insertsym_expands_nodes_and_services)
 	t_close(&t);
 }
 
+/* fi_getinfo's node/service in FI_SOCKADDR_IN: a destination on this
+ * host is its address and port, a source without a node takes any. */
+Test(av, getinfo_gives_sockaddr_in_addresses)
+{
+	struct sockaddr_in want = sin_of("127.0.0.1", 7200);
+	const struct sockaddr_in *sin;
+	struct fi_info *fi;
+
+	g_dom = "shm";
+	cr_assert_eq(fi_getinfo(T_VERSION, "127.0.0.1", "7200", 0, sin_hints(),
+				&fi), 0);
+	cr_assert_eq(fi->addr_format, FI_SOCKADDR_IN);
+	cr_assert_eq(fi->dest_addrlen, sizeof(want));
+	cr_assert_eq(memcmp(fi->dest_addr, &want, sizeof(want)), 0);
+	fi_freeinfo(fi);
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, "7200", FI_SOURCE,
+				sin_hints(), &fi), 0);
+	sin = fi->src_addr;
+	cr_assert_eq(fi->src_addrlen, sizeof(*sin));
+	cr_assert(sin->sin_family == AF_INET && !sin->sin_addr.s_addr &&
+		  sin->sin_port == htons(7200));
+	fi_freeinfo(fi);
+	g_dom = "verbs0";
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, NULL, 0, sin_hints(), &fi),
+		     -FI_ENODATA, "no such domain, nor sockaddr names there");
+}
+
 Test(av, insertsvc_resolves_like_getinfo)
 {
 	struct sockaddr_in out, want = sin_of("127.0.0.1", 7100);
