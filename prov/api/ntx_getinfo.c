@@ -16,13 +16,13 @@
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |        \
 	 FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_RMA | FI_ATOMIC |     \
 	 FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |             \
-	 FI_RMA_EVENT | FI_FENCE | FI_SHARED_AV)
+	 FI_RMA_EVENT | FI_FENCE)
 /* receive-side and transmit-side only capabilities */
 #define NTX_RX_ONLY_CAPS                                                   \
 	(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE |           \
 	 FI_SOURCE_ERR | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
 #define NTX_TX_ONLY_CAPS (FI_SEND | FI_READ | FI_WRITE | FI_FENCE)
-#define NTX_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
+#define NTX_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV)
 #define NTX_CAPS (NTX_EP_CAPS | NTX_DOMAIN_CAPS)
 
 /* One fi_info per domain: shm reaches this host only; tcp and each verbs
@@ -49,7 +49,7 @@ static size_t ntx_doms_all(struct ntx_dom_desc *d, bool *named_only)
 	for (int i = 0; i < nv; i++, n++) {
 		memcpy(d[n].name, v[i].name, sizeof(d[n].name));
 		d[n].net = true;
-		d[n].caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+		d[n].caps = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
 		d[n].ep_cnt = v[i].ep_cnt;
 		d[n].cq_cnt = v[i].cq_cnt;
 		d[n].mr_cnt = v[i].mr_cnt;
@@ -58,7 +58,7 @@ static size_t ntx_doms_all(struct ntx_dom_desc *d, bool *named_only)
 		named_only[n] = v[i].named_only;
 	}
 	strcpy(d[n].name, NTX_DOMAIN_SHM);
-	d[n].caps = FI_LOCAL_COMM;
+	d[n].caps = FI_LOCAL_COMM | FI_SHARED_AV;
 	named_only[n] = false;
 	return n + 1;
 }
@@ -549,7 +549,7 @@ static struct fi_info *ntx_info_template(const struct ntx_dom_desc *d)
 	*fi->ep_attr = ntx_ep_attr;
 	*fi->domain_attr = ntx_domain_attr;
 	*fi->fabric_attr = ntx_fabric_attr;
-	fi->domain_attr->caps = d->caps | FI_SHARED_AV;
+	fi->domain_attr->caps = d->caps;
 	fi->domain_attr->name = strdup(d->name);
 	if (d->ep_cnt && d->ep_cnt < fi->domain_attr->ep_cnt)
 		fi->domain_attr->ep_cnt = fi->domain_attr->tx_ctx_cnt =
