@@ -92,6 +92,11 @@ struct ntx_domain {
 	const struct ntx_be_ops *net_ops;
 	uint64_t mr_mode;
 	bool sockaddr; /* names are FI_SOCKADDR_IN (ntx_addr_to_sin) */
+	/* triggered operations waiting for their counter (ntx_trigger.c):
+	 * trig_lock is a leaf, taken with no other lock held */
+	pthread_mutex_t trig_lock;
+	struct ntx_list trig;
+	atomic_uint ntrig;
 	struct fid_eq *eq;
 	struct ntx_auth_key auth; /* job key of the domain's endpoints */
 	/* MR table (struct ntx_mr *): key = [random:32 | index:32] (§6) */

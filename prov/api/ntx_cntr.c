@@ -11,6 +11,7 @@
 static void ntx_cntr_progress(struct ntx_cntr *c)
 {
 	ntx_scope_progress(c->domain, &c->scope);
+	ntx_trig_run(c->domain);
 }
 
 static uint64_t ntx_cntr_read(struct fid_cntr *fc)
@@ -85,8 +86,6 @@ static int ntx_cntr_wait(struct fid_cntr *fc, uint64_t threshold, int timeout)
 						 1000000ull;
 	uint64_t err0 = atomic_load(&c->err);
 
-	if (c->wait_obj == FI_WAIT_NONE)
-		return -FI_EINVAL;
 	struct ntx_cntr_cond cond = { c, threshold, err0 };
 
 	for (;;) {
@@ -100,7 +99,9 @@ static int ntx_cntr_wait(struct fid_cntr *fc, uint64_t threshold, int timeout)
 		now = ntx_now_ns();
 		if (timeout >= 0 && now >= end)
 			return -FI_ETIMEDOUT;
-		if (c->wait_obj == FI_WAIT_YIELD)
+		/* without a wait object (FI_WAIT_NONE) there is nothing
+		 * to sleep on: poll, yielding the CPU in between */
+		if (c->wait_obj == FI_WAIT_YIELD || c->wait_obj == FI_WAIT_NONE)
 			sched_yield();
 		else
 			ntx_scope_sleep(c->domain, &c->scope, &c->sig,

@@ -29,12 +29,14 @@ static ssize_t ntx_cq_readfrom(struct fid_cq *fcq, void *buf, size_t count,
 		cq->direct_n = 0;
 		ntx_scope_progress(cq->domain, &cq->scope);
 		cq->direct = NULL;
+		ntx_trig_run(cq->domain);
 		if (cq->direct_n)
 			return (ssize_t)cq->direct_n;
 		return ntx_list_empty(&cq->errs) ? -FI_EAGAIN : -FI_EAVAIL;
 	}
 	/* the thread-hot path: only this CQ's endpoints */
 	ntx_scope_progress(cq->domain, &cq->scope);
+	ntx_trig_run(cq->domain);
 	ntx_cmutex_lock(cq->domain, &cq->lock);
 	ret = ntx_cq_ring_read(cq, buf, count, src);
 	ntx_cmutex_unlock(cq->domain, &cq->lock);

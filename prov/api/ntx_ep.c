@@ -47,6 +47,11 @@ static int ntx_ep_close(struct fid *fid)
 	struct ntx_domain *dom = ep->domain;
 	struct ntx_list *it, *tmp;
 
+	if (atomic_load(&ep->ref)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "endpoint still has aliases\n");
+		return -FI_EBUSY;
+	}
+	ntx_trig_purge(ep);
 	ntx_ep_leave_domain(ep);
 	ntx_ep_lock(ep);
 	/* FI_MR_ENDPOINT: keys bound to this endpoint are valid nowhere */
@@ -192,6 +197,8 @@ static int ntx_ep_control(struct fid *fid, int command, void *arg)
 		else
 			ep->tx_op_flags = *flags & ~(FI_RECV | FI_TRANSMIT);
 		return 0;
+	case FI_ALIAS:
+		return ntx_ep_alias(ep, arg);
 	default:
 		return -FI_ENOSYS;
 	}

@@ -16,7 +16,7 @@
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |        \
 	 FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_RMA | FI_ATOMIC |     \
 	 FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |             \
-	 FI_RMA_EVENT | FI_FENCE)
+	 FI_RMA_EVENT | FI_FENCE | FI_TRIGGER)
 /* receive-side and transmit-side only capabilities */
 #define NTX_RX_ONLY_CAPS                                                   \
 	(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE |           \
