@@ -93,6 +93,59 @@ extern struct fi_ops_rma ntx_rma_ops;
 extern struct fi_ops_atomic ntx_atomic_ops;
 extern struct fi_ops_tagged ntx_tagged_ops;
 
+/* ---- endpoints and their aliases (ntx_trigger.c) ------------------------- */
+/* fi_ep_alias: the same endpoint with its own operation flags. */
+struct ntx_alias {
+	struct fid_ep ep;
+	struct ntx_ep *real;
+	uint64_t tx_op_flags, rx_op_flags;
+};
+extern struct fi_ops ntx_alias_fi_ops;
+
+static inline struct ntx_ep *ntx_ep_of(struct fid_ep *fep)
+{
+	if (fep->fid.ops == &ntx_alias_fi_ops)
+		return ntx_container_of(fep, struct ntx_alias, ep)->real;
+	return ntx_container_of(fep, struct ntx_ep, ep);
+}
+
+/* The default flags of operations posted through fep. */
+static inline uint64_t ntx_fep_tx_flags(struct fid_ep *fep)
+{
+	if (fep->fid.ops == &ntx_alias_fi_ops)
+		return ntx_container_of(fep, struct ntx_alias, ep)->tx_op_flags;
+	return ntx_container_of(fep, struct ntx_ep, ep)->tx_op_flags;
+}
+
+static inline uint64_t ntx_fep_rx_flags(struct fid_ep *fep)
+{
+	if (fep->fid.ops == &ntx_alias_fi_ops)
+		return ntx_container_of(fep, struct ntx_alias, ep)->rx_op_flags;
+	return ntx_container_of(fep, struct ntx_ep, ep)->rx_op_flags;
+}
+
+/* FI_ALIAS (fi_ep_alias) of an endpoint. */
+int ntx_ep_alias(struct ntx_ep *ep, struct fi_alias *alias);
+/* Triggered operations (FI_TRIGGER): an RMA operation deferred until a
+ * counter reaches a threshold; run from the API's progress calls. */
+ssize_t ntx_trig_rma(struct ntx_ep *ep, uint8_t op, const struct iovec *iov,
+		     size_t count, const struct fi_rma_iov *riov,
+		     size_t rcount, fi_addr_t dest, uint64_t data,
+		     void *context, uint64_t flags);
+void ntx_trig_run_slow(struct ntx_domain *dom);
+static inline void ntx_trig_run(struct ntx_domain *dom)
+{
+	if (atomic_load_explicit(&dom->ntrig, memory_order_relaxed))
+		ntx_trig_run_slow(dom);
+}
+/* Drops the endpoint's deferred operations (fi_close). */
+void ntx_trig_purge(struct ntx_ep *ep);
+/* ntx_rma_start of ntx_rma.c: the operation now. */
+ssize_t ntx_rma_start(struct ntx_ep *ep, uint8_t op, const struct iovec *iov,
+		      size_t count, const struct fi_rma_iov *riov,
+		      size_t rcount, fi_addr_t dest, uint64_t data,
+		      void *context, uint64_t flags, bool silent);
+
 /* ---- EQ ------------------------------------------------------------------- */
 struct ntx_eq;
 int ntx_eq_report(struct fid_eq *eq, uint32_t event, const void *buf,
@@ -112,6 +165,17 @@ void ntx_eq_src_del(struct fid_eq *eq, struct ntx_eq_src *src);
 int ntx_cq_trywait(struct fid *fid);
 int ntx_eq_trywait(struct fid *fid);
 int ntx_cntr_trywait(struct fid *fid);
+int ntx_wait_trywait(struct fid *fid);
+/* The EQ's signal fd, armed (wait sets). */
+int ntx_eq_wait_fd(struct fid *fid);
+
+/* ---- wait sets (ntx_wait.c) ------------------------------------------------ */
+int ntx_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
+		  struct fid_wait **waitset);
+/* A CQ, counter or EQ opened with FI_WAIT_SET joins its set at open
+ * (-FI_EINVAL: not an ntx wait set) and leaves it at close. */
+int ntx_wait_attach(struct fid_wait *ws, struct fid *member);
+void ntx_wait_detach(struct fid_wait *ws, struct fid *member);
 
 /* ---- stubs (ntx_stub.c) ---------------------------------------------------- */
 /* Ops an object does not offer, one stub of the member's own type each

@@ -3,6 +3,7 @@
  * fi_setname) and fi_cancel. Each endpoint owns one back-end instance.
  */
 #include "config.h"
+#include <netinet/in.h>
 #include <stdlib.h>
 
 #include "ntx/ntx.h"
@@ -48,6 +49,11 @@ static int ntx_ep_close(struct fid *fid)
 	void *msg = ntx_msg_ctx(ep);
 	struct ntx_list *it, *tmp;
 
+	if (atomic_load(&ep->ref)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "endpoint still has aliases\n");
+		return -FI_EBUSY;
+	}
+	ntx_trig_purge(ep);
 	ntx_msg_ep_closing(ep);
 	ntx_ep_leave_domain(ep);
 	ntx_ep_lock(ep);
@@ -201,6 +207,8 @@ static int ntx_ep_control(struct fid *fid, int command, void *arg)
 		else
 			ep->tx_op_flags = *flags & ~(FI_RECV | FI_TRANSMIT);
 		return 0;
+	case FI_ALIAS:
+		return ntx_ep_alias(ep, arg);
 	default:
 		return -FI_ENOSYS;
 	}
@@ -301,17 +309,25 @@ static int ntx_ep_open_be(struct ntx_ep *ep, int i,
 int ntx_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
+	struct sockaddr_in sin;
 	struct ntx_addr a;
-	size_t want;
+	const void *src = &a;
+	size_t want, len = sizeof(a);
 
 	if (!addrlen || (*addrlen && !addr))
 		return -FI_EINVAL;
 	ntx_ep_name(ep, &a);
+	if (ep->domain->sockaddr) {
+		if (ntx_addr_to_sin(&a, &sin))
+			return -FI_EADDRNOTAVAIL;
+		src = &sin;
+		len = sizeof(sin);
+	}
 	want = *addrlen;
-	*addrlen = sizeof(a);
-	if (want < sizeof(a))
+	*addrlen = len;
+	if (want < len)
 		return -FI_ETOOSMALL;
-	memcpy(addr, &a, sizeof(a));
+	memcpy(addr, src, len);
 	return 0;
 }
 
@@ -320,13 +336,19 @@ static int ntx_ep_setname(fid_t fid, void *addr, size_t addrlen)
 	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
 	struct ntx_addr cur;
 
-	if (!addr || addrlen != sizeof(struct ntx_addr) ||
-	    !ntx_addr_valid(addr))
-		return -FI_EINVAL;
+	struct sockaddr_in sin;
+
 	if (ep->enabled)
 		return -FI_EOPBADSTATE;
 	/* an ntx name is made by the back end; only our own is accepted */
 	ntx_ep_name(ep, &cur);
+	if (ep->domain->sockaddr)
+		return addr && addrlen == sizeof(sin) &&
+		       !ntx_addr_to_sin(&cur, &sin) &&
+		       !memcmp(addr, &sin, sizeof(sin)) ? 0 : -FI_EINVAL;
+	if (!addr || addrlen != sizeof(struct ntx_addr) ||
+	    !ntx_addr_valid(addr))
+		return -FI_EINVAL;
 	return ntx_addr_same_ep(&cur, addr) ? 0 : -FI_EINVAL;
 }
 
@@ -403,6 +425,55 @@ static int ntx_ep_open_bes(struct ntx_ep *ep, const struct ntx_addr *want)
 	return ret;
 }
 
+/* FI_SOCKADDR_IN (DESIGN §3, "Address formats"): an endpoint is named by
+ * its service number, so one that asked for none draws a free one from
+ * the ephemeral ports. */
+static int ntx_ep_open_bes_sin(struct ntx_ep *ep, const struct ntx_addr *want)
+{
+	struct ntx_addr w;
+	int ret = -FI_EADDRINUSE;
+
+	if (!ep->domain->sockaddr || (want && want->service))
+		return ntx_ep_open_bes(ep, want);
+	w = *want;
+	for (int i = 0; i < 64 && ret == -FI_EADDRINUSE; i++) {
+		w.service = 49152 + (uint32_t)(ntx_random64() % 16384);
+		ret = ntx_ep_open_bes(ep, &w);
+	}
+	return ret;
+}
+
+/* The name asked for: an ntx name, or with FI_SOCKADDR_IN an address and
+ * a port (either may be 0: any). */
+static int ntx_ep_want(const struct ntx_domain *dom, const struct fi_info *info,
+		       struct ntx_addr *buf, const struct ntx_addr **want)
+{
+	const struct sockaddr_in *sin = info->src_addr;
+
+	*want = NULL;
+	if (dom->sockaddr) {
+		memset(buf, 0, sizeof(*buf));
+		*want = buf;
+		if (!sin)
+			return 0;
+		if (info->src_addrlen < sizeof(*sin) ||
+		    sin->sin_family != AF_INET) {
+			NTX_WARN(FI_LOG_EP_CTRL, "src_addr is not AF_INET\n");
+			return -FI_EINVAL;
+		}
+		buf->ip4 = sin->sin_addr.s_addr;
+		buf->service = ntohs(sin->sin_port);
+		return 0;
+	}
+	if (info->src_addr) {
+		if (info->src_addrlen != sizeof(struct ntx_addr) ||
+		    !ntx_addr_valid(info->src_addr))
+			return -FI_EINVAL;
+		*want = info->src_addr;
+	}
+	return 0;
+}
+
 /* Our whole name, given to the back ends that tell it to peers. */
 static void ntx_ep_set_name(struct ntx_ep *ep)
 {
@@ -460,7 +531,7 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	struct ntx_domain *dom = ntx_container_of(domain, struct ntx_domain,
 						  dom);
 	const struct ntx_addr *want = NULL;
-	struct ntx_addr msg_want;
+	struct ntx_addr want_sin, msg_want;
 	struct ntx_ep *ep;
 	bool msg;
 	int ret;
@@ -468,16 +539,13 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	if (!info || !out || ntx_ep_check_type(dom, info))
 		return -FI_EINVAL;
 	msg = info->ep_attr->type == FI_EP_MSG;
-	if (info->src_addr) {
-		if (info->src_addrlen != sizeof(struct ntx_addr) ||
-		    !ntx_addr_valid(info->src_addr))
-			return -FI_EINVAL;
-		want = info->src_addr;
-		if (msg) {
-			msg_want = *want;
-			ntx_msg_want(info, &msg_want);
-			want = &msg_want;
-		}
+	ret = ntx_ep_want(dom, info, &want_sin, &want);
+	if (ret)
+		return ret;
+	if (msg && want) {
+		msg_want = *want;
+		ntx_msg_want(info, &msg_want);
+		want = &msg_want;
 	}
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
@@ -488,7 +556,7 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	if (ret)
 		goto free_ep;
 	ntx_ep_init(ep, dom, info);
-	ret = ntx_ep_open_bes(ep, want);
+	ret = ntx_ep_open_bes_sin(ep, want);
 	if (ret)
 		goto destroy_lock;
 	ntx_ep_set_name(ep);

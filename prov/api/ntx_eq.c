@@ -27,6 +27,7 @@ struct ntx_eq {
 	struct ntx_list events;
 	struct ntx_eq_ev *last_err;
 	enum fi_wait_obj wait_obj;
+	struct fid_wait *wait_set; /* FI_WAIT_SET: the set it is in */
 	struct ntx_signal sig;
 };
 
@@ -279,6 +280,14 @@ int ntx_eq_trywait(struct fid *fid)
 	return ret;
 }
 
+int ntx_eq_wait_fd(struct fid *fid)
+{
+	struct ntx_eq *eq = ntx_container_of(fid, struct ntx_eq, eq.fid);
+
+	ntx_signal_arm(&eq->sig);
+	return eq->sig.fd;
+}
+
 static const char *ntx_eq_strerror(struct fid_eq *feq, int prov_errno,
 				   const void *err_data, char *buf, size_t len)
 {
@@ -293,6 +302,8 @@ static int ntx_eq_close(struct fid *fid)
 	ntx_list_foreach_safe(&eq->events, it, tmp)
 		free(ntx_container_of(it, struct ntx_eq_ev, entry));
 	free(eq->last_err);
+	if (eq->wait_set)
+		ntx_wait_detach(eq->wait_set, &eq->eq.fid);
 	ntx_signal_close(&eq->sig);
 	pthread_mutex_destroy(&eq->lock);
 	pthread_mutex_destroy(&eq->src_lock);
@@ -352,12 +363,16 @@ int ntx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 		return -FI_EINVAL;
 	switch (attr->wait_obj) {
 	case FI_WAIT_NONE: case FI_WAIT_UNSPEC: case FI_WAIT_FD:
-	case FI_WAIT_YIELD:
+	case FI_WAIT_YIELD: case FI_WAIT_SET:
 		break;
 	default:
 		NTX_WARN(FI_LOG_EQ, "EQ wait object %d not supported\n",
 			 attr->wait_obj);
 		return -FI_ENOSYS;
+	}
+	if (attr->wait_obj == FI_WAIT_SET && !attr->wait_set) {
+		NTX_WARN(FI_LOG_EQ, "FI_WAIT_SET without a wait_set\n");
+		return -FI_EINVAL;
 	}
 	if (attr->flags & ~FI_WRITE) {
 		NTX_WARN(FI_LOG_EQ, "EQ flags not supported\n");
@@ -383,6 +398,15 @@ int ntx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 	eq->eq.fid.ops = &ntx_eq_fi_ops;
 	eq->eq.ops = &ntx_eq_ops;
 	ntx_ref_get(&fab->ref);
+	if (eq->wait_obj == FI_WAIT_SET) {
+		int ret = ntx_wait_attach(attr->wait_set, &eq->eq.fid);
+
+		if (ret) {
+			ntx_eq_close(&eq->eq.fid);
+			return ret;
+		}
+		eq->wait_set = attr->wait_set;
+	}
 	*out = &eq->eq;
 	return 0;
 }

@@ -35,6 +35,9 @@ static int ntx_fabric_trywait(struct fid_fabric *fabric, struct fid **fids,
 		case FI_CLASS_CNTR:
 			ret = ntx_cntr_trywait(fids[i]);
 			break;
+		case FI_CLASS_WAIT:
+			ret = ntx_wait_trywait(fids[i]);
+			break;
 		default:
 			return -FI_EINVAL;
 		}
@@ -59,7 +62,7 @@ struct fi_ops_fabric ntx_fabric_ops = {
 	.domain = ntx_domain_open,
 	.passive_ep = ntx_pep_open,
 	.eq_open = ntx_eq_open,
-	.wait_open = ntx_no_wait_open,
+	.wait_open = ntx_wait_open,
 	.trywait = ntx_fabric_trywait,
 	.domain2 = ntx_no_domain2,
 };

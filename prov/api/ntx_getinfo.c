@@ -16,13 +16,13 @@
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |        \
 	 FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_RMA | FI_ATOMIC |     \
 	 FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |             \
-	 FI_RMA_EVENT | FI_FENCE)
+	 FI_RMA_EVENT | FI_FENCE | FI_TRIGGER)
 /* receive-side and transmit-side only capabilities */
 #define NTX_RX_ONLY_CAPS                                                   \
 	(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE |           \
 	 FI_SOURCE_ERR | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
 #define NTX_TX_ONLY_CAPS (FI_SEND | FI_READ | FI_WRITE | FI_FENCE)
-#define NTX_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
+#define NTX_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV)
 #define NTX_CAPS (NTX_EP_CAPS | NTX_DOMAIN_CAPS)
 
 /* One fi_info per domain: shm reaches this host only; tcp and each verbs
@@ -50,7 +50,7 @@ static size_t ntx_doms_all(struct ntx_dom_desc *d, bool *named_only)
 	for (int i = 0; i < nv; i++, n++) {
 		memcpy(d[n].name, v[i].name, sizeof(d[n].name));
 		d[n].net = true;
-		d[n].caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+		d[n].caps = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
 		d[n].ep_cnt = v[i].ep_cnt;
 		d[n].cq_cnt = v[i].cq_cnt;
 		d[n].mr_cnt = v[i].mr_cnt;
@@ -60,7 +60,7 @@ static size_t ntx_doms_all(struct ntx_dom_desc *d, bool *named_only)
 		named_only[n] = v[i].named_only;
 	}
 	strcpy(d[n].name, NTX_DOMAIN_SHM);
-	d[n].caps = FI_LOCAL_COMM;
+	d[n].caps = FI_LOCAL_COMM | FI_SHARED_AV;
 	named_only[n] = false;
 	return n + 1;
 }
@@ -646,6 +646,12 @@ static void ntx_info_type(struct fi_info *fi, enum fi_ep_type type)
 	}
 }
 
+static int ntx_getinfo_dom_sin(uint32_t version, const char *node,
+			       const char *service, uint64_t flags,
+			       const struct fi_info *hints,
+			       const struct ntx_dom_desc *d,
+			       enum fi_ep_type type, struct fi_info **info);
+
 static int ntx_getinfo_dom(uint32_t version, const char *node,
 			   const char *service, uint64_t flags,
 			   const struct fi_info *hints,
@@ -656,6 +662,10 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 	struct fi_info *fi;
 	int ret;
 
+	if (hints && (hints->addr_format == FI_SOCKADDR_IN ||
+		      hints->addr_format == FI_SOCKADDR))
+		return ntx_getinfo_dom_sin(version, node, service, flags,
+					   hints, d, type, info);
 	ret = ntx_check_hints(version, hints, d);
 	if (!ret)
 		ret = ntx_check_type(hints, type);
@@ -704,6 +714,103 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 		addr.port = 0;
 		ret = ntx_set_addr(&fi->src_addr, &fi->src_addrlen, &addr);
 	}
+	if (ret) {
+		fi_freeinfo(fi);
+		return ret;
+	}
+	*info = fi;
+	return 0;
+}
+
+/* ---- FI_SOCKADDR_IN names (DESIGN §3, "Address formats") ---------------- */
+
+/* The domains whose endpoints can be named by an IPv4 address and a
+ * service number: shm, tcp and udp (a verbs or ud endpoint takes no
+ * service). */
+static bool ntx_dom_takes_sockaddr(const struct ntx_dom_desc *d)
+{
+	return !d->net || !strcmp(d->name, "tcp") || !strcmp(d->name, "udp");
+}
+
+/* A hint's address in FI_SOCKADDR(_IN) as an ntx name with only IP and
+ * service (either may be 0: a source that takes any). */
+static int ntx_sin_in(const void *addr, size_t len, struct ntx_addr *a)
+{
+	const struct sockaddr_in *sin = addr;
+
+	if (len < sizeof(*sin) || sin->sin_family != AF_INET)
+		NTX_NOMATCH("address is not AF_INET\n");
+	memset(a, 0, sizeof(*a));
+	a->magic = NTX_ADDR_MAGIC;
+	a->version = NTX_ADDR_VERSION;
+	a->flags = NTX_ADDR_F_UNBOUND;
+	a->win_fd = -1;
+	a->ip4 = sin->sin_addr.s_addr;
+	a->port = sin->sin_port;
+	a->service = ntohs(sin->sin_port);
+	a->host = !a->ip4 || ntx_ip4_is_local(a->ip4) ? ntx_host_id()
+						       : NTX_HOST_UNKNOWN;
+	return 0;
+}
+
+/* An entry's address, ours, rewritten as a struct sockaddr_in: a
+ * destination on this host without an IPv4 address (shm) is loopback, a
+ * source without one takes any. */
+static int ntx_sin_out(void **addr, size_t *len, bool src)
+{
+	const struct ntx_addr *a = *addr;
+	struct sockaddr_in *sin;
+
+	if (!a)
+		return 0;
+	if (a->service > 65535)
+		NTX_NOMATCH("service %u is not a port\n", a->service);
+	sin = calloc(1, sizeof(*sin));
+	if (!sin)
+		return -FI_ENOMEM;
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons((uint16_t)a->service);
+	sin->sin_addr.s_addr = a->ip4;
+	if (!a->ip4 && !src && a->host == ntx_host_id())
+		sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	free(*addr);
+	*addr = sin;
+	*len = sizeof(*sin);
+	return 0;
+}
+
+/* Hints asking for FI_SOCKADDR(_IN): the same entry made from hints with
+ * our names, its addresses then rewritten. */
+static int ntx_getinfo_dom_sin(uint32_t version, const char *node,
+			       const char *service, uint64_t flags,
+			       const struct fi_info *hints,
+			       const struct ntx_dom_desc *d,
+			       enum fi_ep_type type, struct fi_info **info)
+{
+	struct fi_info h = *hints, *fi;
+	struct ntx_addr src, dst;
+	int ret;
+
+	if (type == FI_EP_MSG)
+		NTX_NOMATCH("MSG endpoints have ntx names, not FI_SOCKADDR\n");
+	if (!ntx_dom_takes_sockaddr(d))
+		NTX_NOMATCH("domain %s has no FI_SOCKADDR_IN names\n", d->name);
+	if ((hints->src_addr && ntx_sin_in(hints->src_addr,
+					   hints->src_addrlen, &src)) ||
+	    (hints->dest_addr && ntx_sin_in(hints->dest_addr,
+					    hints->dest_addrlen, &dst)))
+		return -FI_ENODATA;
+	h.addr_format = FI_FORMAT_UNSPEC;
+	h.src_addr = hints->src_addr ? &src : NULL;
+	h.dest_addr = hints->dest_addr ? &dst : NULL;
+	h.src_addrlen = h.dest_addrlen = sizeof(struct ntx_addr);
+	ret = ntx_getinfo_dom(version, node, service, flags, &h, d, type, &fi);
+	if (ret)
+		return ret;
+	fi->addr_format = FI_SOCKADDR_IN;
+	ret = ntx_sin_out(&fi->src_addr, &fi->src_addrlen, true);
+	if (!ret)
+		ret = ntx_sin_out(&fi->dest_addr, &fi->dest_addrlen, false);
 	if (ret) {
 		fi_freeinfo(fi);
 		return ret;

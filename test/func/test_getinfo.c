@@ -107,9 +107,11 @@ Test(getinfo, capabilities)
 	cr_assert_eq(fi->caps & (FI_ATOMIC | FI_FENCE), FI_ATOMIC | FI_FENCE);
 	fi_freeinfo(fi);
 	h = base();
-	h->caps = FI_TRIGGER;
-	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA,
-		     "triggered operations are not offered");
+	h->caps = FI_RMA | FI_TRIGGER;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0, "triggered RMA offered");
+	cr_assert(fi->caps & FI_TRIGGER);
+	cr_assert(fi->tx_attr->caps & FI_TRIGGER);
+	fi_freeinfo(fi);
 	h = base();
 	h->caps = FI_TAGGED | FI_REMOTE_COMM;
 	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
@@ -165,8 +167,13 @@ Test(getinfo, endpoint_and_domain_attributes)
 	h->fabric_attr->name = strdup("other");
 	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
 	h = base();
-	h->addr_format = FI_SOCKADDR_IN;
+	h->addr_format = FI_SOCKADDR_IN6;
 	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->addr_format = FI_SOCKADDR;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_eq(fi->addr_format, FI_SOCKADDR_IN);
+	fi_freeinfo(fi);
 	h = base();
 	h->tx_attr->inject_size = 4096;
 	cr_assert_eq(try(h, NULL, NULL, 0, NULL), 0);
