@@ -50,6 +50,10 @@ ssize_t ntx_ep_cancel(fid_t fid, void *context);
 void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
 		 const struct fi_info *info);
 
+/* ---- FI_MSG_PREFIX (ntx_prefix.c) ---------------------------------------- */
+#define NTX_MSG_PREFIX 8 /* bytes, ep_attr->msg_prefix_size */
+void ntx_prefix_ep_init(struct ntx_ep *ep, const struct fi_info *info);
+
 /* ---- shared contexts (ntx_ctx.c) ----------------------------------------- */
 int ntx_srx_open(struct fid_domain *domain, struct fi_rx_attr *attr,
 		 struct fid_ep **rx_ep, void *context);

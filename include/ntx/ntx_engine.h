@@ -198,6 +198,7 @@ struct ntx_ep {
 	 * endpoint does (a cancel, a multi-receive buffer's release) */
 	struct ntx_ep *srx_report;
 	struct fid *stx; /* the shared transmit context bound, if any */
+	size_t msg_prefix; /* FI_MSG_PREFIX: receive lengths count it */
 	bool progress_busy;   /* recursion guard */
 	bool armed;           /* fi_trywait armed it: next progress disarms */
 	atomic_int ref;

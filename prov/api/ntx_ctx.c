@@ -107,6 +107,7 @@ int ntx_srx_open(struct fid_domain *domain, struct fi_rx_attr *attr,
 	srx->ep.cm = NULL;
 	srx->ep.msg = &ntx_msg_ops;
 	srx->ep.tagged = &ntx_tagged_ops;
+	ntx_prefix_ep_init(srx, &info);
 	ntx_ref_get(&dom->ref);
 	*out = &srx->ep;
 	return 0;

@@ -569,6 +569,7 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->ep.tagged = &ntx_tagged_ops;
 	ep->ep.rma = &ntx_rma_ops;
 	ep->ep.atomic = &ntx_atomic_ops;
+	ntx_prefix_ep_init(ep, info);
 	ntx_ref_get(&dom->ref);
 	ntx_ep_join_domain(ep);
 	if (msg) {

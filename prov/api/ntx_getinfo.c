@@ -274,8 +274,9 @@ static int ntx_check_ep(const struct fi_ep_attr *h)
 		NTX_NOMATCH("protocol %u not supported\n", h->protocol);
 	if (h->max_msg_size > ntx_ep_attr.max_msg_size)
 		NTX_NOMATCH("max_msg_size too large\n");
-	if (h->msg_prefix_size)
-		NTX_NOMATCH("msg_prefix_size not supported\n");
+	if (h->msg_prefix_size > NTX_MSG_PREFIX)
+		NTX_NOMATCH("msg_prefix_size %zu too large\n",
+			    h->msg_prefix_size);
 	if (h->max_order_raw_size > ntx_ep_attr.max_order_raw_size ||
 	    h->max_order_war_size > ntx_ep_attr.max_order_war_size ||
 	    h->max_order_waw_size > ntx_ep_attr.max_order_waw_size)
@@ -453,6 +454,24 @@ static void ntx_apply_ctx(struct fi_info *fi, const struct fi_ep_attr *h)
 		fi->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
 	if (h && h->rx_ctx_cnt == FI_SHARED_CONTEXT)
 		fi->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+}
+
+/* FI_MSG_PREFIX, when the application says it supports it: ntx then
+ * takes it (ntx_prefix.c), so that code written for prefix mode runs. */
+static void ntx_apply_prefix(struct fi_info *fi, const struct fi_info *h)
+{
+	uint64_t mode;
+
+	if (!h)
+		return;
+	mode = h->mode | (h->tx_attr ? h->tx_attr->mode : 0) |
+	       (h->rx_attr ? h->rx_attr->mode : 0);
+	if (!(mode & FI_MSG_PREFIX))
+		return;
+	fi->mode |= FI_MSG_PREFIX;
+	fi->tx_attr->mode |= FI_MSG_PREFIX;
+	fi->rx_attr->mode |= FI_MSG_PREFIX;
+	fi->ep_attr->msg_prefix_size = NTX_MSG_PREFIX;
 }
 
 /* Narrows the template to what the hints asked for. */
@@ -686,6 +705,7 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 	ntx_info_type(fi, type);
 	ntx_apply_hints(fi, hints, version);
 	ntx_apply_ctx(fi, hints ? hints->ep_attr : NULL);
+	ntx_apply_prefix(fi, hints);
 	ret = ntx_apply_keys(fi, hints);
 	if (ret) {
 		fi_freeinfo(fi);

@@ -56,6 +56,7 @@ void ntx_comp_rx(struct ntx_req *req, struct ntx_vc *vc, size_t len,
 	struct ntx_ep *ep = ntx_req_rx_ep(req, vc);
 	uint64_t f = FI_RECV | ntx_comp_kind(req->flags) | flags;
 
+	len += ep->msg_prefix; /* FI_MSG_PREFIX counts the prefix */
 	if (olen) {
 		if (ep->rx_cq)
 			ntx_cq_push_err(ep->rx_cq, req->context, f, len, buf,
