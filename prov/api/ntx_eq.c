@@ -299,6 +299,11 @@ static int ntx_eq_close(struct fid *fid)
 	struct ntx_eq *eq = ntx_container_of(fid, struct ntx_eq, eq.fid);
 	struct ntx_list *it, *tmp;
 
+	if (ntx_eq_has_sources(eq)) {
+		NTX_WARN(FI_LOG_EQ, "EQ still bound to a MSG or passive "
+			 "endpoint\n");
+		return -FI_EBUSY;
+	}
 	ntx_list_foreach_safe(&eq->events, it, tmp)
 		free(ntx_container_of(it, struct ntx_eq_ev, entry));
 	free(eq->last_err);

@@ -116,6 +116,7 @@ static void cm_close_ep(struct cm_ep *e)
 
 static void cm_close(struct cm *c)
 {
+	cr_assert_eq(fi_close(&c->eq->fid), -FI_EBUSY, "endpoints bound");
 	cm_close_ep(&c->cli);
 	cm_close_ep(&c->srv);
 	cr_assert_eq(fi_close(&c->pep->fid), 0);
