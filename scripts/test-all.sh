@@ -79,6 +79,11 @@ for mode in msg tagged; do
   envs=(FI_NTX_LOCAL_VIA_NETWORK=1); opts=(-p ntx -d tcp -e rdm -m "$mode" -S all -c)
   pp "fi_pingpong tcp path $mode"
 done
+for d in shm tcp udp; do # FI_EP_MSG: passive endpoint, connect, accept
+  envs=(); [ $d = shm ] || envs=(FI_NTX_LOCAL_VIA_NETWORK=1)
+  opts=(-p ntx -d $d -e msg -S all -c)
+  pp "fi_pingpong MSG endpoints, $d"
+done
 stress() {
   cc -O2 -Wall -o test/stress/stress_threads test/stress/stress_threads.c \
     $(pkg-config --cflags --libs libfabric) -lpthread &&

@@ -44,6 +44,42 @@ int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		  struct fid_cntr **cntr, void *context);
 int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **ep, void *context);
+int ntx_ep_getname(fid_t fid, void *addr, size_t *addrlen);
+ssize_t ntx_ep_cancel(fid_t fid, void *context);
+/* An endpoint's attributes from fi_info and its empty engine state. */
+void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
+		 const struct fi_info *info);
+
+/* ---- FI_MSG_PREFIX (ntx_prefix.c) ---------------------------------------- */
+#define NTX_MSG_PREFIX 8 /* bytes, ep_attr->msg_prefix_size */
+void ntx_prefix_ep_init(struct ntx_ep *ep, const struct fi_info *info);
+
+/* ---- shared contexts (ntx_ctx.c) ----------------------------------------- */
+int ntx_srx_open(struct fid_domain *domain, struct fi_rx_attr *attr,
+		 struct fid_ep **rx_ep, void *context);
+int ntx_stx_open(struct fid_domain *domain, struct fi_tx_attr *attr,
+		 struct fid_stx **stx, void *context);
+/* fi_ep_bind of a shared context, before fi_enable. */
+int ntx_ctx_bind(struct ntx_ep *ep, struct fid *ctx, uint64_t flags);
+/* At close: the references the bindings hold. */
+void ntx_ctx_unbind(struct ntx_ep *ep);
+
+/* ---- FI_EP_MSG (ntx_cm.c) ------------------------------------------------ */
+int ntx_pep_open(struct fid_fabric *fabric, struct fi_info *info,
+		 struct fid_pep **pep, void *context);
+/* A MSG endpoint's name request: no service (the passive ep's). */
+void ntx_msg_want(const struct fi_info *info, struct ntx_addr *want);
+/* Makes an opened engine endpoint a MSG one (its private AV, its
+ * fi_ops_cm); the handle of a server's fi_info must be a pending
+ * connection request. */
+int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info);
+int ntx_msg_bind_eq(struct ntx_ep *ep, struct fid_eq *eq);
+void ntx_msg_ep_closing(struct ntx_ep *ep);
+/* The MSG state of a closed endpoint (NULL: none). */
+void ntx_msg_ep_free(void *ctx);
+void *ntx_msg_ctx(struct ntx_ep *ep);
+int ntx_msg_getopt(fid_t fid, int level, int optname, void *optval,
+		   size_t *optlen);
 int ntx_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
 	       uint64_t offset, uint64_t requested_key, uint64_t flags,
 	       struct fid_mr **mr, void *context);
@@ -61,14 +97,89 @@ extern struct fi_ops_rma ntx_rma_ops;
 extern struct fi_ops_atomic ntx_atomic_ops;
 extern struct fi_ops_tagged ntx_tagged_ops;
 
+/* ---- endpoints and their aliases (ntx_trigger.c) ------------------------- */
+/* fi_ep_alias: the same endpoint with its own operation flags. */
+struct ntx_alias {
+	struct fid_ep ep;
+	struct ntx_ep *real;
+	uint64_t tx_op_flags, rx_op_flags;
+};
+extern struct fi_ops ntx_alias_fi_ops;
+
+static inline struct ntx_ep *ntx_ep_of(struct fid_ep *fep)
+{
+	if (fep->fid.ops == &ntx_alias_fi_ops)
+		return ntx_container_of(fep, struct ntx_alias, ep)->real;
+	return ntx_container_of(fep, struct ntx_ep, ep);
+}
+
+/* The default flags of operations posted through fep. */
+static inline uint64_t ntx_fep_tx_flags(struct fid_ep *fep)
+{
+	if (fep->fid.ops == &ntx_alias_fi_ops)
+		return ntx_container_of(fep, struct ntx_alias, ep)->tx_op_flags;
+	return ntx_container_of(fep, struct ntx_ep, ep)->tx_op_flags;
+}
+
+static inline uint64_t ntx_fep_rx_flags(struct fid_ep *fep)
+{
+	if (fep->fid.ops == &ntx_alias_fi_ops)
+		return ntx_container_of(fep, struct ntx_alias, ep)->rx_op_flags;
+	return ntx_container_of(fep, struct ntx_ep, ep)->rx_op_flags;
+}
+
+/* FI_ALIAS (fi_ep_alias) of an endpoint. */
+int ntx_ep_alias(struct ntx_ep *ep, struct fi_alias *alias);
+/* Triggered operations (FI_TRIGGER): an RMA operation deferred until a
+ * counter reaches a threshold; run from the API's progress calls. */
+ssize_t ntx_trig_rma(struct ntx_ep *ep, uint8_t op, const struct iovec *iov,
+		     size_t count, const struct fi_rma_iov *riov,
+		     size_t rcount, fi_addr_t dest, uint64_t data,
+		     void *context, uint64_t flags);
+void ntx_trig_run_slow(struct ntx_domain *dom);
+static inline void ntx_trig_run(struct ntx_domain *dom)
+{
+	if (atomic_load_explicit(&dom->ntrig, memory_order_relaxed))
+		ntx_trig_run_slow(dom);
+}
+/* Drops the endpoint's deferred operations (fi_close). */
+void ntx_trig_purge(struct ntx_ep *ep);
+/* ntx_rma_start of ntx_rma.c: the operation now. */
+ssize_t ntx_rma_start(struct ntx_ep *ep, uint8_t op, const struct iovec *iov,
+		      size_t count, const struct fi_rma_iov *riov,
+		      size_t rcount, fi_addr_t dest, uint64_t data,
+		      void *context, uint64_t flags, bool silent);
+
 /* ---- EQ ------------------------------------------------------------------- */
 struct ntx_eq;
 int ntx_eq_report(struct fid_eq *eq, uint32_t event, const void *buf,
 		  size_t len, int err, void *context);
+/* An error event with error data (copied), e.g. a rejection's. */
+int ntx_eq_report_err(struct fid_eq *eq, fid_t fid, int err,
+		      const void *data, size_t len);
+/* An endpoint whose connection events the EQ carries: reading the EQ
+ * progresses it (manual control progress). */
+struct ntx_eq_src {
+	struct ntx_list entry;
+	struct ntx_ep *ep;
+};
+void ntx_eq_src_add(struct fid_eq *eq, struct ntx_eq_src *src);
+void ntx_eq_src_del(struct fid_eq *eq, struct ntx_eq_src *src);
 /* fi_trywait for one object: -FI_EAGAIN when it has something to read. */
 int ntx_cq_trywait(struct fid *fid);
 int ntx_eq_trywait(struct fid *fid);
 int ntx_cntr_trywait(struct fid *fid);
+int ntx_wait_trywait(struct fid *fid);
+/* The EQ's signal fd, armed (wait sets). */
+int ntx_eq_wait_fd(struct fid *fid);
+
+/* ---- wait sets (ntx_wait.c) ------------------------------------------------ */
+int ntx_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
+		  struct fid_wait **waitset);
+/* A CQ, counter or EQ opened with FI_WAIT_SET joins its set at open
+ * (-FI_EINVAL: not an ntx wait set) and leaves it at close. */
+int ntx_wait_attach(struct fid_wait *ws, struct fid *member);
+void ntx_wait_detach(struct fid_wait *ws, struct fid *member);
 
 /* ---- stubs (ntx_stub.c) ---------------------------------------------------- */
 /* Ops an object does not offer, one stub of the member's own type each
@@ -81,8 +192,6 @@ int ntx_no_ops_open(struct fid *fid, const char *name, uint64_t flags,
 int ntx_no_tostr(const struct fid *fid, char *buf, size_t len);
 int ntx_no_ops_set(struct fid *fid, const char *name, uint64_t flags,
 		   void *ops, void *context);
-int ntx_no_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
-		      struct fid_pep **pep, void *context);
 int ntx_no_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
 		     struct fid_wait **waitset);
 int ntx_no_domain2(struct fid_fabric *fabric, struct fi_info *info,
@@ -104,6 +213,14 @@ int ntx_no_tx_ctx(struct fid_ep *sep, int index, struct fi_tx_attr *attr,
 		  struct fid_ep **tx_ep, void *context);
 int ntx_no_rx_ctx(struct fid_ep *sep, int index, struct fi_rx_attr *attr,
 		  struct fid_ep **rx_ep, void *context);
+ssize_t ntx_no_cancel(fid_t fid, void *context);
+int ntx_no_setopt(fid_t fid, int level, int optname, const void *optval,
+		  size_t optlen);
+int ntx_no_getopt(fid_t fid, int level, int optname, void *optval,
+		  size_t *optlen);
+ssize_t ntx_no_rx_size_left(struct fid_ep *ep);
+ssize_t ntx_no_tx_size_left(struct fid_ep *ep);
+int ntx_no_setname(fid_t fid, void *addr, size_t addrlen);
 int ntx_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen);
 int ntx_no_connect(struct fid_ep *ep, const void *addr, const void *param,
 		   size_t paramlen);

@@ -129,6 +129,7 @@ static inline bool ntx_be_ops_is_valid(const struct ntx_be_ops *ops)
 struct ntx_be_domain {
 	char name[64];
 	bool named_only; /* listed only when the application names it */
+	bool datagram;   /* also offers FI_EP_DGRAM endpoints */
 	uint32_t ep_cnt, cq_cnt, mr_cnt, tx_size, rx_size;
 };
 
@@ -142,6 +143,9 @@ struct ntx_be_desc {
 	 * local ranks over every domain of a provider as over NICs) must not
 	 * land on one its peers do not use */
 	bool named_only;
+	/* a datagram back end: fi_getinfo also offers FI_EP_DGRAM on its
+	 * domains (DESIGN §10), whether named or not */
+	bool datagram;
 	/* the domains a network back end serves now; how many it wrote */
 	int (*domains)(struct ntx_be_domain *out, int max);
 	void (*fini)(void); /* before the provider unloads (optional) */

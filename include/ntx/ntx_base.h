@@ -67,6 +67,7 @@ struct ntx_params {
 	int local_via_network; /* same-host peers through the network too */
 	size_t progress_idle_us; /* auto progress: helper waits this long */
 	char *domains;           /* FI_NTX_DOMAINS: what getinfo lists */
+	int rxm;                 /* MSG entries for utility providers */
 	char *progress_cpus;     /* auto progress: cpuset of the helper */
 	size_t cq_size;        /* default CQ depth */
 	size_t min_multi_recv; /* default FI_OPT_MIN_MULTI_RECV */
@@ -118,6 +119,18 @@ bool ntx_addr_valid(const struct ntx_addr *a);
 bool ntx_addr_same_ep(const struct ntx_addr *a, const struct ntx_addr *b);
 int ntx_addr_to_str(const struct ntx_addr *a, char *buf, size_t len);
 int ntx_addr_from_str(const char *s, struct ntx_addr *a);
+/* FI_SOCKADDR_IN names (DESIGN §3, "Address formats"): an endpoint is
+ * its IPv4 address and its service number as port. From one: an
+ * unbound name resolved at the first send, as fi_getinfo's node/service;
+ * -FI_EINVAL for another family, address 0 or port 0. */
+struct sockaddr_in;
+int ntx_addr_from_sin(const struct sockaddr_in *sin, struct ntx_addr *a);
+/* To one: -FI_EINVAL for a name whose service is not a port (0 or above
+ * 65535). An endpoint with no IPv4 address (shm) is 127.0.0.1. */
+int ntx_addr_to_sin(const struct ntx_addr *a, struct sockaddr_in *sin);
+/* An IPv4 address (network order) of this host: loopback or one of its
+ * interfaces'. */
+bool ntx_ip4_is_local(uint32_t ip4);
 uint64_t ntx_random64(void);
 
 /* ---- job keys (FI_AUTH_KEY, DESIGN §7) ------------------------------------ */

@@ -91,6 +91,12 @@ struct ntx_domain {
 	char name[64];
 	const struct ntx_be_ops *net_ops;
 	uint64_t mr_mode;
+	bool sockaddr; /* names are FI_SOCKADDR_IN (ntx_addr_to_sin) */
+	/* triggered operations waiting for their counter (ntx_trigger.c):
+	 * trig_lock is a leaf, taken with no other lock held */
+	pthread_mutex_t trig_lock;
+	struct ntx_list trig;
+	atomic_uint ntrig;
 	struct fid_eq *eq;
 	struct ntx_auth_key auth; /* job key of the domain's endpoints */
 	/* MR table (struct ntx_mr *): key = [random:32 | index:32] (§6) */
@@ -221,11 +227,51 @@ static inline void ntx_mutex_unlock(const struct ntx_domain *d,
 
 
 /* ---- AV ------------------------------------------------------------------- */
+/* ---- named memfds and shared AVs (ntx_named.c, ntx_av_shared.c) --------- */
+#define NTX_NAMED_MAX 64 /* bytes of a shared AV's name: [A-Za-z0-9._-] */
+bool ntx_named_valid(const char *name);
+/* Claims "ntx-KIND-UID-NAME" and makes its memfd: -FI_EADDRINUSE when
+ * another process holds the name. */
+int ntx_named_create(const char *kind, const char *name, int *sock,
+		     int *memfd);
+/* Accepts and drops the connections finders made to learn our pid. */
+void ntx_named_drain(int sock);
+/* Opens, read-only, the memfd another process of ours created under the
+ * name: -FI_ENOENT, -FI_EACCES. */
+int ntx_named_find(const char *kind, const char *name, int *memfd);
+
+#define NTX_AVS_MAX (1u << 20) /* entries of a shared AV */
+#define NTX_AVS_DEFAULT 1024 /* ... when fi_av_attr.count is 0 */
+struct ntx_av_shared {
+	uint8_t *map; /* NULL: the AV is not shared */
+	size_t len;
+	uint32_t cap; /* slots (fi_addr 0..cap-1) */
+	int sock;     /* writer: the name's socket */
+	int fd;       /* writer: the memfd */
+	bool writer;
+};
+int ntx_av_shared_create(struct ntx_av_shared *s, const char *name,
+			 uint32_t cap);
+int ntx_av_shared_open(struct ntx_av_shared *s, const char *name);
+void ntx_av_shared_close(struct ntx_av_shared *s);
+/* The slots in insertion order (fi_av_attr.map_addr). */
+fi_addr_t *ntx_av_shared_order(const struct ntx_av_shared *s);
+/* Writer: publishes slot's name (-FI_ENOSPC past cap) or clears it. */
+int ntx_av_shared_put(struct ntx_av_shared *s, uint32_t slot,
+		      const struct ntx_addr *a);
+void ntx_av_shared_clear(struct ntx_av_shared *s, uint32_t slot);
+/* Reader: a checked copy of slot's name: -FI_ENOENT when empty,
+ * -FI_EINVAL when not a valid name, -FI_EAGAIN when always torn. */
+int ntx_av_shared_get(const struct ntx_av_shared *s, uint64_t slot,
+		      struct ntx_addr *out);
+
 struct ntx_av {
 	struct fid_av av;
 	struct ntx_domain *domain;
 	atomic_int ref;
 	enum fi_av_type type;
+	bool read_only; /* opened FI_READ: a shared AV another process fills */
+	struct ntx_av_shared shared; /* named AVs */
 	struct fid_eq *eq;
 	pthread_mutex_t lock; /* entries: endpoints look up under it */
 	struct ntx_idtab addrs; /* struct ntx_addr *, by fi_addr (slot) */
@@ -267,6 +313,7 @@ struct ntx_cq {
 	struct ntx_cq_err *last_err; /* freed on the next read */
 	atomic_bool signaled; /* fi_cq_signal: wake one sread */
 	int epfd;             /* FI_GETWAIT set, -1 until asked for */
+	struct fid_wait *wait_set; /* FI_WAIT_SET: the set it is in */
 	bool source_err;
 	pthread_mutex_t lock;  /* ring and errors (a leaf lock) */
 	struct ntx_scope scope; /* endpoints bound to the CQ */
@@ -304,6 +351,7 @@ struct ntx_cntr {
 	enum fi_wait_obj wait_obj;
 	struct ntx_signal sig;
 	int epfd; /* FI_GETWAIT set, -1 until asked for */
+	struct fid_wait *wait_set; /* FI_WAIT_SET: the set it is in */
 	struct ntx_scope scope; /* endpoints bound to the counter */
 };
 void ntx_cntr_inc(struct ntx_cntr *c);

@@ -167,6 +167,18 @@ struct ntx_ep_be {
 	struct ntx_be_ep *be;
 };
 
+/* FI_EP_MSG endpoints and passive endpoints (DESIGN §3, "MSG
+ * endpoints"): the API layer's connection management, called under the
+ * endpoint lock. */
+struct ntx_cm_hooks {
+	/* an NTX_OP_CM packet; len == h->msg_len <= NTX_CM_DATA_MAX */
+	void (*packet)(struct ntx_ep *ep, struct ntx_vc *vc,
+		       const struct ntx_wire_hdr *h, const void *data,
+		       size_t len);
+	/* a VC failed or is being closed */
+	void (*vc_failed)(struct ntx_ep *ep, struct ntx_vc *vc);
+};
+
 /* the shm window, and the domain's network back end (tcp or verbs) */
 enum { NTX_BE_SHM, NTX_BE_NET, NTX_BE_MAX };
 
@@ -174,6 +186,19 @@ struct ntx_ep {
 	struct fid_ep ep;
 	struct ntx_domain *domain;
 	pthread_mutex_t lock; /* engine state below (see ntx_domain) */
+	/* the lock taken: lock, or that of the shared receive context the
+	 * endpoint is bound to (its engine state is touched by every
+	 * endpoint bound to it) */
+	pthread_mutex_t *lockp;
+	/* where receives are matched: this endpoint, or its shared receive
+	 * context (DESIGN §3, "Shared contexts"); an srx's is itself */
+	struct ntx_ep *rx;
+	bool is_srx;
+	/* an srx: the bound endpoint that reports what no receiving
+	 * endpoint does (a cancel, a multi-receive buffer's release) */
+	struct ntx_ep *srx_report;
+	struct fid *stx; /* the shared transmit context bound, if any */
+	size_t msg_prefix; /* FI_MSG_PREFIX: receive lengths count it */
 	bool progress_busy;   /* recursion guard */
 	bool armed;           /* fi_trywait armed it: next progress disarms */
 	atomic_int ref;
@@ -213,6 +238,12 @@ struct ntx_ep {
 	struct ntx_auth_key auth; /* job key (len 0: none) */
 	uint32_t auth_vcs;        /* VCs whose job-key exchange runs */
 	struct ntx_addr name;     /* our whole name, as peers see it */
+	/* MSG and passive endpoints: cm set; packets other than NTX_OP_CM
+	 * come only from msg_peer, and every operation goes to msg_dest
+	 * (FI_ADDR_NOTAVAIL: not connected, or shut down) */
+	const struct ntx_cm_hooks *cm;
+	void *cm_ctx;
+	fi_addr_t msg_peer, msg_dest;
 };
 
 /* Counter slots of an endpoint, in fi_ep_bind flag order: send, recv,
@@ -236,15 +267,15 @@ static inline bool ntx_ep_has_cntr(struct ntx_ep *ep)
 
 static inline void ntx_ep_lock(struct ntx_ep *ep)
 {
-	ntx_cmutex_lock_rank(ep->domain, &ep->lock, NTX_LOCK_EP);
+	ntx_cmutex_lock_rank(ep->domain, ep->lockp, NTX_LOCK_EP);
 }
 static inline void ntx_ep_unlock(struct ntx_ep *ep)
 {
-	ntx_cmutex_unlock(ep->domain, &ep->lock);
+	ntx_cmutex_unlock(ep->domain, ep->lockp);
 }
 /* "Endpoint lock held" (DESIGN §3, locks) */
 #define ntx_assert_ep_locked(ep)                                            \
-	ntx_assert_cmutex_locked((ep)->domain, &(ep)->lock)
+	ntx_assert_cmutex_locked((ep)->domain, (ep)->lockp)
 /* Makes arrivals write the back ends' wait fds (or stops it); takes the
  * endpoint lock. */
 void ntx_ep_arm(struct ntx_ep *ep, bool arm);
@@ -262,21 +293,44 @@ int ntx_req_bounce(struct ntx_req *req);
 	(ntx_params.eager_max > NTX_INJECT_MAX ? ntx_params.eager_max       \
 					       : NTX_INJECT_MAX)
 
+/* The endpoint whose CQ and counter report a receive: its own, or for a
+ * receive posted to a shared receive context, the endpoint the message
+ * arrived at (vc, else the request's), else the context's reporter. */
+static inline struct ntx_ep *ntx_req_rx_ep(const struct ntx_req *r,
+					   const struct ntx_vc *vc)
+{
+	if (!r->ep->is_srx)
+		return r->ep;
+	if (!vc)
+		vc = r->vc;
+	return vc ? vc->ep : r->ep->srx_report;
+}
+
 /* ---- completions (ntx_comp.c) ---- */
 void ntx_comp_tx(struct ntx_req *req);
 /* A send done without a request (ntx_proto_send_small). */
 void ntx_comp_send(struct ntx_ep *ep, void *context, uint64_t flags);
 void ntx_comp_tx_err(struct ntx_req *req, int err);
-void ntx_comp_rx(struct ntx_req *req, size_t len, uint64_t flags,
-		 uint64_t tag, uint64_t data, fi_addr_t src, void *buf,
-		 size_t olen, const struct ntx_addr *src_name);
+/* A receive done with a message that came on vc. */
+void ntx_comp_rx(struct ntx_req *req, struct ntx_vc *vc, size_t len,
+		 uint64_t flags, uint64_t tag, uint64_t data, fi_addr_t src,
+		 void *buf, size_t olen, const struct ntx_addr *src_name);
 void ntx_comp_rx_err(struct ntx_req *req, int err, size_t len, size_t olen,
 		     uint64_t tag, uint64_t data);
 /* one-sided: the initiator's completion (err positive or 0) */
 void ntx_comp_rma(struct ntx_req *req, int err);
 
 /* ---- virtual connections (ntx_vc.c) ---- */
+/* The VC of an operation's address (a MSG endpoint's: its peer's). */
 int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **vc);
+/* The VC of an AV address as it is. */
+int ntx_vc_get_slot(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **vc);
+/* A live VC with the endpoint of this name, or NULL. */
+struct ntx_vc *ntx_vc_by_name(struct ntx_ep *ep, const struct ntx_addr *a);
+/* An NTX_OP_CM packet (stage NTX_CM_*) with len <= NTX_CM_DATA_MAX
+ * bytes of connection data. */
+int ntx_vc_cm_send(struct ntx_vc *vc, uint32_t stage, uint64_t cid,
+		   const void *data, size_t len);
 fi_addr_t ntx_vc_fi_addr_lookup(struct ntx_vc *vc);
 /* The peer's AV address (FI_ADDR_NOTAVAIL if it is not in the AV). */
 static inline fi_addr_t ntx_vc_fi_addr(struct ntx_vc *vc)

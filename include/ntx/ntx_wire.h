@@ -32,6 +32,10 @@ enum ntx_op {
 	/* job keys (DESIGN §7): status = NTX_AUTH_*; before a VC is
 	 * proven, nothing else from it is accepted */
 	NTX_OP_AUTH,
+	/* FI_EP_MSG connection management (DESIGN §3, "MSG endpoints"):
+	 * status = NTX_CM_*, sreq = the connection's id, msg_len = bytes
+	 * of connection data in the payload */
+	NTX_OP_CM,
 	NTX_OP_MAX
 };
 
@@ -90,6 +94,14 @@ struct ntx_wire_auth {
 	uint8_t nonce[NTX_AUTH_NONCE];
 	uint8_t name[32]; /* struct ntx_addr */
 };
+
+/* NTX_OP_CM stages */
+#define NTX_CM_REQ 1      /* client -> passive endpoint: connect */
+#define NTX_CM_ACCEPT 2   /* server endpoint -> client */
+#define NTX_CM_REJECT 3   /* passive endpoint -> client */
+#define NTX_CM_ESTAB 4    /* client -> server endpoint: both connected */
+#define NTX_CM_SHUTDOWN 5 /* either side: the connection ends */
+#define NTX_CM_DATA_MAX 256 /* connection data (FI_OPT_CM_DATA_SIZE) */
 
 struct ntx_wire_riov {
 	uint64_t addr;

@@ -13,10 +13,6 @@
 	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE | FI_FENCE |  \
 	 FI_COMMIT_COMPLETE)
 
-static inline struct ntx_ep *ntx_ep_of(struct fid_ep *fep)
-{
-	return ntx_container_of(fep, struct ntx_ep, ep);
-}
 
 static int ntx_atomic_valid(enum ntx_atomic_fn fn, enum fi_datatype dt,
 			    enum fi_op op, size_t *count)
@@ -220,7 +216,7 @@ static ssize_t ntx_atomic_call(struct fid_ep *fep, enum ntx_atomic_fn fn,
 
 static uint64_t ntx_atomic_op_flags(struct fid_ep *fep)
 {
-	return ntx_ep_of(fep)->tx_op_flags & NTX_ATOMIC_FLAGS & ~FI_INJECT;
+	return ntx_fep_tx_flags(fep) & NTX_ATOMIC_FLAGS & ~FI_INJECT;
 }
 
 static ssize_t ntx_atomic_write(struct fid_ep *fep, const void *buf,

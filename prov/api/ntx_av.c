@@ -6,6 +6,10 @@
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <netdb.h>
+#include <netinet/in.h>
 
 #include "ntx/ntx.h"
 
@@ -19,32 +23,71 @@ static int ntx_av_finish(struct ntx_av *av, int done, void *context)
 	return 0;
 }
 
-static int ntx_av_insert(struct fid_av *fav, const void *addr, size_t count,
-			 fi_addr_t *fi_addr, uint64_t flags, void *context)
+/* The i-th name of an application's array, in the domain's format. */
+static int ntx_av_parse(const struct ntx_av *av, const void *addr, size_t i,
+			struct ntx_addr *out)
 {
-	struct ntx_av *av = ntx_container_of(fav, struct ntx_av, av);
-	const struct ntx_addr *a = addr;
-	int *errs = (flags & FI_SYNC_ERR) ? context : NULL;
+	const struct ntx_addr *a;
+
+	if (av->domain->sockaddr)
+		return ntx_addr_from_sin((const struct sockaddr_in *)addr + i,
+					 out);
+	a = (const struct ntx_addr *)addr + i;
+	if (!ntx_addr_valid(a))
+		return -FI_EINVAL;
+	*out = *a;
+	return 0;
+}
+
+/* With an EQ, an error event for the i-th address of an insert (the
+ * entry's data is its index, as fi_av(3) says). */
+static void ntx_av_report_err(struct ntx_av *av, size_t i, int err,
+			      void *context)
+{
+	struct fi_eq_entry ev = { &av->av.fid, context, (uint64_t)i };
+
+	if (av->eq)
+		ntx_eq_report(av->eq, FI_AV_COMPLETE, &ev, sizeof(ev), -err,
+			      context);
+}
+
+/* Stores names[i] (ret 0) or records why it could not (AV lock held). */
+static int ntx_av_put(struct ntx_av *av, const struct ntx_addr *name,
+		      int ret, size_t i, fi_addr_t *fa, void *context)
+{
+	if (!ret)
+		ret = ntx_av_table_add(av, name, fa);
+	if (!ret && av->shared.map) {
+		ret = ntx_av_shared_put(&av->shared, (uint32_t)*fa, name);
+		if (ret)
+			ntx_av_table_del(av, *fa);
+	}
+	if (!ret)
+		return 0;
+	NTX_WARN(FI_LOG_AV, "av insert %zu: %s\n", i, fi_strerror(-ret));
+	*fa = FI_ADDR_NOTAVAIL;
+	ntx_av_report_err(av, i, ret, context);
+	return ret;
+}
+
+/* Inserts count names: the application's (addr, parsed) or ours
+ * (names, already checked). */
+static int ntx_av_insert_n(struct ntx_av *av, const void *addr,
+			   const struct ntx_addr *names, size_t count,
+			   fi_addr_t *fi_addr, int *errs, void *context)
+{
+	struct ntx_addr name;
 	int done = 0, ret;
 	fi_addr_t fa;
 
-	if ((count && !addr) || (flags & ~(FI_MORE | FI_SYNC_ERR)) ||
-	    (errs && av->eq))
-		return -FI_EINVAL;
 	ntx_mutex_lock(av->domain, &av->lock);
 	for (size_t i = 0; i < count; i++) {
-		ret = ntx_addr_valid(&a[i]) ? ntx_av_table_add(av, &a[i], &fa)
-					    : -FI_EINVAL;
-		if (ret) {
-			NTX_WARN(FI_LOG_AV, "av insert %zu: %s\n", i,
-				 fi_strerror(-ret));
-			fa = FI_ADDR_NOTAVAIL;
-			if (av->eq)
-				ntx_eq_report(av->eq, FI_AV_COMPLETE, NULL, 0,
-					      -ret, context);
-		} else {
+		if (names)
+			name = names[i];
+		ret = names ? 0 : ntx_av_parse(av, addr, i, &name);
+		ret = ntx_av_put(av, &name, ret, i, &fa, context);
+		if (!ret)
 			done++;
-		}
 		if (fi_addr)
 			fi_addr[i] = fa;
 		if (errs)
@@ -54,39 +97,180 @@ static int ntx_av_insert(struct fid_av *fav, const void *addr, size_t count,
 	return ntx_av_finish(av, done, context);
 }
 
-static int ntx_av_insertsvc(struct fid_av *fav, const char *node,
-			    const char *service, fi_addr_t *fi_addr,
-			    uint64_t flags, void *context)
+static int ntx_av_insert(struct fid_av *fav, const void *addr, size_t count,
+			 fi_addr_t *fi_addr, uint64_t flags, void *context)
 {
 	struct ntx_av *av = ntx_container_of(fav, struct ntx_av, av);
+	int *errs = (flags & FI_SYNC_ERR) ? context : NULL;
+
+	if ((count && !addr) || (flags & ~(FI_MORE | FI_SYNC_ERR)) ||
+	    (errs && av->eq)) {
+		NTX_WARN(FI_LOG_AV, "av insert: invalid arguments\n");
+		return -FI_EINVAL;
+	}
+	if (av->read_only) {
+		NTX_WARN(FI_LOG_AV, "av insert: AV opened FI_READ\n");
+		return -FI_EOPBADSTATE;
+	}
+	return ntx_av_insert_n(av, addr, NULL, count, fi_addr, errs, context);
+}
+
+/* FI_SOCKADDR_IN: node's IPv4 address and the service as port. */
+static int ntx_av_resolve_sin(const char *node, const char *service,
+			      struct ntx_addr *out)
+{
+	struct addrinfo hints = { .ai_family = AF_INET,
+				  .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICSERV }, *ai;
+	int ret;
+
+	if (!node || !service || getaddrinfo(node, service, &hints, &ai))
+		return -FI_EINVAL;
+	ret = ntx_addr_from_sin((struct sockaddr_in *)ai->ai_addr, out);
+	freeaddrinfo(ai);
+	return ret;
+}
+
+/* node/service resolved the way fi_getinfo resolves them, in the AV's
+ * domain. */
+static int ntx_av_resolve(struct ntx_av *av, const char *node,
+			  const char *service, struct ntx_addr *out)
+{
 	struct fi_domain_attr da = { .name = av->domain->name };
 	struct fi_info hints = { .domain_attr = &da };
 	struct fi_info *info = NULL;
 	int ret;
 
-	if (!node && !service)
-		return -FI_EINVAL;
-	ret = ntx_getinfo(NTX_FI_VERSION, node, service, 0, &hints, &info);
+	ret = av->domain->sockaddr
+		      ? ntx_av_resolve_sin(node, service, out)
+		      : ntx_getinfo(NTX_FI_VERSION, node, service, 0, &hints, &info);
 	if (ret) {
+		NTX_WARN(FI_LOG_AV, "av: %s:%s does not resolve in domain "
+			 "%s\n", node ? node : "", service ? service : "",
+			 av->domain->name);
+		return ret;
+	}
+	if (av->domain->sockaddr)
+		return 0;
+	*out = *(struct ntx_addr *)info->dest_addr;
+	fi_freeinfo(info);
+	return 0;
+}
+
+/* An address that did not resolve: FI_ADDR_NOTAVAIL, and with an EQ an
+ * error event and a completion of none. */
+static int ntx_av_unresolved(struct ntx_av *av, int err, fi_addr_t *fi_addr,
+			     size_t n, void *context)
+{
+	for (size_t i = 0; i < n; i++) {
 		if (fi_addr)
-			*fi_addr = FI_ADDR_NOTAVAIL;
-		if (av->eq) {
-			ntx_eq_report(av->eq, FI_AV_COMPLETE, NULL, 0, -ret,
-				      context);
-			return ntx_av_finish(av, 0, context);
-		}
+			fi_addr[i] = FI_ADDR_NOTAVAIL;
+		ntx_av_report_err(av, i, err, context);
+	}
+	return ntx_av_finish(av, 0, context);
+}
+
+static int ntx_av_insertsvc(struct fid_av *fav, const char *node,
+			    const char *service, fi_addr_t *fi_addr,
+			    uint64_t flags, void *context)
+{
+	struct ntx_av *av = ntx_container_of(fav, struct ntx_av, av);
+	struct ntx_addr name;
+	int ret;
+
+	if ((!node && !service) || (flags & ~FI_MORE) || av->read_only) {
+		NTX_WARN(FI_LOG_AV, "av insertsvc: invalid arguments\n");
+		return av->read_only ? -FI_EOPBADSTATE : -FI_EINVAL;
+	}
+	ret = ntx_av_resolve(av, node, service, &name);
+	if (ret)
+		return ntx_av_unresolved(av, ret, fi_addr, 1, context);
+	return ntx_av_insert_n(av, NULL, &name, 1, fi_addr, NULL, context);
+}
+
+/* The i-th node of a symmetric range (fi_av_insertsym): an IPv4
+ * address plus i, or a name whose trailing number (width kept) plus i. */
+static int ntx_av_sym_node(const char *node, size_t i, char *buf,
+			   size_t len)
+{
+	size_t n = strlen(node), d = n;
+	struct in_addr in;
+	unsigned long long v;
+
+	if (inet_pton(AF_INET, node, &in) == 1) {
+		in.s_addr = htonl(ntohl(in.s_addr) + (uint32_t)i);
+		return inet_ntop(AF_INET, &in, buf, (socklen_t)len)
+			       ? 0 : -FI_EINVAL;
+	}
+	while (d && isdigit((unsigned char)node[d - 1]))
+		d--;
+	if (d == n || n - d > 18) {
+		if (i || snprintf(buf, len, "%s", node) >= (int)len)
+			return -FI_EINVAL;
 		return 0;
 	}
-	ret = ntx_av_insert(fav, info->dest_addr, 1, fi_addr, flags, context);
-	fi_freeinfo(info);
-	return ret;
+	v = strtoull(node + d, NULL, 10) + i;
+	if (snprintf(buf, len, "%.*s%0*llu", (int)d, node, (int)(n - d),
+		     v) >= (int)len)
+		return -FI_EINVAL;
+	return 0;
+}
+
+/* Resolves nodecnt x svccnt names, node-major as the man page orders. */
+static int ntx_av_sym_names(struct ntx_av *av, const char *node,
+			    size_t nodecnt, unsigned long svc, size_t svccnt,
+			    struct ntx_addr *names)
+{
+	char host[256], port[16];
+	int ret;
+
+	for (size_t i = 0; i < nodecnt; i++) {
+		ret = ntx_av_sym_node(node, i, host, sizeof(host));
+		if (ret) {
+			NTX_WARN(FI_LOG_AV, "av insertsym: node %s + %zu has "
+				 "no name\n", node, i);
+			return -FI_EINVAL;
+		}
+		for (size_t j = 0; j < svccnt; j++) {
+			snprintf(port, sizeof(port), "%lu", svc + j);
+			ret = ntx_av_resolve(av, host, port,
+					     &names[i * svccnt + j]);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
 }
 
 static int ntx_av_insertsym(struct fid_av *fav, const char *node,
 			    size_t nodecnt, const char *service, size_t svccnt,
 			    fi_addr_t *fi_addr, uint64_t flags, void *context)
 {
-	return -FI_ENOSYS;
+	struct ntx_av *av = ntx_container_of(fav, struct ntx_av, av);
+	unsigned long svc;
+	struct ntx_addr *names;
+	char *end;
+	int ret;
+
+	svc = service ? strtoul(service, &end, 10) : 0;
+	if (!node || !service || !*service || *end || !nodecnt || !svccnt ||
+	    nodecnt > NTX_IDTAB_MAX / svccnt || svc + svccnt > 65536 ||
+	    (flags & ~FI_MORE) || av->read_only) {
+		NTX_WARN(FI_LOG_AV, "av insertsym: invalid arguments\n");
+		return av->read_only ? -FI_EOPBADSTATE : -FI_EINVAL;
+	}
+	names = calloc(nodecnt * svccnt, sizeof(*names));
+	if (!names)
+		return -FI_ENOMEM;
+	ret = ntx_av_sym_names(av, node, nodecnt, svc, svccnt, names);
+	if (ret)
+		ret = ntx_av_unresolved(av, ret, fi_addr, nodecnt * svccnt,
+					context);
+	else
+		ret = ntx_av_insert_n(av, NULL, names, nodecnt * svccnt,
+				      fi_addr, NULL, context);
+	free(names);
+	return ret;
 }
 
 static int ntx_av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count,
@@ -95,15 +279,39 @@ static int ntx_av_remove(struct fid_av *fav, fi_addr_t *fi_addr, size_t count,
 	struct ntx_av *av = ntx_container_of(fav, struct ntx_av, av);
 	int ret = 0;
 
-	if (flags || (count && !fi_addr))
-		return -FI_EINVAL;
+	if (flags || (count && !fi_addr) || av->read_only) {
+		NTX_WARN(FI_LOG_AV, "av remove: invalid arguments\n");
+		return av->read_only ? -FI_EOPBADSTATE : -FI_EINVAL;
+	}
 	ntx_mutex_lock(av->domain, &av->lock);
 	for (size_t i = 0; i < count; i++) {
 		if (ntx_av_table_del(av, fi_addr[i]))
 			ret = -FI_EINVAL;
+		else if (av->shared.map)
+			ntx_av_shared_clear(&av->shared, (uint32_t)fi_addr[i]);
 	}
 	ntx_mutex_unlock(av->domain, &av->lock);
 	return ret;
+}
+
+/* A name as the application sees it: ours, or FI_SOCKADDR_IN. */
+static int ntx_av_export(const struct ntx_av *av, const struct ntx_addr *a,
+			 void *out, size_t *len)
+{
+	struct sockaddr_in sin;
+	int ret;
+
+	if (!av->domain->sockaddr) {
+		memcpy(out, a, sizeof(*a));
+		*len = sizeof(*a);
+		return 0;
+	}
+	ret = ntx_addr_to_sin(a, &sin);
+	if (ret)
+		return ret;
+	memcpy(out, &sin, sizeof(sin));
+	*len = sizeof(sin);
+	return 0;
 }
 
 static int ntx_av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr,
@@ -112,6 +320,9 @@ static int ntx_av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr,
 	struct ntx_av *av = ntx_container_of(fav, struct ntx_av, av);
 	const struct ntx_addr *a;
 	struct ntx_addr copy;
+	uint8_t buf[sizeof(struct ntx_addr)];
+	size_t len;
+	int ret;
 
 	if (!addrlen || (*addrlen && !addr))
 		return -FI_EINVAL;
@@ -122,20 +333,44 @@ static int ntx_av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr,
 	ntx_mutex_unlock(av->domain, &av->lock);
 	if (!a)
 		return -FI_ENOENT;
-	memcpy(addr, &copy, *addrlen < sizeof(copy) ? *addrlen : sizeof(copy));
-	*addrlen = sizeof(copy);
+	ret = ntx_av_export(av, &copy, buf, &len);
+	if (ret)
+		return ret;
+	memcpy(addr, buf, *addrlen < len ? *addrlen : len);
+	*addrlen = len;
 	return 0;
+}
+
+/* fi_av_straddr: "fi_sockaddr_in://IP:PORT" or our fi_ntx:// form. */
+static int ntx_av_tostr(const struct ntx_av *av, const void *addr, char *buf,
+			size_t len)
+{
+	const struct sockaddr_in *sin = addr;
+	char ip[INET_ADDRSTRLEN];
+
+	if (!av->domain->sockaddr)
+		return ntx_addr_to_str(addr, buf, len);
+	if (sin->sin_family != AF_INET ||
+	    !inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip))) {
+		NTX_WARN(FI_LOG_AV, "av straddr: not an AF_INET address\n");
+		return snprintf(buf, len, "fi_sockaddr_in://(invalid)");
+	}
+	return snprintf(buf, len, "fi_sockaddr_in://%s:%u", ip,
+			ntohs(sin->sin_port));
 }
 
 static const char *ntx_av_straddr(struct fid_av *fav, const void *addr,
 				  char *buf, size_t *len)
 {
+	struct ntx_av *av = ntx_container_of(fav, struct ntx_av, av);
 	char tmp[NTX_ADDR_STRLEN];
 	int n;
 
-	if (!addr || !len)
+	if (!addr || !len) {
+		NTX_WARN(FI_LOG_AV, "av straddr: no address or length\n");
 		return NULL;
-	n = ntx_addr_to_str(addr, tmp, sizeof(tmp));
+	}
+	n = ntx_av_tostr(av, addr, tmp, sizeof(tmp));
 	if (buf && *len)
 		snprintf(buf, *len, "%s", tmp);
 	*len = (size_t)n + 1;
@@ -152,6 +387,7 @@ static int ntx_av_close(struct fid *fid)
 	}
 	ntx_ref_put(&av->domain->ref);
 	ntx_av_table_fini(av);
+	ntx_av_shared_close(&av->shared);
 	pthread_mutex_destroy(&av->lock);
 	free(av);
 	return 0;
@@ -188,18 +424,51 @@ static struct fi_ops_av ntx_av_ops = {
 	.av_set = ntx_no_av_set,
 };
 
+/* A named AV (fi_av(3) name, FI_READ, map_addr): created here, or with
+ * FI_READ opened read-only from the process that created it. */
+static int ntx_av_open_shared(struct ntx_av *av, struct fi_av_attr *attr)
+{
+	uint32_t cap = attr->count ? (uint32_t)(attr->count < NTX_AVS_MAX
+						 ? attr->count : NTX_AVS_MAX)
+				   : NTX_AVS_DEFAULT;
+	int ret;
+
+	if (!attr->name)
+		return 0;
+	if (!ntx_named_valid(attr->name)) {
+		NTX_WARN(FI_LOG_AV, "AV name: 1 to %d of [A-Za-z0-9._-]\n",
+			 NTX_NAMED_MAX);
+		return -FI_EINVAL;
+	}
+	av->read_only = attr->flags & FI_READ;
+	ret = av->read_only ? ntx_av_shared_open(&av->shared, attr->name)
+			    : ntx_av_shared_create(&av->shared, attr->name, cap);
+	if (ret) {
+		NTX_WARN(FI_LOG_AV, "AV %s: %s%s\n", attr->name,
+			 fi_strerror(-ret), ret == -FI_EADDRINUSE
+			 ? " (another process created it: open it FI_READ)"
+			 : "");
+		return ret;
+	}
+	if (!attr->map_addr)
+		attr->map_addr = ntx_av_shared_order(&av->shared);
+	return 0;
+}
+
 int ntx_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 		struct fid_av **out, void *context)
 {
 	struct ntx_domain *dom = ntx_container_of(domain, struct ntx_domain,
 						  dom);
 	struct ntx_av *av;
+	int ret;
 
 	if (!attr || !out)
 		return -FI_EINVAL;
 	if ((attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP &&
-	     attr->type != FI_AV_TABLE) || attr->name || attr->rx_ctx_bits ||
-	    (attr->flags & ~(FI_EVENT | FI_SYMMETRIC))) {
+	     attr->type != FI_AV_TABLE) || attr->rx_ctx_bits ||
+	    (attr->flags & ~(FI_EVENT | FI_SYMMETRIC | FI_READ)) ||
+	    ((attr->flags & FI_READ) && !attr->name)) {
 		NTX_WARN(FI_LOG_AV, "unsupported AV attributes\n");
 		return -FI_EINVAL;
 	}
@@ -208,6 +477,11 @@ int ntx_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 		return -FI_ENOMEM;
 	av->type = attr->type == FI_AV_UNSPEC ? FI_AV_MAP : attr->type;
 	av->domain = dom;
+	ret = ntx_av_open_shared(av, attr);
+	if (ret) {
+		free(av);
+		return ret;
+	}
 	pthread_mutex_init(&av->lock, NULL);
 	av->av.fid.fclass = FI_CLASS_AV;
 	av->av.fid.context = context;

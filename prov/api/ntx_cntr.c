@@ -11,6 +11,7 @@
 static void ntx_cntr_progress(struct ntx_cntr *c)
 {
 	ntx_scope_progress(c->domain, &c->scope);
+	ntx_trig_run(c->domain);
 }
 
 static uint64_t ntx_cntr_read(struct fid_cntr *fc)
@@ -85,8 +86,6 @@ static int ntx_cntr_wait(struct fid_cntr *fc, uint64_t threshold, int timeout)
 						 1000000ull;
 	uint64_t err0 = atomic_load(&c->err);
 
-	if (c->wait_obj == FI_WAIT_NONE)
-		return -FI_EINVAL;
 	struct ntx_cntr_cond cond = { c, threshold, err0 };
 
 	for (;;) {
@@ -100,7 +99,9 @@ static int ntx_cntr_wait(struct fid_cntr *fc, uint64_t threshold, int timeout)
 		now = ntx_now_ns();
 		if (timeout >= 0 && now >= end)
 			return -FI_ETIMEDOUT;
-		if (c->wait_obj == FI_WAIT_YIELD)
+		/* without a wait object (FI_WAIT_NONE) there is nothing
+		 * to sleep on: poll, yielding the CPU in between */
+		if (c->wait_obj == FI_WAIT_YIELD || c->wait_obj == FI_WAIT_NONE)
 			sched_yield();
 		else
 			ntx_scope_sleep(c->domain, &c->scope, &c->sig,
@@ -131,6 +132,8 @@ static int ntx_cntr_close(struct fid *fid)
 		NTX_WARN(FI_LOG_CNTR, "counter is still bound\n");
 		return -FI_EBUSY;
 	}
+	if (c->wait_set)
+		ntx_wait_detach(c->wait_set, &c->cntr.fid);
 	ntx_domain_wait_set_close(c->domain, c->epfd);
 	ntx_signal_close(&c->sig);
 	ntx_scope_fini(&c->scope);
@@ -198,10 +201,16 @@ int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 	}
 	switch (attr->wait_obj) {
 	case FI_WAIT_NONE: case FI_WAIT_UNSPEC: case FI_WAIT_FD:
-	case FI_WAIT_YIELD:
+	case FI_WAIT_YIELD: case FI_WAIT_SET:
 		break;
 	default:
+		NTX_WARN(FI_LOG_CNTR, "counter wait object %d not supported\n",
+			 attr->wait_obj);
 		return -FI_ENOSYS;
+	}
+	if (attr->wait_obj == FI_WAIT_SET && !attr->wait_set) {
+		NTX_WARN(FI_LOG_CNTR, "FI_WAIT_SET without a wait_set\n");
+		return -FI_EINVAL;
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -220,6 +229,15 @@ int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 	c->cntr.fid.ops = &ntx_cntr_fi_ops;
 	c->cntr.ops = &ntx_cntr_ops;
 	ntx_ref_get(&dom->ref);
+	if (c->wait_obj == FI_WAIT_SET) {
+		int ret = ntx_wait_attach(attr->wait_set, &c->cntr.fid);
+
+		if (ret) {
+			ntx_cntr_close(&c->cntr.fid);
+			return ret;
+		}
+		c->wait_set = attr->wait_set;
+	}
 	*out = &c->cntr;
 	return 0;
 }

@@ -29,12 +29,14 @@ static ssize_t ntx_cq_readfrom(struct fid_cq *fcq, void *buf, size_t count,
 		cq->direct_n = 0;
 		ntx_scope_progress(cq->domain, &cq->scope);
 		cq->direct = NULL;
+		ntx_trig_run(cq->domain);
 		if (cq->direct_n)
 			return (ssize_t)cq->direct_n;
 		return ntx_list_empty(&cq->errs) ? -FI_EAGAIN : -FI_EAVAIL;
 	}
 	/* the thread-hot path: only this CQ's endpoints */
 	ntx_scope_progress(cq->domain, &cq->scope);
+	ntx_trig_run(cq->domain);
 	ntx_cmutex_lock(cq->domain, &cq->lock);
 	ret = ntx_cq_ring_read(cq, buf, count, src);
 	ntx_cmutex_unlock(cq->domain, &cq->lock);
@@ -174,6 +176,8 @@ static int ntx_cq_close(struct fid *fid)
 	ntx_list_foreach_safe(&cq->errs, it, tmp)
 		free(ntx_container_of(it, struct ntx_cq_err, entry));
 	free(cq->last_err);
+	if (cq->wait_set)
+		ntx_wait_detach(cq->wait_set, &cq->cq.fid);
 	ntx_domain_wait_set_close(cq->domain, cq->epfd);
 	ntx_signal_close(&cq->sig);
 	ntx_ref_put(&cq->domain->ref);
@@ -246,12 +250,16 @@ int ntx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 	}
 	switch (attr->wait_obj) {
 	case FI_WAIT_NONE: case FI_WAIT_UNSPEC: case FI_WAIT_FD:
-	case FI_WAIT_YIELD:
+	case FI_WAIT_YIELD: case FI_WAIT_SET:
 		break;
 	default:
 		NTX_WARN(FI_LOG_CQ, "CQ wait object %d not supported\n",
 			 attr->wait_obj);
 		return -FI_ENOSYS;
+	}
+	if (attr->wait_obj == FI_WAIT_SET && !attr->wait_set) {
+		NTX_WARN(FI_LOG_CQ, "FI_WAIT_SET without a wait_set\n");
+		return -FI_EINVAL;
 	}
 	if (attr->wait_cond != FI_CQ_COND_NONE ||
 	    (attr->flags & ~FI_AFFINITY)) {
@@ -284,6 +292,14 @@ int ntx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 	cq->cq.fid.ops = &ntx_cq_fi_ops;
 	cq->cq.ops = &ntx_cq_ops;
 	ntx_ref_get(&dom->ref);
+	if (cq->wait_obj == FI_WAIT_SET) {
+		ret = ntx_wait_attach(attr->wait_set, &cq->cq.fid);
+		if (ret) {
+			ntx_cq_close(&cq->cq.fid);
+			return ret;
+		}
+		cq->wait_set = attr->wait_set;
+	}
 	*out = &cq->cq;
 	return 0;
 }

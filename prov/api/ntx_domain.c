@@ -24,6 +24,7 @@ static int ntx_domain_close(struct fid *fid)
 	ntx_auto_stop(dom);
 	pthread_mutex_destroy(&dom->lock);
 	pthread_mutex_destroy(&dom->mr_lock);
+	pthread_mutex_destroy(&dom->trig_lock);
 	ntx_ref_put(&dom->fabric->ref);
 	ntx_idtab_fini(&dom->mr_table);
 	ntx_wipe(&dom->auth, sizeof(dom->auth));
@@ -60,8 +61,8 @@ static struct fi_ops_domain ntx_domain_ops = {
 	.scalable_ep = ntx_no_scalable_ep,
 	.cntr_open = ntx_cntr_open,
 	.poll_open = ntx_poll_open,
-	.stx_ctx = ntx_no_stx_ctx,
-	.srx_ctx = ntx_no_srx_ctx,
+	.stx_ctx = ntx_stx_open,
+	.srx_ctx = ntx_srx_open,
 	.query_atomic = ntx_query_atomic,
 	.query_collective = ntx_no_query_collective,
 	.endpoint2 = ntx_no_endpoint2,
@@ -166,10 +167,14 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 					 : NTX_DOMAIN_SHM);
 	pthread_mutex_init(&dom->lock, NULL);
 	pthread_mutex_init(&dom->mr_lock, NULL);
+	pthread_mutex_init(&dom->trig_lock, NULL);
+	ntx_list_init(&dom->trig);
 	ntx_list_init(&dom->eps);
 	dom->fabric = fab;
 	dom->threading = info->domain_attr->threading;
 	dom->mr_mode = ntx_domain_mr_mode((uint64_t)info->domain_attr->mr_mode);
+	dom->sockaddr = info->addr_format == FI_SOCKADDR_IN ||
+			info->addr_format == FI_SOCKADDR;
 	dom->dom.fid.fclass = FI_CLASS_DOMAIN;
 	dom->dom.fid.context = context;
 	dom->dom.fid.ops = &ntx_domain_fi_ops;
@@ -192,6 +197,7 @@ int ntx_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 destroy_locks:
 	pthread_mutex_destroy(&dom->lock);
 	pthread_mutex_destroy(&dom->mr_lock);
+	pthread_mutex_destroy(&dom->trig_lock);
 	ntx_wipe(&dom->auth, sizeof(dom->auth));
 free_dom:
 	free(dom);

@@ -3,6 +3,7 @@
  * fi_setname) and fi_cancel. Each endpoint owns one back-end instance.
  */
 #include "config.h"
+#include <netinet/in.h>
 #include <stdlib.h>
 
 #include "ntx/ntx.h"
@@ -31,6 +32,7 @@ static void ntx_ep_put_bound(struct ntx_ep *ep)
 {
 	if (ep->av)
 		ntx_ref_put(&ep->av->ref);
+	ntx_ctx_unbind(ep);
 	if (ep->tx_cq)
 		ntx_ref_put(&ep->tx_cq->ref);
 	if (ep->rx_cq && ep->rx_cq != ep->tx_cq)
@@ -44,8 +46,15 @@ static int ntx_ep_close(struct fid *fid)
 {
 	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
 	struct ntx_domain *dom = ep->domain;
+	void *msg = ntx_msg_ctx(ep);
 	struct ntx_list *it, *tmp;
 
+	if (atomic_load(&ep->ref)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "endpoint still has aliases\n");
+		return -FI_EBUSY;
+	}
+	ntx_trig_purge(ep);
+	ntx_msg_ep_closing(ep);
 	ntx_ep_leave_domain(ep);
 	ntx_ep_lock(ep);
 	/* FI_MR_ENDPOINT: keys bound to this endpoint are valid nowhere */
@@ -64,6 +73,7 @@ static int ntx_ep_close(struct fid *fid)
 	ntx_req_fini(ep);
 	ntx_idtab_fini(&ep->vc_tab);
 	ntx_ep_put_bound(ep);
+	ntx_msg_ep_free(msg);
 	ntx_ref_put(&dom->ref);
 	ntx_wipe(&ep->auth, sizeof(ep->auth));
 	free(ep);
@@ -136,7 +146,7 @@ static int ntx_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	}
 	switch (bfid->fclass) {
 	case FI_CLASS_AV:
-		if (ep->av)
+		if (ep->av) /* a MSG endpoint's is its own */
 			return -FI_EINVAL;
 		av = ntx_container_of(bfid, struct ntx_av, av.fid);
 		if (av->domain != ep->domain)
@@ -151,7 +161,13 @@ static int ntx_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		return ntx_ep_bind_cntr(ep, ntx_container_of(bfid,
 							     struct ntx_cntr,
 							     cntr.fid), flags);
+	case FI_CLASS_SRX_CTX:
+	case FI_CLASS_STX_CTX:
+		return ntx_ctx_bind(ep, bfid, flags);
 	case FI_CLASS_EQ:
+		if (ntx_msg_bind_eq(ep, ntx_container_of(bfid, struct fid_eq,
+							 fid)))
+			return -FI_EINVAL;
 		ep->eq = ntx_container_of(bfid, struct fid_eq, fid);
 		return 0;
 	default:
@@ -191,12 +207,14 @@ static int ntx_ep_control(struct fid *fid, int command, void *arg)
 		else
 			ep->tx_op_flags = *flags & ~(FI_RECV | FI_TRANSMIT);
 		return 0;
+	case FI_ALIAS:
+		return ntx_ep_alias(ep, arg);
 	default:
 		return -FI_ENOSYS;
 	}
 }
 
-static ssize_t ntx_ep_cancel(fid_t fid, void *context)
+ssize_t ntx_ep_cancel(fid_t fid, void *context)
 {
 	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
 	struct ntx_req *r;
@@ -204,7 +222,7 @@ static ssize_t ntx_ep_cancel(fid_t fid, void *context)
 	if (!context)
 		return -FI_EINVAL;
 	ntx_ep_lock(ep);
-	r = ntx_tme_cancel(&ep->tme, context);
+	r = ntx_tme_cancel(&ep->rx->tme, context);
 	if (r) {
 		ntx_comp_rx_err(r, FI_ECANCELED, 0, 0, r->tag, 0);
 		ntx_req_put(r);
@@ -220,6 +238,8 @@ static int ntx_ep_getopt(fid_t fid, int level, int optname, void *optval,
 
 	if (level != FI_OPT_ENDPOINT)
 		return -FI_ENOPROTOOPT;
+	if (optname == FI_OPT_CM_DATA_SIZE && ntx_msg_ctx(ep))
+		return ntx_msg_getopt(fid, level, optname, optval, optlen);
 	if (optname != FI_OPT_MIN_MULTI_RECV)
 		return -FI_ENOPROTOOPT;
 	if (!optval || !optlen || *optlen < sizeof(size_t))
@@ -286,20 +306,28 @@ static int ntx_ep_open_be(struct ntx_ep *ep, int i,
 	return ret;
 }
 
-static int ntx_ep_getname(fid_t fid, void *addr, size_t *addrlen)
+int ntx_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
+	struct sockaddr_in sin;
 	struct ntx_addr a;
-	size_t want;
+	const void *src = &a;
+	size_t want, len = sizeof(a);
 
 	if (!addrlen || (*addrlen && !addr))
 		return -FI_EINVAL;
 	ntx_ep_name(ep, &a);
+	if (ep->domain->sockaddr) {
+		if (ntx_addr_to_sin(&a, &sin))
+			return -FI_EADDRNOTAVAIL;
+		src = &sin;
+		len = sizeof(sin);
+	}
 	want = *addrlen;
-	*addrlen = sizeof(a);
-	if (want < sizeof(a))
+	*addrlen = len;
+	if (want < len)
 		return -FI_ETOOSMALL;
-	memcpy(addr, &a, sizeof(a));
+	memcpy(addr, src, len);
 	return 0;
 }
 
@@ -308,13 +336,19 @@ static int ntx_ep_setname(fid_t fid, void *addr, size_t addrlen)
 	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
 	struct ntx_addr cur;
 
-	if (!addr || addrlen != sizeof(struct ntx_addr) ||
-	    !ntx_addr_valid(addr))
-		return -FI_EINVAL;
+	struct sockaddr_in sin;
+
 	if (ep->enabled)
 		return -FI_EOPBADSTATE;
 	/* an ntx name is made by the back end; only our own is accepted */
 	ntx_ep_name(ep, &cur);
+	if (ep->domain->sockaddr)
+		return addr && addrlen == sizeof(sin) &&
+		       !ntx_addr_to_sin(&cur, &sin) &&
+		       !memcmp(addr, &sin, sizeof(sin)) ? 0 : -FI_EINVAL;
+	if (!addr || addrlen != sizeof(struct ntx_addr) ||
+	    !ntx_addr_valid(addr))
+		return -FI_EINVAL;
 	return ntx_addr_same_ep(&cur, addr) ? 0 : -FI_EINVAL;
 }
 
@@ -354,11 +388,13 @@ static struct fi_ops_cm ntx_ep_cm_ops = {
 
 /* The endpoint's attributes from fi_info and FI_NTX_*, and its empty
  * engine state. */
-static void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
-			const struct fi_info *info)
+void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
+		 const struct fi_info *info)
 {
 	ep->domain = dom;
 	pthread_mutex_init(&ep->lock, NULL);
+	ep->lockp = &ep->lock;
+	ep->rx = ep;
 	ep->caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED);
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
@@ -389,6 +425,55 @@ static int ntx_ep_open_bes(struct ntx_ep *ep, const struct ntx_addr *want)
 	return ret;
 }
 
+/* FI_SOCKADDR_IN (DESIGN §3, "Address formats"): an endpoint is named by
+ * its service number, so one that asked for none draws a free one from
+ * the ephemeral ports. */
+static int ntx_ep_open_bes_sin(struct ntx_ep *ep, const struct ntx_addr *want)
+{
+	struct ntx_addr w;
+	int ret = -FI_EADDRINUSE;
+
+	if (!ep->domain->sockaddr || (want && want->service))
+		return ntx_ep_open_bes(ep, want);
+	w = *want;
+	for (int i = 0; i < 64 && ret == -FI_EADDRINUSE; i++) {
+		w.service = 49152 + (uint32_t)(ntx_random64() % 16384);
+		ret = ntx_ep_open_bes(ep, &w);
+	}
+	return ret;
+}
+
+/* The name asked for: an ntx name, or with FI_SOCKADDR_IN an address and
+ * a port (either may be 0: any). */
+static int ntx_ep_want(const struct ntx_domain *dom, const struct fi_info *info,
+		       struct ntx_addr *buf, const struct ntx_addr **want)
+{
+	const struct sockaddr_in *sin = info->src_addr;
+
+	*want = NULL;
+	if (dom->sockaddr) {
+		memset(buf, 0, sizeof(*buf));
+		*want = buf;
+		if (!sin)
+			return 0;
+		if (info->src_addrlen < sizeof(*sin) ||
+		    sin->sin_family != AF_INET) {
+			NTX_WARN(FI_LOG_EP_CTRL, "src_addr is not AF_INET\n");
+			return -FI_EINVAL;
+		}
+		buf->ip4 = sin->sin_addr.s_addr;
+		buf->service = ntohs(sin->sin_port);
+		return 0;
+	}
+	if (info->src_addr) {
+		if (info->src_addrlen != sizeof(struct ntx_addr) ||
+		    !ntx_addr_valid(info->src_addr))
+			return -FI_EINVAL;
+		*want = info->src_addr;
+	}
+	return 0;
+}
+
 /* Our whole name, given to the back ends that tell it to peers. */
 static void ntx_ep_set_name(struct ntx_ep *ep)
 {
@@ -416,26 +501,51 @@ static void ntx_ep_join_domain(struct ntx_ep *ep)
 	ntx_domain_unlock(dom);
 }
 
+static int ntx_ep_check_type(struct ntx_domain *dom,
+			     const struct fi_info *info)
+{
+	enum fi_ep_type t;
+
+	if (!info->ep_attr)
+		return -FI_EINVAL;
+	t = info->ep_attr->type;
+	if (t != FI_EP_RDM && t != FI_EP_MSG && t != FI_EP_DGRAM &&
+	    t != FI_EP_UNSPEC) {
+		NTX_WARN(FI_LOG_EP_CTRL, "ntx endpoints are FI_EP_RDM, "
+			 "FI_EP_MSG or FI_EP_DGRAM\n");
+		return -FI_EINVAL;
+	}
+	/* a DGRAM endpoint is an RDM one of a datagram domain (its fi_info
+	 * limits it) */
+	if (t == FI_EP_DGRAM && !dom->net_ops) {
+		NTX_WARN(FI_LOG_EP_CTRL, "FI_EP_DGRAM needs a datagram "
+			 "domain\n");
+		return -FI_EINVAL;
+	}
+	return 0;
+}
+
 int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **out, void *context)
 {
 	struct ntx_domain *dom = ntx_container_of(domain, struct ntx_domain,
 						  dom);
 	const struct ntx_addr *want = NULL;
+	struct ntx_addr want_sin, msg_want;
 	struct ntx_ep *ep;
+	bool msg;
 	int ret;
 
-	if (!info || !out || !info->ep_attr ||
-	    (info->ep_attr->type != FI_EP_RDM &&
-	     info->ep_attr->type != FI_EP_UNSPEC)) {
-		NTX_WARN(FI_LOG_EP_CTRL, "ntx endpoints are FI_EP_RDM\n");
+	if (!info || !out || ntx_ep_check_type(dom, info))
 		return -FI_EINVAL;
-	}
-	if (info->src_addr) {
-		if (info->src_addrlen != sizeof(struct ntx_addr) ||
-		    !ntx_addr_valid(info->src_addr))
-			return -FI_EINVAL;
-		want = info->src_addr;
+	msg = info->ep_attr->type == FI_EP_MSG;
+	ret = ntx_ep_want(dom, info, &want_sin, &want);
+	if (ret)
+		return ret;
+	if (msg && want) {
+		msg_want = *want;
+		ntx_msg_want(info, &msg_want);
+		want = &msg_want;
 	}
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
@@ -446,7 +556,7 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	if (ret)
 		goto free_ep;
 	ntx_ep_init(ep, dom, info);
-	ret = ntx_ep_open_bes(ep, want);
+	ret = ntx_ep_open_bes_sin(ep, want);
 	if (ret)
 		goto destroy_lock;
 	ntx_ep_set_name(ep);
@@ -459,8 +569,16 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->ep.tagged = &ntx_tagged_ops;
 	ep->ep.rma = &ntx_rma_ops;
 	ep->ep.atomic = &ntx_atomic_ops;
+	ntx_prefix_ep_init(ep, info);
 	ntx_ref_get(&dom->ref);
 	ntx_ep_join_domain(ep);
+	if (msg) {
+		ret = ntx_msg_ep_init(ep, info);
+		if (ret) {
+			ntx_ep_close(&ep->ep.fid);
+			return ret;
+		}
+	}
 	*out = &ep->ep;
 	return 0;
 destroy_lock:

@@ -7,6 +7,8 @@
 
 #include "ntx/ntx.h"
 
+#define NTX_EQ_POLL_MS 1
+
 struct ntx_eq_ev {
 	struct ntx_list entry;
 	uint32_t event;
@@ -19,10 +21,13 @@ struct ntx_eq_ev {
 struct ntx_eq {
 	struct fid_eq eq;
 	struct ntx_fabric *fabric;
+	pthread_mutex_t src_lock; /* sources; taken before endpoint locks */
+	struct ntx_list sources;  /* struct ntx_eq_src: progressed on reads */
 	pthread_mutex_t lock;
 	struct ntx_list events;
 	struct ntx_eq_ev *last_err;
 	enum fi_wait_obj wait_obj;
+	struct fid_wait *wait_set; /* FI_WAIT_SET: the set it is in */
 	struct ntx_signal sig;
 };
 
@@ -61,6 +66,73 @@ int ntx_eq_report(struct fid_eq *feq, uint32_t event, const void *buf,
 			   len, err, context);
 }
 
+int ntx_eq_report_err(struct fid_eq *feq, fid_t fid, int err,
+		      const void *data, size_t len)
+{
+	struct ntx_eq *eq = ntx_container_of(feq, struct ntx_eq, eq);
+	struct ntx_eq_ev *ev = calloc(1, sizeof(*ev) + len);
+
+	if (!ev)
+		return -FI_ENOMEM;
+	ev->is_err = true;
+	ev->err.fid = fid;
+	ev->err.context = fid ? fid->context : NULL;
+	ev->err.err = err;
+	ev->err.prov_errno = err;
+	if (len) {
+		memcpy(ev->data, data, len);
+		ev->err.err_data = ev->data; /* valid until the next readerr */
+		ev->err.err_data_size = len;
+	}
+	pthread_mutex_lock(&eq->lock);
+	ntx_list_insert_tail(&eq->events, &ev->entry);
+	ntx_signal_raise(&eq->sig);
+	pthread_mutex_unlock(&eq->lock);
+	return 0;
+}
+
+void ntx_eq_src_add(struct fid_eq *feq, struct ntx_eq_src *src)
+{
+	struct ntx_eq *eq = ntx_container_of(feq, struct ntx_eq, eq);
+
+	pthread_mutex_lock(&eq->src_lock);
+	ntx_list_insert_tail(&eq->sources, &src->entry);
+	pthread_mutex_unlock(&eq->src_lock);
+	ntx_signal_raise(&eq->sig); /* a sleeping sread starts polling it */
+}
+
+void ntx_eq_src_del(struct fid_eq *feq, struct ntx_eq_src *src)
+{
+	struct ntx_eq *eq = ntx_container_of(feq, struct ntx_eq, eq);
+
+	pthread_mutex_lock(&eq->src_lock);
+	ntx_list_remove(&src->entry);
+	pthread_mutex_unlock(&eq->src_lock);
+}
+
+static bool ntx_eq_has_sources(struct ntx_eq *eq)
+{
+	bool any;
+
+	pthread_mutex_lock(&eq->src_lock);
+	any = !ntx_list_empty(&eq->sources);
+	pthread_mutex_unlock(&eq->src_lock);
+	return any;
+}
+
+/* Manual control progress: reading the EQ progresses the endpoints whose
+ * connection events it carries. */
+static void ntx_eq_progress(struct ntx_eq *eq)
+{
+	struct ntx_list *it;
+
+	pthread_mutex_lock(&eq->src_lock);
+	ntx_list_foreach(&eq->sources, it)
+		ntx_ep_poll(ntx_container_of(it, struct ntx_eq_src,
+					     entry)->ep);
+	pthread_mutex_unlock(&eq->src_lock);
+}
+
 static ssize_t ntx_eq_read(struct fid_eq *feq, uint32_t *event, void *buf,
 			   size_t len, uint64_t flags)
 {
@@ -70,6 +142,7 @@ static ssize_t ntx_eq_read(struct fid_eq *feq, uint32_t *event, void *buf,
 
 	if ((flags & ~FI_PEEK) || (len && !buf))
 		return -FI_EINVAL;
+	ntx_eq_progress(eq);
 	pthread_mutex_lock(&eq->lock);
 	if (ntx_list_empty(&eq->events)) {
 		ret = -FI_EAGAIN;
@@ -100,6 +173,24 @@ unlock:
 	return ret;
 }
 
+/* An application that passes a buffer gets the error data copied into
+ * it; otherwise err_data points at the event's (fi_eq(3)). */
+static void ntx_eq_copy_err(struct fi_eq_err_entry *buf,
+			    const struct fi_eq_err_entry *e)
+{
+	void *user = buf->err_data;
+	size_t room = buf->err_data_size;
+
+	*buf = *e;
+	if (user && room) {
+		buf->err_data = user;
+		buf->err_data_size = e->err_data_size < room ? e->err_data_size
+							     : room;
+		if (buf->err_data_size)
+			memcpy(user, e->err_data, buf->err_data_size);
+	}
+}
+
 static ssize_t ntx_eq_readerr(struct fid_eq *feq, struct fi_eq_err_entry *buf,
 			      uint64_t flags)
 {
@@ -116,7 +207,7 @@ static ssize_t ntx_eq_readerr(struct fid_eq *feq, struct fi_eq_err_entry *buf,
 			      entry);
 	if (!ev->is_err)
 		goto unlock;
-	*buf = ev->err;
+	ntx_eq_copy_err(buf, &ev->err);
 	ret = sizeof(*buf);
 	if (!(flags & FI_PEEK)) {
 		ntx_list_remove(&ev->entry);
@@ -167,6 +258,10 @@ static ssize_t ntx_eq_sread(struct fid_eq *feq, uint32_t *event, void *buf,
 				return -FI_EAGAIN;
 			left = (int)((end - now + 999999) / 1000000);
 		}
+		/* endpoints to progress: look again every millisecond */
+		if (ntx_eq_has_sources(eq) &&
+		    (left < 0 || left > NTX_EQ_POLL_MS))
+			left = NTX_EQ_POLL_MS;
 		ntx_signal_wait(&eq->sig, left);
 	}
 }
@@ -185,6 +280,14 @@ int ntx_eq_trywait(struct fid *fid)
 	return ret;
 }
 
+int ntx_eq_wait_fd(struct fid *fid)
+{
+	struct ntx_eq *eq = ntx_container_of(fid, struct ntx_eq, eq.fid);
+
+	ntx_signal_arm(&eq->sig);
+	return eq->sig.fd;
+}
+
 static const char *ntx_eq_strerror(struct fid_eq *feq, int prov_errno,
 				   const void *err_data, char *buf, size_t len)
 {
@@ -196,11 +299,19 @@ static int ntx_eq_close(struct fid *fid)
 	struct ntx_eq *eq = ntx_container_of(fid, struct ntx_eq, eq.fid);
 	struct ntx_list *it, *tmp;
 
+	if (ntx_eq_has_sources(eq)) {
+		NTX_WARN(FI_LOG_EQ, "EQ still bound to a MSG or passive "
+			 "endpoint\n");
+		return -FI_EBUSY;
+	}
 	ntx_list_foreach_safe(&eq->events, it, tmp)
 		free(ntx_container_of(it, struct ntx_eq_ev, entry));
 	free(eq->last_err);
+	if (eq->wait_set)
+		ntx_wait_detach(eq->wait_set, &eq->eq.fid);
 	ntx_signal_close(&eq->sig);
 	pthread_mutex_destroy(&eq->lock);
+	pthread_mutex_destroy(&eq->src_lock);
 	ntx_ref_put(&eq->fabric->ref);
 	free(eq);
 	return 0;
@@ -257,12 +368,16 @@ int ntx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 		return -FI_EINVAL;
 	switch (attr->wait_obj) {
 	case FI_WAIT_NONE: case FI_WAIT_UNSPEC: case FI_WAIT_FD:
-	case FI_WAIT_YIELD:
+	case FI_WAIT_YIELD: case FI_WAIT_SET:
 		break;
 	default:
 		NTX_WARN(FI_LOG_EQ, "EQ wait object %d not supported\n",
 			 attr->wait_obj);
 		return -FI_ENOSYS;
+	}
+	if (attr->wait_obj == FI_WAIT_SET && !attr->wait_set) {
+		NTX_WARN(FI_LOG_EQ, "FI_WAIT_SET without a wait_set\n");
+		return -FI_EINVAL;
 	}
 	if (attr->flags & ~FI_WRITE) {
 		NTX_WARN(FI_LOG_EQ, "EQ flags not supported\n");
@@ -277,7 +392,9 @@ int ntx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 	}
 	ntx_signal_arm(&eq->sig); /* EQs are off the data path */
 	pthread_mutex_init(&eq->lock, NULL);
+	pthread_mutex_init(&eq->src_lock, NULL);
 	ntx_list_init(&eq->events);
+	ntx_list_init(&eq->sources);
 	eq->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD
 							: attr->wait_obj;
 	eq->fabric = fab;
@@ -286,6 +403,15 @@ int ntx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 	eq->eq.fid.ops = &ntx_eq_fi_ops;
 	eq->eq.ops = &ntx_eq_ops;
 	ntx_ref_get(&fab->ref);
+	if (eq->wait_obj == FI_WAIT_SET) {
+		int ret = ntx_wait_attach(attr->wait_set, &eq->eq.fid);
+
+		if (ret) {
+			ntx_eq_close(&eq->eq.fid);
+			return ret;
+		}
+		eq->wait_set = attr->wait_set;
+	}
 	*out = &eq->eq;
 	return 0;
 }

@@ -35,6 +35,9 @@ static int ntx_fabric_trywait(struct fid_fabric *fabric, struct fid **fids,
 		case FI_CLASS_CNTR:
 			ret = ntx_cntr_trywait(fids[i]);
 			break;
+		case FI_CLASS_WAIT:
+			ret = ntx_wait_trywait(fids[i]);
+			break;
 		default:
 			return -FI_EINVAL;
 		}
@@ -57,9 +60,9 @@ static struct fi_ops ntx_fabric_fi_ops = {
 struct fi_ops_fabric ntx_fabric_ops = {
 	.size = sizeof(struct fi_ops_fabric),
 	.domain = ntx_domain_open,
-	.passive_ep = ntx_no_passive_ep,
+	.passive_ep = ntx_pep_open,
 	.eq_open = ntx_eq_open,
-	.wait_open = ntx_no_wait_open,
+	.wait_open = ntx_wait_open,
 	.trywait = ntx_fabric_trywait,
 	.domain2 = ntx_no_domain2,
 };

@@ -16,13 +16,13 @@
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |        \
 	 FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_RMA | FI_ATOMIC |     \
 	 FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |             \
-	 FI_RMA_EVENT | FI_FENCE)
+	 FI_RMA_EVENT | FI_FENCE | FI_TRIGGER)
 /* receive-side and transmit-side only capabilities */
 #define NTX_RX_ONLY_CAPS                                                   \
 	(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE |           \
 	 FI_SOURCE_ERR | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
 #define NTX_TX_ONLY_CAPS (FI_SEND | FI_READ | FI_WRITE | FI_FENCE)
-#define NTX_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
+#define NTX_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV)
 #define NTX_CAPS (NTX_EP_CAPS | NTX_DOMAIN_CAPS)
 
 /* One fi_info per domain: shm reaches this host only; tcp and each verbs
@@ -33,6 +33,7 @@ struct ntx_dom_desc {
 	char name[64];
 	uint64_t caps;
 	bool net;
+	bool datagram; /* FI_EP_DGRAM too */
 	uint32_t ep_cnt, cq_cnt, mr_cnt, tx_size, rx_size;
 };
 #define NTX_MAX_DOMS 18
@@ -49,16 +50,17 @@ static size_t ntx_doms_all(struct ntx_dom_desc *d, bool *named_only)
 	for (int i = 0; i < nv; i++, n++) {
 		memcpy(d[n].name, v[i].name, sizeof(d[n].name));
 		d[n].net = true;
-		d[n].caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+		d[n].caps = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
 		d[n].ep_cnt = v[i].ep_cnt;
 		d[n].cq_cnt = v[i].cq_cnt;
 		d[n].mr_cnt = v[i].mr_cnt;
 		d[n].tx_size = v[i].tx_size;
 		d[n].rx_size = v[i].rx_size;
+		d[n].datagram = v[i].datagram;
 		named_only[n] = v[i].named_only;
 	}
 	strcpy(d[n].name, NTX_DOMAIN_SHM);
-	d[n].caps = FI_LOCAL_COMM;
+	d[n].caps = FI_LOCAL_COMM | FI_SHARED_AV;
 	named_only[n] = false;
 	return n + 1;
 }
@@ -98,13 +100,20 @@ static size_t ntx_doms_named(struct ntx_dom_desc *d,
  * cannot reach another host. FI_NTX_DOMAINS chooses and orders them;
  * without it every network domain (a named-only one, such as udp, only
  * when the hints name it), then shm. */
-static size_t ntx_doms(struct ntx_dom_desc *d, const char *want)
+static size_t ntx_doms(struct ntx_dom_desc *d, const char *want,
+		       enum fi_ep_type type)
 {
 	struct ntx_dom_desc all[NTX_MAX_DOMS];
 	bool named_only[NTX_MAX_DOMS];
 	size_t nall = ntx_doms_all(all, named_only), n = 0;
 
 	memset(d, 0, NTX_MAX_DOMS * sizeof(*d));
+	if (type == FI_EP_DGRAM) { /* the datagram domains, named or not */
+		for (size_t i = 0; i < nall; i++)
+			if (all[i].datagram)
+				d[n++] = all[i];
+		return n;
+	}
 	if (ntx_params.domains && *ntx_params.domains)
 		return ntx_doms_named(d, all, nall, ntx_params.domains);
 	for (size_t i = 0; i < nall; i++)
@@ -179,8 +188,8 @@ static const struct fi_domain_attr ntx_domain_attr = {
 	.rx_ctx_cnt = 1024,
 	.max_ep_tx_ctx = 1,
 	.max_ep_rx_ctx = 1,
-	.max_ep_stx_ctx = 0,
-	.max_ep_srx_ctx = 0,
+	.max_ep_stx_ctx = 1,
+	.max_ep_srx_ctx = 1,
 	.cntr_cnt = 1024,
 	.mr_iov_limit = NTX_MAX_IOV,
 	.caps = NTX_DOMAIN_CAPS,
@@ -258,24 +267,22 @@ static int ntx_check_ep(const struct fi_ep_attr *h)
 {
 	if (!h)
 		return 0;
-	if (h->type != FI_EP_UNSPEC && h->type != FI_EP_RDM)
+	if (h->type != FI_EP_UNSPEC && h->type != FI_EP_RDM &&
+	    h->type != FI_EP_MSG && h->type != FI_EP_DGRAM)
 		NTX_NOMATCH("ep type %d not supported\n", h->type);
 	if (h->protocol != FI_PROTO_UNSPEC)
 		NTX_NOMATCH("protocol %u not supported\n", h->protocol);
 	if (h->max_msg_size > ntx_ep_attr.max_msg_size)
 		NTX_NOMATCH("max_msg_size too large\n");
-	if (h->msg_prefix_size)
-		NTX_NOMATCH("msg_prefix_size not supported\n");
+	if (h->msg_prefix_size > NTX_MSG_PREFIX)
+		NTX_NOMATCH("msg_prefix_size %zu too large\n",
+			    h->msg_prefix_size);
 	if (h->max_order_raw_size > ntx_ep_attr.max_order_raw_size ||
 	    h->max_order_war_size > ntx_ep_attr.max_order_war_size ||
 	    h->max_order_waw_size > ntx_ep_attr.max_order_waw_size)
 		NTX_NOMATCH("RMA ordering sizes too large\n");
-	if (h->tx_ctx_cnt > 1 && h->tx_ctx_cnt != FI_SHARED_CONTEXT)
-		NTX_NOMATCH("scalable endpoints not supported\n");
-	if (h->tx_ctx_cnt == FI_SHARED_CONTEXT ||
-	    h->rx_ctx_cnt == FI_SHARED_CONTEXT)
-		NTX_NOMATCH("shared contexts not supported\n");
-	if (h->rx_ctx_cnt > 1)
+	if ((h->tx_ctx_cnt > 1 && h->tx_ctx_cnt != FI_SHARED_CONTEXT) ||
+	    (h->rx_ctx_cnt > 1 && h->rx_ctx_cnt != FI_SHARED_CONTEXT))
 		NTX_NOMATCH("scalable endpoints not supported\n");
 	if (!ntx_auth_key_ok(h->auth_key, h->auth_key_size))
 		NTX_NOMATCH("ep auth_key of %zu bytes (1 to %d)\n",
@@ -311,7 +318,7 @@ static int ntx_check_domain(const struct fi_domain_attr *h, uint32_t version,
 	if (h->cq_data_size > ntx_domain_attr.cq_data_size)
 		NTX_NOMATCH("cq_data_size too large\n");
 	if (h->max_ep_tx_ctx > 1 || h->max_ep_rx_ctx > 1 ||
-	    h->max_ep_stx_ctx || h->max_ep_srx_ctx)
+	    h->max_ep_stx_ctx > 1 || h->max_ep_srx_ctx > 1)
 		NTX_NOMATCH("endpoint contexts beyond one not supported\n");
 	if (h->mr_iov_limit > ntx_domain_attr.mr_iov_limit)
 		NTX_NOMATCH("mr_iov_limit too large\n");
@@ -437,6 +444,34 @@ static int ntx_set_addr(void **dst, size_t *dstlen, const struct ntx_addr *a)
 	memcpy(*dst, a, sizeof(*a));
 	*dstlen = sizeof(*a);
 	return 0;
+}
+
+/* Shared contexts asked for are what the entry offers (fi_ep_bind of an
+ * fi_stx_context / fi_srx_context). */
+static void ntx_apply_ctx(struct fi_info *fi, const struct fi_ep_attr *h)
+{
+	if (h && h->tx_ctx_cnt == FI_SHARED_CONTEXT)
+		fi->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
+	if (h && h->rx_ctx_cnt == FI_SHARED_CONTEXT)
+		fi->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+}
+
+/* FI_MSG_PREFIX, when the application says it supports it: ntx then
+ * takes it (ntx_prefix.c), so that code written for prefix mode runs. */
+static void ntx_apply_prefix(struct fi_info *fi, const struct fi_info *h)
+{
+	uint64_t mode;
+
+	if (!h)
+		return;
+	mode = h->mode | (h->tx_attr ? h->tx_attr->mode : 0) |
+	       (h->rx_attr ? h->rx_attr->mode : 0);
+	if (!(mode & FI_MSG_PREFIX))
+		return;
+	fi->mode |= FI_MSG_PREFIX;
+	fi->tx_attr->mode |= FI_MSG_PREFIX;
+	fi->rx_attr->mode |= FI_MSG_PREFIX;
+	fi->ep_attr->msg_prefix_size = NTX_MSG_PREFIX;
 }
 
 /* Narrows the template to what the hints asked for. */
@@ -573,16 +608,86 @@ static struct fi_info *ntx_info_template(const struct ntx_dom_desc *d)
 	return fi;
 }
 
+/* The flag libfabric's utility providers (ofi_rxm) add when they ask
+ * the core providers for entries to layer over (OFI_CORE_PROV_ONLY in
+ * libfabric's ofi.h). */
+#define NTX_GETINFO_FOR_UTIL (1ULL << 59)
+
+/* FI_EP_DGRAM on the datagram domains (DESIGN §10): an RDM endpoint of
+ * the domain that promises less, messages of up to one MTU-sized
+ * datagram, no one-sided operations. ntx delivers them whole and in
+ * order all the same. */
+#define NTX_DGRAM_CAPS                                                     \
+	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |         \
+	 FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_REMOTE_COMM |        \
+	 FI_LOCAL_COMM)
+#define NTX_DGRAM_MAX 1024
+
+/* A MSG endpoint has one peer: no directed receives, no source. */
+#define NTX_MSG_NO_CAPS (FI_DIRECTED_RECV | FI_SOURCE | FI_SOURCE_ERR)
+
+/* What the hints ask of a MSG or DGRAM endpoint that it has not. */
+static int ntx_check_type(const struct fi_info *hints, enum fi_ep_type type)
+{
+	if (!hints)
+		return 0;
+	if (type == FI_EP_MSG && (hints->caps & NTX_MSG_NO_CAPS))
+		NTX_NOMATCH("MSG endpoints: caps 0x%llx not supported\n",
+			    (unsigned long long)(hints->caps &
+						 NTX_MSG_NO_CAPS));
+	if (type == FI_EP_DGRAM && (hints->caps & ~NTX_DGRAM_CAPS))
+		NTX_NOMATCH("DGRAM endpoints: caps 0x%llx not supported\n",
+			    (unsigned long long)(hints->caps &
+						 ~NTX_DGRAM_CAPS));
+	if (type == FI_EP_DGRAM && hints->ep_attr &&
+	    hints->ep_attr->max_msg_size > NTX_DGRAM_MAX)
+		NTX_NOMATCH("DGRAM max_msg_size too large\n");
+	return 0;
+}
+
+/* The template of an RDM entry made a MSG or DGRAM one. */
+static void ntx_info_type(struct fi_info *fi, enum fi_ep_type type)
+{
+	fi->ep_attr->type = type;
+	if (type == FI_EP_MSG) {
+		fi->caps &= ~NTX_MSG_NO_CAPS;
+		fi->rx_attr->caps &= ~NTX_MSG_NO_CAPS;
+	} else if (type == FI_EP_DGRAM) {
+		fi->ep_attr->max_msg_size = NTX_DGRAM_MAX;
+		fi->ep_attr->max_order_raw_size = 0;
+		fi->ep_attr->max_order_war_size = 0;
+		fi->ep_attr->max_order_waw_size = 0;
+		fi->caps &= NTX_DGRAM_CAPS;
+		fi->tx_attr->caps &= NTX_DGRAM_CAPS;
+		fi->rx_attr->caps &= NTX_DGRAM_CAPS;
+		fi->tx_attr->inject_size = NTX_DGRAM_MAX;
+		fi->tx_attr->msg_order = fi->rx_attr->msg_order = FI_ORDER_SAS;
+	}
+}
+
+static int ntx_getinfo_dom_sin(uint32_t version, const char *node,
+			       const char *service, uint64_t flags,
+			       const struct fi_info *hints,
+			       const struct ntx_dom_desc *d,
+			       enum fi_ep_type type, struct fi_info **info);
+
 static int ntx_getinfo_dom(uint32_t version, const char *node,
 			   const char *service, uint64_t flags,
 			   const struct fi_info *hints,
-			   const struct ntx_dom_desc *d, struct fi_info **info)
+			   const struct ntx_dom_desc *d,
+			   enum fi_ep_type type, struct fi_info **info)
 {
 	struct ntx_addr addr;
 	struct fi_info *fi;
 	int ret;
 
+	if (hints && (hints->addr_format == FI_SOCKADDR_IN ||
+		      hints->addr_format == FI_SOCKADDR))
+		return ntx_getinfo_dom_sin(version, node, service, flags,
+					   hints, d, type, info);
 	ret = ntx_check_hints(version, hints, d);
+	if (!ret)
+		ret = ntx_check_type(hints, type);
 	if (ret)
 		return ret;
 	if (hints && hints->src_addr && !ntx_addr_valid(hints->src_addr))
@@ -597,7 +702,10 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 	fi = ntx_info_template(d);
 	if (!fi)
 		return -FI_ENOMEM;
+	ntx_info_type(fi, type);
 	ntx_apply_hints(fi, hints, version);
+	ntx_apply_ctx(fi, hints ? hints->ep_attr : NULL);
+	ntx_apply_prefix(fi, hints);
 	ret = ntx_apply_keys(fi, hints);
 	if (ret) {
 		fi_freeinfo(fi);
@@ -634,26 +742,136 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 	return 0;
 }
 
+/* ---- FI_SOCKADDR_IN names (DESIGN §3, "Address formats") ---------------- */
+
+/* The domains whose endpoints can be named by an IPv4 address and a
+ * service number: shm, tcp and udp (a verbs or ud endpoint takes no
+ * service). */
+static bool ntx_dom_takes_sockaddr(const struct ntx_dom_desc *d)
+{
+	return !d->net || !strcmp(d->name, "tcp") || !strcmp(d->name, "udp");
+}
+
+/* A hint's address in FI_SOCKADDR(_IN) as an ntx name with only IP and
+ * service (either may be 0: a source that takes any). */
+static int ntx_sin_in(const void *addr, size_t len, struct ntx_addr *a)
+{
+	const struct sockaddr_in *sin = addr;
+
+	if (len < sizeof(*sin) || sin->sin_family != AF_INET)
+		NTX_NOMATCH("address is not AF_INET\n");
+	memset(a, 0, sizeof(*a));
+	a->magic = NTX_ADDR_MAGIC;
+	a->version = NTX_ADDR_VERSION;
+	a->flags = NTX_ADDR_F_UNBOUND;
+	a->win_fd = -1;
+	a->ip4 = sin->sin_addr.s_addr;
+	a->port = sin->sin_port;
+	a->service = ntohs(sin->sin_port);
+	a->host = !a->ip4 || ntx_ip4_is_local(a->ip4) ? ntx_host_id()
+						       : NTX_HOST_UNKNOWN;
+	return 0;
+}
+
+/* An entry's address, ours, rewritten as a struct sockaddr_in: a
+ * destination on this host without an IPv4 address (shm) is loopback, a
+ * source without one takes any. */
+static int ntx_sin_out(void **addr, size_t *len, bool src)
+{
+	const struct ntx_addr *a = *addr;
+	struct sockaddr_in *sin;
+
+	if (!a)
+		return 0;
+	if (a->service > 65535)
+		NTX_NOMATCH("service %u is not a port\n", a->service);
+	sin = calloc(1, sizeof(*sin));
+	if (!sin)
+		return -FI_ENOMEM;
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons((uint16_t)a->service);
+	sin->sin_addr.s_addr = a->ip4;
+	if (!a->ip4 && !src && a->host == ntx_host_id())
+		sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	free(*addr);
+	*addr = sin;
+	*len = sizeof(*sin);
+	return 0;
+}
+
+/* Hints asking for FI_SOCKADDR(_IN): the same entry made from hints with
+ * our names, its addresses then rewritten. */
+static int ntx_getinfo_dom_sin(uint32_t version, const char *node,
+			       const char *service, uint64_t flags,
+			       const struct fi_info *hints,
+			       const struct ntx_dom_desc *d,
+			       enum fi_ep_type type, struct fi_info **info)
+{
+	struct fi_info h = *hints, *fi;
+	struct ntx_addr src, dst;
+	int ret;
+
+	if (type == FI_EP_MSG)
+		NTX_NOMATCH("MSG endpoints have ntx names, not FI_SOCKADDR\n");
+	if (!ntx_dom_takes_sockaddr(d))
+		NTX_NOMATCH("domain %s has no FI_SOCKADDR_IN names\n", d->name);
+	if ((hints->src_addr && ntx_sin_in(hints->src_addr,
+					   hints->src_addrlen, &src)) ||
+	    (hints->dest_addr && ntx_sin_in(hints->dest_addr,
+					    hints->dest_addrlen, &dst)))
+		return -FI_ENODATA;
+	h.addr_format = FI_FORMAT_UNSPEC;
+	h.src_addr = hints->src_addr ? &src : NULL;
+	h.dest_addr = hints->dest_addr ? &dst : NULL;
+	h.src_addrlen = h.dest_addrlen = sizeof(struct ntx_addr);
+	ret = ntx_getinfo_dom(version, node, service, flags, &h, d, type, &fi);
+	if (ret)
+		return ret;
+	fi->addr_format = FI_SOCKADDR_IN;
+	ret = ntx_sin_out(&fi->src_addr, &fi->src_addrlen, true);
+	if (!ret)
+		ret = ntx_sin_out(&fi->dest_addr, &fi->dest_addrlen, false);
+	if (ret) {
+		fi_freeinfo(fi);
+		return ret;
+	}
+	*info = fi;
+	return 0;
+}
+
 int ntx_getinfo(uint32_t version, const char *node, const char *service,
 		uint64_t flags, const struct fi_info *hints,
 		struct fi_info **info)
 {
 	struct fi_info *head = NULL, **tail = &head, *fi;
+	const char *dname = hints && hints->domain_attr
+				    ? hints->domain_attr->name : NULL;
 	struct ntx_dom_desc doms[NTX_MAX_DOMS];
-	size_t ndoms = ntx_doms(doms, hints && hints->domain_attr
-					      ? hints->domain_attr->name
-					      : NULL);
+	size_t ndoms;
+	enum fi_ep_type want = hints && hints->ep_attr ? hints->ep_attr->type
+						       : FI_EP_UNSPEC;
+	/* RDM entries first: applications that ask for no type take the
+	 * first entry */
+	enum fi_ep_type types[3] = { FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM };
+	/* utility providers layer over MSG (ofi_rxm) and DGRAM (ofi_rxd) */
+	int ntypes = (flags & NTX_GETINFO_FOR_UTIL) && !ntx_params.rxm ? 1 : 3;
 	int ret = -FI_ENODATA;
 
-	for (size_t i = 0; i < ndoms; i++) {
-		ret = ntx_getinfo_dom(version, node, service, flags, hints,
-				      &doms[i], &fi);
-		if (ret == -FI_ENOMEM)
-			break;
-		if (ret)
+	flags &= ~NTX_GETINFO_FOR_UTIL;
+	for (int t = 0; t < ntypes && ret != -FI_ENOMEM; t++) {
+		if (want != FI_EP_UNSPEC && want != types[t])
 			continue;
-		*tail = fi;
-		tail = &fi->next;
+		ndoms = ntx_doms(doms, dname, types[t]);
+		for (size_t i = 0; i < ndoms; i++) {
+			ret = ntx_getinfo_dom(version, node, service, flags,
+					      hints, &doms[i], types[t], &fi);
+			if (ret == -FI_ENOMEM)
+				break;
+			if (ret)
+				continue;
+			*tail = fi;
+			tail = &fi->next;
+		}
 	}
 	if (!head) {
 		return ret == -FI_ENOMEM ? ret : -FI_ENODATA;

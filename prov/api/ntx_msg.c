@@ -14,10 +14,6 @@
 	(FI_COMPLETION | FI_MULTI_RECV | FI_MORE | FI_PEEK | FI_CLAIM |       \
 	 FI_DISCARD)
 
-static inline struct ntx_ep *ntx_ep_of(struct fid_ep *fep)
-{
-	return ntx_container_of(fep, struct ntx_ep, ep);
-}
 
 static ssize_t ntx_post_send(struct ntx_ep *ep, const struct iovec *iov,
 			     size_t count, fi_addr_t dest, uint64_t tag,
@@ -115,7 +111,7 @@ static ssize_t ntx_recv(struct fid_ep *fep, void *buf, size_t len, void *desc,
 	struct iovec iov = { buf, len };
 
 	return ntx_post_recv(ep, &iov, 1, src, 0, 0, context,
-			     ep->rx_op_flags);
+			     ntx_fep_rx_flags(fep));
 }
 
 static ssize_t ntx_recvv(struct fid_ep *fep, const struct iovec *iov,
@@ -125,7 +121,7 @@ static ssize_t ntx_recvv(struct fid_ep *fep, const struct iovec *iov,
 	struct ntx_ep *ep = ntx_ep_of(fep);
 
 	return ntx_post_recv(ep, iov, count, src, 0, 0, context,
-			     ep->rx_op_flags);
+			     ntx_fep_rx_flags(fep));
 }
 
 static ssize_t ntx_recvmsg(struct fid_ep *fep, const struct fi_msg *msg,
@@ -144,7 +140,7 @@ static ssize_t ntx_send(struct fid_ep *fep, const void *buf, size_t len,
 	struct ntx_ep *ep = ntx_ep_of(fep);
 
 	return ntx_send_one(ep, buf, len, dest, 0, 0, context,
-			    ep->tx_op_flags & ~FI_INJECT);
+			    ntx_fep_tx_flags(fep) & ~FI_INJECT);
 }
 
 static ssize_t ntx_sendv(struct fid_ep *fep, const struct iovec *iov,
@@ -154,7 +150,7 @@ static ssize_t ntx_sendv(struct fid_ep *fep, const struct iovec *iov,
 	struct ntx_ep *ep = ntx_ep_of(fep);
 
 	return ntx_post_send(ep, iov, count, dest, 0, 0, context,
-			     ep->tx_op_flags & ~FI_INJECT);
+			     ntx_fep_tx_flags(fep) & ~FI_INJECT);
 }
 
 static ssize_t ntx_sendmsg(struct fid_ep *fep, const struct fi_msg *msg,
@@ -173,7 +169,7 @@ static ssize_t ntx_senddata(struct fid_ep *fep, const void *buf, size_t len,
 	struct ntx_ep *ep = ntx_ep_of(fep);
 
 	return ntx_send_one(ep, buf, len, dest, 0, data, context,
-			    (ep->tx_op_flags & ~FI_INJECT) | FI_REMOTE_CQ_DATA);
+			    (ntx_fep_tx_flags(fep) & ~FI_INJECT) | FI_REMOTE_CQ_DATA);
 }
 
 static ssize_t ntx_do_inject(struct fid_ep *fep, const void *buf, size_t len,
@@ -230,7 +226,7 @@ static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,
 	struct iovec iov = { buf, len };
 
 	return ntx_post_recv(ep, &iov, 1, src, tag, ignore, context,
-			     (ep->rx_op_flags & ~FI_MULTI_RECV) | FI_TAGGED);
+			     (ntx_fep_rx_flags(fep) & ~FI_MULTI_RECV) | FI_TAGGED);
 }
 
 static ssize_t ntx_trecvv(struct fid_ep *fep, const struct iovec *iov,
@@ -240,7 +236,7 @@ static ssize_t ntx_trecvv(struct fid_ep *fep, const struct iovec *iov,
 	struct ntx_ep *ep = ntx_ep_of(fep);
 
 	return ntx_post_recv(ep, iov, count, src, tag, ignore, context,
-			     (ep->rx_op_flags & ~FI_MULTI_RECV) | FI_TAGGED);
+			     (ntx_fep_rx_flags(fep) & ~FI_MULTI_RECV) | FI_TAGGED);
 }
 
 static ssize_t ntx_trecvmsg(struct fid_ep *fep, const struct fi_msg_tagged *msg,
@@ -260,7 +256,7 @@ static ssize_t ntx_tsend(struct fid_ep *fep, const void *buf, size_t len,
 	struct ntx_ep *ep = ntx_ep_of(fep);
 
 	return ntx_send_one(ep, buf, len, dest, tag, 0, context,
-			    (ep->tx_op_flags & ~FI_INJECT) | FI_TAGGED);
+			    (ntx_fep_tx_flags(fep) & ~FI_INJECT) | FI_TAGGED);
 }
 
 static ssize_t ntx_tsendv(struct fid_ep *fep, const struct iovec *iov,
@@ -270,7 +266,7 @@ static ssize_t ntx_tsendv(struct fid_ep *fep, const struct iovec *iov,
 	struct ntx_ep *ep = ntx_ep_of(fep);
 
 	return ntx_post_send(ep, iov, count, dest, tag, 0, context,
-			     (ep->tx_op_flags & ~FI_INJECT) | FI_TAGGED);
+			     (ntx_fep_tx_flags(fep) & ~FI_INJECT) | FI_TAGGED);
 }
 
 static ssize_t ntx_tsendmsg(struct fid_ep *fep, const struct fi_msg_tagged *msg,
@@ -290,7 +286,7 @@ static ssize_t ntx_tsenddata(struct fid_ep *fep, const void *buf, size_t len,
 	struct ntx_ep *ep = ntx_ep_of(fep);
 
 	return ntx_send_one(ep, buf, len, dest, tag, data, context,
-			    (ep->tx_op_flags & ~FI_INJECT) | FI_TAGGED |
+			    (ntx_fep_tx_flags(fep) & ~FI_INJECT) | FI_TAGGED |
 				    FI_REMOTE_CQ_DATA);
 }
 

@@ -10,12 +10,8 @@
 #define NTX_RMA_FLAGS                                                       \
 	(FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA | FI_INJECT_COMPLETE | \
 	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE | FI_FENCE |   \
-	 FI_COMMIT_COMPLETE)
+	 FI_COMMIT_COMPLETE | FI_TRIGGER)
 
-static inline struct ntx_ep *ntx_ep_of(struct fid_ep *fep)
-{
-	return ntx_container_of(fep, struct ntx_ep, ep);
-}
 
 /* A request from the pool with room in the transmit queue, or NULL
  * (-FI_EAGAIN for the caller). Endpoint lock held. */
@@ -30,16 +26,18 @@ struct ntx_req *ntx_rma_req_get(struct ntx_ep *ep)
 	return ntx_req_get(ep, NTX_REQ_SEND);
 }
 
-static ssize_t ntx_rma_start(struct ntx_ep *ep, uint8_t op,
-			     const struct iovec *iov, size_t count,
-			     const struct fi_rma_iov *riov, size_t rcount,
-			     fi_addr_t dest, uint64_t data, void *context,
-			     uint64_t flags, bool silent)
+ssize_t ntx_rma_start(struct ntx_ep *ep, uint8_t op, const struct iovec *iov,
+		      size_t count, const struct fi_rma_iov *riov,
+		      size_t rcount, fi_addr_t dest, uint64_t data,
+		      void *context, uint64_t flags, bool silent)
 {
 	struct ntx_req *r;
 	size_t len, rlen = 0;
 	ssize_t ret;
 
+	if (flags & FI_TRIGGER)
+		return ntx_trig_rma(ep, op, iov, count, riov, rcount, dest,
+				    data, context, flags);
 	if (!ep->enabled)
 		return -FI_EOPBADSTATE;
 	if (count > NTX_MAX_IOV || (count && !iov) || !rcount ||
@@ -103,7 +101,7 @@ static ssize_t ntx_read(struct fid_ep *fep, void *buf, size_t len, void *desc,
 	struct fi_rma_iov riov = { addr, len, key };
 
 	return ntx_rma_start(ep, NTX_OP_READ, &iov, 1, &riov, 1, src, 0,
-			     context, ep->tx_op_flags & NTX_RMA_FLAGS & ~FI_INJECT, false);
+			     context, ntx_fep_tx_flags(fep) & NTX_RMA_FLAGS & ~FI_INJECT, false);
 }
 
 static ssize_t ntx_readv(struct fid_ep *fep, const struct iovec *iov,
@@ -114,7 +112,7 @@ static ssize_t ntx_readv(struct fid_ep *fep, const struct iovec *iov,
 	struct fi_rma_iov riov = { addr, ntx_iov_len(iov, count), key };
 
 	return ntx_rma_start(ep, NTX_OP_READ, iov, count, &riov, 1, src, 0,
-			     context, ep->tx_op_flags & NTX_RMA_FLAGS & ~FI_INJECT, false);
+			     context, ntx_fep_tx_flags(fep) & NTX_RMA_FLAGS & ~FI_INJECT, false);
 }
 
 static ssize_t ntx_readmsg(struct fid_ep *fep, const struct fi_msg_rma *msg,
@@ -136,7 +134,7 @@ static ssize_t ntx_write(struct fid_ep *fep, const void *buf, size_t len,
 	struct fi_rma_iov riov = { addr, len, key };
 
 	return ntx_rma_start(ep, NTX_OP_WRITE, &iov, 1, &riov, 1, dest, 0,
-			     context, ep->tx_op_flags & NTX_RMA_FLAGS, false);
+			     context, ntx_fep_tx_flags(fep) & NTX_RMA_FLAGS, false);
 }
 
 static ssize_t ntx_writev(struct fid_ep *fep, const struct iovec *iov,
@@ -147,7 +145,7 @@ static ssize_t ntx_writev(struct fid_ep *fep, const struct iovec *iov,
 	struct fi_rma_iov riov = { addr, ntx_iov_len(iov, count), key };
 
 	return ntx_rma_start(ep, NTX_OP_WRITE, iov, count, &riov, 1, dest, 0,
-			     context, ep->tx_op_flags & NTX_RMA_FLAGS, false);
+			     context, ntx_fep_tx_flags(fep) & NTX_RMA_FLAGS, false);
 }
 
 static ssize_t ntx_writemsg(struct fid_ep *fep, const struct fi_msg_rma *msg,
@@ -181,7 +179,7 @@ static ssize_t ntx_writedata(struct fid_ep *fep, const void *buf, size_t len,
 
 	return ntx_rma_start(ep, NTX_OP_WRITE, &iov, 1, &riov, 1, dest, data,
 			     context,
-			     (ep->tx_op_flags & NTX_RMA_FLAGS) | FI_REMOTE_CQ_DATA,
+			     (ntx_fep_tx_flags(fep) & NTX_RMA_FLAGS) | FI_REMOTE_CQ_DATA,
 			     false);
 }
 

@@ -49,12 +49,6 @@ int ntx_no_ops_set(struct fid *fid, const char *name, uint64_t flags,
 }
 
 /* ---- fi_ops_fabric ---- */
-int ntx_no_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
-		      struct fid_pep **pep, void *context)
-{
-	return -FI_ENOSYS;
-}
-
 int ntx_no_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
 		     struct fid_wait **waitset)
 {
@@ -121,7 +115,40 @@ int ntx_no_rx_ctx(struct fid_ep *sep, int index, struct fi_rx_attr *attr,
 	return -FI_ENOSYS;
 }
 
+/* ---- fi_ops_ep: a passive endpoint moves no data ---- */
+ssize_t ntx_no_cancel(fid_t fid, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+int ntx_no_setopt(fid_t fid, int level, int optname, const void *optval,
+		  size_t optlen)
+{
+	return -FI_ENOPROTOOPT;
+}
+
+int ntx_no_getopt(fid_t fid, int level, int optname, void *optval,
+		  size_t *optlen)
+{
+	return -FI_ENOPROTOOPT;
+}
+
+ssize_t ntx_no_rx_size_left(struct fid_ep *ep)
+{
+	return -FI_ENOSYS;
+}
+
+ssize_t ntx_no_tx_size_left(struct fid_ep *ep)
+{
+	return -FI_ENOSYS;
+}
+
 /* ---- fi_ops_cm: RDM endpoints make no connections of their own ---- */
+int ntx_no_setname(fid_t fid, void *addr, size_t addrlen)
+{
+	return -FI_ENOSYS;
+}
+
 int ntx_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen)
 {
 	return -FI_ENOSYS;

@@ -5,6 +5,8 @@
 #include "config.h"
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -139,5 +141,48 @@ int ntx_addr_from_str(const char *s, struct ntx_addr *a)
 	t.ip4 = in.s_addr;
 	t.port = htons((uint16_t)port);
 	*a = t;
+	return 0;
+}
+
+bool ntx_ip4_is_local(uint32_t ip4)
+{
+	struct ifaddrs *ifs, *it;
+	bool local = (ntohl(ip4) >> 24) == 127;
+
+	if (local || getifaddrs(&ifs))
+		return local;
+	for (it = ifs; it && !local; it = it->ifa_next)
+		local = it->ifa_addr && it->ifa_addr->sa_family == AF_INET &&
+			((struct sockaddr_in *)it->ifa_addr)->sin_addr.s_addr
+				== ip4;
+	freeifaddrs(ifs);
+	return local;
+}
+
+int ntx_addr_from_sin(const struct sockaddr_in *sin, struct ntx_addr *a)
+{
+	struct ntx_addr t = { .magic = NTX_ADDR_MAGIC,
+			      .version = NTX_ADDR_VERSION,
+			      .flags = NTX_ADDR_F_UNBOUND, .win_fd = -1 };
+
+	if (sin->sin_family != AF_INET || !sin->sin_addr.s_addr ||
+	    !sin->sin_port)
+		return -FI_EINVAL;
+	t.ip4 = sin->sin_addr.s_addr;
+	t.port = sin->sin_port;
+	t.service = ntohs(sin->sin_port);
+	t.host = ntx_ip4_is_local(t.ip4) ? ntx_host_id() : NTX_HOST_UNKNOWN;
+	*a = t;
+	return 0;
+}
+
+int ntx_addr_to_sin(const struct ntx_addr *a, struct sockaddr_in *sin)
+{
+	if (!a->service || a->service > 65535)
+		return -FI_EINVAL;
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons((uint16_t)a->service);
+	sin->sin_addr.s_addr = a->ip4 ? a->ip4 : htonl(INADDR_LOOPBACK);
 	return 0;
 }

@@ -9,10 +9,52 @@
 
 #include "ntx/ntx_core.h"
 
+/* A reader of a shared AV copies a name from the creator's region the
+ * first time it is looked up (checked: the creator is another process);
+ * later changes of that slot there are not seen (DESIGN §3). */
+static const struct ntx_addr *ntx_av_fetch(struct ntx_av *av,
+					   fi_addr_t fi_addr)
+{
+	struct ntx_addr *copy;
+	int ret;
+
+	copy = malloc(sizeof(*copy));
+	if (!copy)
+		return NULL;
+	ret = ntx_av_shared_get(&av->shared, fi_addr, copy);
+	if (!ret)
+		ret = ntx_idtab_set(&av->addrs, (uint32_t)fi_addr, copy);
+	if (ret) {
+		if (ret == -FI_EINVAL)
+			NTX_WARN(FI_LOG_AV, "shared AV slot %llu holds no "
+				 "valid name\n", (unsigned long long)fi_addr);
+		free(copy);
+		return NULL;
+	}
+	return copy;
+}
+
 const struct ntx_addr *ntx_av_get(struct ntx_av *av, fi_addr_t fi_addr)
 {
+	const struct ntx_addr *a;
+
 	ntx_assert_mutex_locked(av->domain, &av->lock);
-	return ntx_idtab_get(&av->addrs, fi_addr);
+	a = ntx_idtab_get(&av->addrs, fi_addr);
+	if (!a && av->read_only)
+		a = ntx_av_fetch(av, fi_addr);
+	return a;
+}
+
+/* Entry s names the endpoint a: the same incarnation, or an entry not
+ * resolved yet (a service number: FI_SOCKADDR_IN, fi_av_insertsvc) that
+ * a's service and host or IPv4 address fit. */
+static bool ntx_av_names(const struct ntx_addr *s, const struct ntx_addr *a)
+{
+	if (!(s->flags & NTX_ADDR_F_UNBOUND))
+		return ntx_addr_same_ep(s, a) && s->epoch == a->epoch;
+	return s->service && s->service == a->service &&
+	       (s->host == a->host ||
+		(s->host == NTX_HOST_UNKNOWN && s->ip4 == a->ip4));
 }
 
 fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a)
@@ -21,7 +63,7 @@ fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a)
 	for (uint32_t i = 0; i < av->addrs.cap; i++) {
 		const struct ntx_addr *s = ntx_idtab_get(&av->addrs, i);
 
-		if (s && ntx_addr_same_ep(s, a) && s->epoch == a->epoch)
+		if (s && ntx_av_names(s, a))
 			return i;
 	}
 	return FI_ADDR_NOTAVAIL;

@@ -50,8 +50,10 @@ int ntx_be_domains(struct ntx_be_domain *out, int max)
 	for (struct ntx_be_desc *d = ntx_be_list; d && n < max; d = d->next) {
 		int got = d->domains ? d->domains(out + n, max - n) : 0;
 
-		for (int i = 0; i < got; i++)
+		for (int i = 0; i < got; i++) {
 			out[n + i].named_only = d->named_only;
+			out[n + i].datagram = d->datagram;
+		}
 		n += got;
 	}
 	return n;

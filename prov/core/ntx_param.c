@@ -148,6 +148,13 @@ static void ntx_params_init_tcp(void)
 			"entry or every entry then uses these (default: every "
 			"network domain, then shm)");
 	fi_param_get_str(&ntx_prov, "domains", &ntx_params.domains);
+	ntx_param_int("rxm",
+		      "show ntx's FI_EP_MSG entries to libfabric's utility "
+		      "providers, so that ofi_rxm layers \"ntx;ofi_rxm\" RDM "
+		      "entries over them (off by default: libfabric lists "
+		      "those before ntx's own RDM entries, and applications "
+		      "that ask for provider ntx take the first one)",
+		      &ntx_params.rxm, FI_PARAM_BOOL);
 	ntx_param_int("local_via_network",
 		      "tcp and udp domains: reach peers on this host through the network "
 		      "back end instead of the shm window (for tests)",

@@ -49,13 +49,14 @@ void ntx_comp_tx_err(struct ntx_req *req, int err)
 		ntx_cntr_inc_err(ep->send_cntr);
 }
 
-void ntx_comp_rx(struct ntx_req *req, size_t len, uint64_t flags,
-		 uint64_t tag, uint64_t data, fi_addr_t src, void *buf,
-		 size_t olen, const struct ntx_addr *src_name)
+void ntx_comp_rx(struct ntx_req *req, struct ntx_vc *vc, size_t len,
+		 uint64_t flags, uint64_t tag, uint64_t data, fi_addr_t src,
+		 void *buf, size_t olen, const struct ntx_addr *src_name)
 {
-	struct ntx_ep *ep = req->ep;
+	struct ntx_ep *ep = ntx_req_rx_ep(req, vc);
 	uint64_t f = FI_RECV | ntx_comp_kind(req->flags) | flags;
 
+	len += ep->msg_prefix; /* FI_MSG_PREFIX counts the prefix */
 	if (olen) {
 		if (ep->rx_cq)
 			ntx_cq_push_err(ep->rx_cq, req->context, f, len, buf,
@@ -85,8 +86,10 @@ void ntx_comp_rx(struct ntx_req *req, size_t len, uint64_t flags,
 void ntx_comp_rx_err(struct ntx_req *req, int err, size_t len, size_t olen,
 		     uint64_t tag, uint64_t data)
 {
-	struct ntx_ep *ep = req->ep;
+	struct ntx_ep *ep = ntx_req_rx_ep(req, NULL);
 
+	if (!ep) /* an srx no endpoint is bound to any more */
+		return;
 	if (ep->rx_cq)
 		ntx_cq_push_err(ep->rx_cq, req->context,
 				FI_RECV | ntx_comp_kind(req->flags), len, NULL, data,

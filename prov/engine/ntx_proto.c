@@ -242,7 +242,8 @@ int ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 			 fi_addr_t dest, uint64_t tag, uint64_t data,
 			 void *context, uint64_t flags)
 {
-	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab, dest);
+	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab,
+					  ep->cm ? ep->msg_dest : dest);
 	struct ntx_wire_hdr h = {
 		.op = NTX_OP_EAGER,
 		.flags = NTX_PF_INLINE | ntx_pkt_flags(flags),
@@ -372,7 +373,7 @@ static void ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc,
 			    len < room ? len : room);
 	if (r->flags & FI_MULTI_RECV)
 		mflag = ntx_mrecv_consume(r, n);
-	ntx_comp_rx(r, n, ntx_rx_flags(h) | mflag, h->tag, h->cq_data,
+	ntx_comp_rx(r, vc, n, ntx_rx_flags(h) | mflag, h->tag, h->cq_data,
 		    ntx_vc_fi_addr(vc), buf, len - n, &vc->peer);
 	ntx_send_ack(vc, h);
 	if (!(r->flags & FI_MULTI_RECV) || mflag)
@@ -389,8 +390,8 @@ static void ntx_rx_done(struct ntx_req *r, struct ntx_vc *vc)
 		mflag = FI_MULTI_RECV;
 		parent->multi_children = 0;
 	}
-	ntx_comp_rx(r, r->want, (r->hdr.flags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA
-							     : 0) | mflag,
+	ntx_comp_rx(r, vc, r->want,
+		    (r->hdr.flags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA : 0) | mflag,
 		    r->hdr.tag, r->hdr.cq_data, ntx_vc_fi_addr(vc), buf,
 		    r->msg_len - r->want, &vc->peer);
 	if (parent && mflag)
@@ -700,11 +701,14 @@ static void ntx_unexp_deliver(struct ntx_req *r, struct ntx_unexp *u)
  * one out of a released buffer reports the release. */
 static void ntx_mrecv_unref(struct ntx_req *r)
 {
+	struct ntx_ep *rep;
+
 	if (--r->multi_children || !r->multi_released)
 		return;
 	/* a release with no data of its own carries only FI_MULTI_RECV */
-	if (r->ep->rx_cq)
-		ntx_cq_push(r->ep->rx_cq, r->context, FI_MULTI_RECV, 0,
+	rep = r->ep->is_srx ? r->ep->srx_report : r->ep;
+	if (rep && rep->rx_cq)
+		ntx_cq_push(rep->rx_cq, r->context, FI_MULTI_RECV, 0,
 			    (uint8_t *)r->iov[0].iov_base + r->multi_used, 0, 0,
 			    FI_ADDR_NOTAVAIL);
 	ntx_req_put(r);
@@ -717,7 +721,7 @@ static ssize_t ntx_recv_discard(struct ntx_req *r, struct ntx_unexp *u)
 	ntx_send_ack(u->vc, &u->hdr);
 	if (u->hdr.op == NTX_OP_RTS)
 		ntx_vc_ctrl(u->vc, &fin);
-	ntx_comp_rx(r, 0, 0, u->hdr.tag, u->hdr.cq_data,
+	ntx_comp_rx(r, u->vc, 0, 0, u->hdr.tag, u->hdr.cq_data,
 		    ntx_vc_fi_addr(u->vc), NULL, 0, NULL);
 	ntx_unexp_free(u);
 	ntx_req_put(r);
@@ -733,17 +737,17 @@ ssize_t ntx_proto_recv(struct ntx_ep *ep, struct ntx_req *r)
 	if (r->flags & FI_MULTI_RECV) {
 		/* posted first so that consumption can release it; the
 		 * reference keeps it alive while unexpected messages land */
-		ntx_tme_post(&ep->tme, r);
+		ntx_tme_post(&ep->rx->tme, r);
 		r->multi_children++;
 		while (!r->multi_released &&
-		       (u = ntx_tme_match_unexp(&ep->tme, false, r->addr, 0, 0,
+		       (u = ntx_tme_match_unexp(&ep->rx->tme, false, r->addr, 0, 0,
 						NULL)))
 			ntx_unexp_deliver(r, u);
 		ntx_mrecv_unref(r);
 		return 0;
 	}
-	u = ntx_tme_match_unexp(&ep->tme, tagged, r->addr, r->tag, r->ignore,
-				claim);
+	u = ntx_tme_match_unexp(&ep->rx->tme, tagged, r->addr, r->tag,
+				r->ignore, claim);
 	if (u && (r->flags & FI_DISCARD))
 		return ntx_recv_discard(r, u);
 	if (u) {
@@ -754,7 +758,7 @@ ssize_t ntx_proto_recv(struct ntx_ep *ep, struct ntx_req *r)
 		ntx_req_put(r);
 		return -FI_ENOMSG;
 	}
-	ntx_tme_post(&ep->tme, r);
+	ntx_tme_post(&ep->rx->tme, r);
 	return 0;
 }
 
@@ -807,7 +811,7 @@ ssize_t ntx_proto_post_recv(struct ntx_ep *ep, const struct iovec *iov,
 
 ssize_t ntx_proto_peek(struct ntx_ep *ep, struct ntx_req *r)
 {
-	struct ntx_unexp *u = ntx_tme_match_unexp(&ep->tme, true, r->addr,
+	struct ntx_unexp *u = ntx_tme_match_unexp(&ep->rx->tme, true, r->addr,
 						  r->tag, r->ignore, NULL);
 	struct fi_context *fc = r->context;
 
@@ -817,14 +821,14 @@ ssize_t ntx_proto_peek(struct ntx_ep *ep, struct ntx_req *r)
 		return 0;
 	}
 	if (r->flags & FI_DISCARD) {
-		ntx_comp_rx(r, 0, 0, u->hdr.tag, u->hdr.cq_data,
+		ntx_comp_rx(r, u->vc, 0, 0, u->hdr.tag, u->hdr.cq_data,
 			    ntx_vc_fi_addr(u->vc), NULL, 0, NULL);
 		ntx_send_ack(u->vc, &u->hdr);
 		ntx_unexp_free(u);
 	} else {
 		if ((r->flags & FI_CLAIM) && fc)
 			u->claim_ctx = fc;
-		ntx_comp_rx(r, u->hdr.msg_len, ntx_rx_flags(&u->hdr),
+		ntx_comp_rx(r, u->vc, u->hdr.msg_len, ntx_rx_flags(&u->hdr),
 			    u->hdr.tag, u->hdr.cq_data, ntx_vc_fi_addr(u->vc),
 			    NULL, 0, NULL);
 	}
@@ -894,7 +898,7 @@ static inline void ntx_msg_unexpected(struct ntx_vc *vc,
 		memcpy(u->riov, riov, sizeof(riov[0]) * niov);
 		u->niov = niov;
 	}
-	ntx_tme_add_unexp(&vc->ep->tme, u);
+	ntx_tme_add_unexp(&vc->ep->rx->tme, u);
 }
 
 static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
@@ -912,8 +916,8 @@ static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_vc_fail(vc, -FI_EREMOTEIO);
 		return;
 	}
-	r = ntx_tme_match_posted(&ep->tme, tagged, ntx_vc_fi_addr(vc), h->tag,
-				 h->msg_len);
+	r = ntx_tme_match_posted(&ep->rx->tme, tagged, ntx_vc_fi_addr(vc),
+				 h->tag, h->msg_len);
 	if (!r) {
 		ntx_msg_unexpected(vc, h, payload, len, riov, niov);
 		return;
@@ -931,6 +935,9 @@ static struct ntx_req *ntx_reply_req(struct ntx_vc *vc, uint64_t id,
 {
 	struct ntx_req *r = ntx_req_lookup(vc->ep, id);
 
+	/* a receive posted to the shared receive context */
+	if ((!r || r->vc != vc || r->state != state) && vc->ep->rx != vc->ep)
+		r = ntx_req_lookup(vc->ep->rx, id);
 	if (!r || r->vc != vc || r->state != state) {
 		NTX_WARN(FI_LOG_EP_DATA, "reply for unknown request from pid "
 			 "%u\n", vc->peer.pid);
@@ -1065,6 +1072,36 @@ static inline void ntx_on_ack(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 	ntx_proto_send_done(r);
 }
 
+/* MSG and passive endpoints: connection management goes to the API
+ * layer; other packets come only from the connected peer. 1 when the
+ * packet was taken or refused. */
+static int ntx_proto_cm_filter(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+			       const void *payload, size_t len)
+{
+	struct ntx_ep *ep = vc->ep;
+
+	if (h->op == NTX_OP_CM) {
+		if (!ep->cm || h->flags || h->msg_len != len ||
+		    len > NTX_CM_DATA_MAX) {
+			NTX_WARN(FI_LOG_EP_CTRL, "pid %u: connection management"
+				 " packet refused\n", vc->peer.pid);
+			ntx_vc_fail(vc, -FI_EREMOTEIO);
+			return 1;
+		}
+		ep->cm->packet(ep, vc, h, payload, len);
+		return 1;
+	}
+	if (!ep->cm)
+		return 0;
+	if (ep->msg_peer != FI_ADDR_NOTAVAIL &&
+	    ntx_vc_fi_addr(vc) == ep->msg_peer)
+		return 0;
+	NTX_WARN(FI_LOG_EP_DATA, "pid %u is not this MSG endpoint's peer: "
+		 "connection closed\n", vc->peer.pid);
+	ntx_vc_fail(vc, -FI_EREMOTEIO);
+	return 1;
+}
+
 void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			 const void *payload, size_t len)
 {
@@ -1074,6 +1111,9 @@ void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_vc_fail(vc, -FI_EREMOTEIO);
 		return;
 	}
+	if ((h->op == NTX_OP_CM || vc->ep->cm) &&
+	    ntx_proto_cm_filter(vc, h, payload, len))
+		return;
 	if (h->op >= NTX_OP_WRITE) {
 		ntx_rma_on_packet(vc, h, payload, len);
 		return;
@@ -1122,13 +1162,14 @@ static void ntx_proto_unexp_failed(struct ntx_vc *vc)
 	bool keep;
 
 	for (int t = 0; t < 2; t++)
-		ntx_list_foreach_safe(&ep->tme.unexp[t], it, tmp) {
+		ntx_list_foreach_safe(&ep->rx->tme.unexp[t], it, tmp) {
 			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
 							       entry);
 			if (u->vc == vc && u->hdr.op != NTX_OP_EAGER)
 				ntx_unexp_free(u);
 		}
-	keep = vc->unexp_bytes &&
+	/* in a shared receive context they would outlive the endpoint */
+	keep = vc->unexp_bytes && ep->rx == ep &&
 	       ep->dead_unexp_bytes + vc->unexp_bytes <=
 		       ntx_params.gone_unexp_max;
 	if (keep) {
@@ -1137,7 +1178,7 @@ static void ntx_proto_unexp_failed(struct ntx_vc *vc)
 		return;
 	}
 	for (int t = 0; t < 2; t++)
-		ntx_list_foreach_safe(&ep->tme.unexp[t], it, tmp) {
+		ntx_list_foreach_safe(&ep->rx->tme.unexp[t], it, tmp) {
 			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
 							       entry);
 			if (u->vc == vc)
@@ -1171,4 +1212,6 @@ void ntx_proto_vc_failed(struct ntx_vc *vc)
 		}
 	}
 	ntx_proto_unexp_failed(vc);
+	if (vc->ep->cm)
+		vc->ep->cm->vc_failed(vc->ep, vc);
 }

@@ -93,7 +93,7 @@ unlock:
 }
 
 /* The VC for an AV address, connecting it if needed. O(1) once known. */
-int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
+int ntx_vc_get_slot(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 {
 	struct ntx_addr peer;
 	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab, addr);
@@ -130,6 +130,37 @@ int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 		return ret;
 	*out = vc;
 	return 0;
+}
+
+int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
+{
+	if (ep->cm) {
+		if (ep->msg_dest == FI_ADDR_NOTAVAIL)
+			return -FI_ENOTCONN;
+		addr = ep->msg_dest;
+	}
+	return ntx_vc_get_slot(ep, addr, out);
+}
+
+struct ntx_vc *ntx_vc_by_name(struct ntx_ep *ep, const struct ntx_addr *a)
+{
+	return ntx_vc_find(ep, a);
+}
+
+int ntx_vc_cm_send(struct ntx_vc *vc, uint32_t stage, uint64_t cid,
+		   const void *data, size_t len)
+{
+	struct ntx_wire_hdr h = {
+		.op = NTX_OP_CM,
+		.status = (int32_t)stage,
+		.sreq = cid,
+		.msg_len = len,
+	};
+	struct iovec iov = { (void *)data, len };
+
+	if (len > NTX_CM_DATA_MAX || (len && !data))
+		return -FI_EINVAL;
+	return ntx_vc_ctrl_data(vc, &h, &iov, len ? 1 : 0, len);
 }
 
 fi_addr_t ntx_vc_fi_addr_lookup(struct ntx_vc *vc)

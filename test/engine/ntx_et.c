@@ -33,6 +33,8 @@ static struct ntx_ep *et_ep_new(struct et_node *n)
 	cr_assert_not_null(ep);
 	ep->domain = &et_dom;
 	pthread_mutex_init(&ep->lock, NULL);
+	ep->lockp = &ep->lock;
+	ep->rx = ep;
 	ep->caps = FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE;
 	ep->tx_limit = 1024;
 	ep->min_multi_recv = 64;

@@ -167,6 +167,16 @@ static const struct vcase cases[] = {
 	{ "auth: stage", .op = NTX_OP_AUTH, .status = 9, .fails = true },
 	{ "auth: truncated", .op = NTX_OP_AUTH, .status = NTX_AUTH_CHAL,
 	  .raw = 7, .fails = true },
+	/* connection management to an RDM endpoint, or malformed */
+	{ "cm: to an RDM endpoint", .op = NTX_OP_CM, .status = NTX_CM_REQ,
+	  .fails = true },
+	{ "cm: flags", .op = NTX_OP_CM, .flags = NTX_PF_TAGGED,
+	  .status = NTX_CM_ACCEPT, .fails = true },
+	{ "cm: data length", .op = NTX_OP_CM, .status = NTX_CM_ACCEPT,
+	  .msg_len = 8, .raw = 4, .fails = true },
+	{ "cm: too much data", .op = NTX_OP_CM, .status = NTX_CM_REQ,
+	  .msg_len = NTX_CM_DATA_MAX + 1, .raw = NTX_CM_DATA_MAX + 1,
+	  .fails = true },
 };
 
 #define TAG_LIVE 0xc0ffeeull

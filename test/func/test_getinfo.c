@@ -5,11 +5,13 @@
 
 #include "ntx_test.h"
 
+/* Hints for ntx's RDM endpoints. */
 static struct fi_info *base(void)
 {
 	struct fi_info *h = fi_allocinfo();
 
 	h->fabric_attr->prov_name = strdup("ntx");
+	h->ep_attr->type = FI_EP_RDM;
 	return h;
 }
 
@@ -27,15 +29,26 @@ static int try(struct fi_info *h, const char *node, const char *svc,
 	return ret;
 }
 
+/* No endpoint type: the RDM entries first (applications take the first
+ * entry), then MSG ones of the same domains, then DGRAM ones of the
+ * datagram domain. */
 Test(getinfo, no_hints_lists_the_shm_and_tcp_domains)
 {
-	struct fi_info *fi, *it;
-	int shm = 0, tcp = 0;
+	struct fi_info *h = base(), *fi, *it;
+	int shm = 0, tcp = 0, msg = 0, dgram = 0;
 
-	cr_assert_eq(try(base(), NULL, NULL, 0, &fi), 0);
+	h->ep_attr->type = FI_EP_UNSPEC;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
 	for (it = fi; it; it = it->next) {
 		cr_assert_str_eq(it->fabric_attr->prov_name, "ntx");
-		cr_assert_eq(it->ep_attr->type, FI_EP_RDM);
+		if (it->ep_attr->type != FI_EP_RDM) {
+			cr_assert_eq(it->ep_attr->type,
+				     dgram ? FI_EP_DGRAM : it->ep_attr->type);
+			msg += it->ep_attr->type == FI_EP_MSG;
+			dgram += it->ep_attr->type == FI_EP_DGRAM;
+			continue;
+		}
+		cr_assert_eq(msg + dgram, 0, "RDM entries come first");
 		cr_assert_eq(it->fabric_attr->api_version, FI_VERSION(1, 17));
 		cr_assert_neq(it->fabric_attr->prov_version, 0);
 		cr_assert_geq(it->tx_attr->inject_size, 4096);
@@ -48,6 +61,8 @@ Test(getinfo, no_hints_lists_the_shm_and_tcp_domains)
 	}
 	cr_assert_eq(shm, 1);
 	cr_assert_eq(tcp, 1);
+	cr_assert_eq(msg, shm + tcp, "one MSG entry per RDM one");
+	cr_assert_eq(dgram, 1, "DGRAM on udp");
 	fi_freeinfo(fi);
 }
 
@@ -92,9 +107,11 @@ Test(getinfo, capabilities)
 	cr_assert_eq(fi->caps & (FI_ATOMIC | FI_FENCE), FI_ATOMIC | FI_FENCE);
 	fi_freeinfo(fi);
 	h = base();
-	h->caps = FI_TRIGGER;
-	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA,
-		     "triggered operations are not offered");
+	h->caps = FI_RMA | FI_TRIGGER;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0, "triggered RMA offered");
+	cr_assert(fi->caps & FI_TRIGGER);
+	cr_assert(fi->tx_attr->caps & FI_TRIGGER);
+	fi_freeinfo(fi);
 	h = base();
 	h->caps = FI_TAGGED | FI_REMOTE_COMM;
 	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
@@ -131,8 +148,13 @@ Test(getinfo, endpoint_and_domain_attributes)
 	struct fi_info *h, *fi;
 
 	h = base();
-	h->ep_attr->type = FI_EP_MSG;
+	h->ep_attr->type = FI_EP_SOCK_STREAM;
 	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->ep_attr->type = FI_EP_DGRAM;
+	h->domain_attr->name = strdup("shm");
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA,
+		     "DGRAM only on a datagram domain");
 	h = base();
 	h->domain_attr->name = strdup("shm");
 	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
@@ -145,8 +167,13 @@ Test(getinfo, endpoint_and_domain_attributes)
 	h->fabric_attr->name = strdup("other");
 	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
 	h = base();
-	h->addr_format = FI_SOCKADDR_IN;
+	h->addr_format = FI_SOCKADDR_IN6;
 	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->addr_format = FI_SOCKADDR;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_eq(fi->addr_format, FI_SOCKADDR_IN);
+	fi_freeinfo(fi);
 	h = base();
 	h->tx_attr->inject_size = 4096;
 	cr_assert_eq(try(h, NULL, NULL, 0, NULL), 0);

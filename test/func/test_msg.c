@@ -911,3 +911,47 @@ Test(msg, auto_progress_completes_while_the_peer_sleeps, .timeout = 60)
 	t_close(&t);
 	free(buf);
 }
+
+/* FI_MSG_PREFIX: offered, taken; the first 8 bytes of every buffer are
+ * the provider's, the receive's length counts them, and a buffer shorter
+ * than the prefix is refused. */
+Test(msg, msg_prefix_mode_steps_over_the_prefix, .timeout = 60)
+{
+	struct fi_info *h = t_hints(FI_MSG | FI_TAGGED);
+	struct fi_cq_tagged_entry e;
+	struct tctx a, b;
+	char name[T_NAMELEN], s[32], r[32];
+	size_t len = sizeof(name), p;
+	fi_addr_t fa;
+
+	h->mode = FI_MSG_PREFIX;
+	cr_assert_eq(t_open_hints(&a, fi_dupinfo(h)), 0);
+	cr_assert_eq(t_open_hints(&b, h), 0);
+	cr_assert(a.fi->mode & FI_MSG_PREFIX);
+	cr_assert(a.fi->rx_attr->mode & FI_MSG_PREFIX);
+	p = a.fi->ep_attr->msg_prefix_size;
+	cr_assert_eq(p, 8);
+	cr_assert_eq(fi_getname(&b.ep->fid, name, &len), 0);
+	cr_assert_eq(t_insert(&a, name, &fa), 0);
+	memset(s, 'p', p);
+	strcpy(s + p, "hello");
+	memset(r, 0, sizeof(r));
+	cr_assert_eq(fi_recv(b.ep, r, 4, NULL, FI_ADDR_UNSPEC, r), -FI_EINVAL,
+		     "no room for the prefix");
+	cr_assert_eq(fi_recv(b.ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, r), 0);
+	cr_assert_eq(fi_send(a.ep, s, p + 6, NULL, fa, s), 0);
+	for (int done = 0, spin = 0; done != 3; spin++) {
+		cr_assert_lt(spin, 50000000, "no completion");
+		if (fi_cq_read(a.cq, &e, 1) == 1)
+			done |= 1;
+		if (fi_cq_read(b.cq, &e, 1) == 1) {
+			cr_assert_eq(e.len, p + 6, "the length counts the "
+				     "prefix");
+			done |= 2;
+		}
+	}
+	cr_assert_str_eq(r + p, "hello");
+	cr_assert_eq(r[0], 0, "the prefix is not written");
+	t_close(&a);
+	t_close(&b);
+}

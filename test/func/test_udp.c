@@ -379,3 +379,51 @@ Test(udp, a_datagram_does_not_interrupt_the_applications_read,
 	cr_assert_eq(t_join(pid), 0, "child failed");
 	t_close(&t);
 }
+
+/* FI_EP_DGRAM: listed on the datagram domain without naming it, no
+ * one-sided capabilities, messages of max_msg_size travel whole between
+ * two endpoints opened from that entry. */
+Test(udp, dgram_endpoints_of_the_datagram_domain, .timeout = 60)
+{
+	struct fi_info *h = t_hints(FI_MSG), *fi;
+	struct tctx a, b;
+	uint8_t *s, *r;
+	char name[T_NAMELEN];
+	size_t len = sizeof(name), max;
+	fi_addr_t fa;
+	struct fi_cq_tagged_entry e;
+
+	use_udp();
+	free(h->domain_attr->name);
+	h->domain_attr->name = NULL;
+	h->ep_attr->type = FI_EP_DGRAM;
+	h->caps = FI_MSG | FI_RMA;
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, NULL, 0, h, &fi), -FI_ENODATA,
+		     "no RMA on DGRAM endpoints");
+	h->caps = FI_MSG;
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, NULL, 0, h, &fi), 0);
+	cr_assert_str_eq(fi->domain_attr->name, t_dgram_domain());
+	cr_assert_eq(fi->ep_attr->type, FI_EP_DGRAM);
+	cr_assert_eq(fi->caps & (FI_RMA | FI_ATOMIC), 0);
+	max = fi->ep_attr->max_msg_size;
+	cr_assert_geq(max, 1024);
+	fi_freeinfo(fi);
+	h->domain_attr->name = strdup(t_dgram_domain());
+	cr_assert_eq(t_open_hints(&a, fi_dupinfo(h)), 0);
+	cr_assert_eq(t_open_hints(&b, h), 0);
+	cr_assert_eq(fi_getname(&b.ep->fid, name, &len), 0);
+	cr_assert_eq(t_insert(&a, name, &fa), 0);
+	s = malloc(max);
+	r = malloc(max);
+	t_fill(s, max, 9);
+	cr_assert_eq(fi_recv(b.ep, r, max, NULL, FI_ADDR_UNSPEC, r), 0);
+	cr_assert_eq(fi_send(a.ep, s, max, NULL, fa, s), 0);
+	cr_assert_eq(t_wait(&a, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_wait(&b, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(e.len, max);
+	cr_assert_eq(t_check(r, max, 9), 0);
+	free(s);
+	free(r);
+	t_close(&a);
+	t_close(&b);
+}

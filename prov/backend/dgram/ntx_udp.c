@@ -514,6 +514,7 @@ static struct ntx_be_desc ntx_udp_desc = {
 	.ops = &ntx_udp_ops,
 	.order = 30,
 	.named_only = true, /* DESIGN §10: fi_getinfo lists it when named */
+	.datagram = true,
 	.domains = ntx_udp_domains,
 };
 NTX_BE_REGISTER(ntx_udp_desc)

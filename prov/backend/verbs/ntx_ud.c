@@ -681,6 +681,7 @@ static struct ntx_be_desc ntx_ud_desc = {
 	.ops = &ntx_ud_ops,
 	.order = 20, /* after the verbs devices; listed only when named */
 	.named_only = true, /* DESIGN §10: as udp */
+	.datagram = true,
 	.domains = ntx_ud_domains,
 };
 NTX_BE_REGISTER(ntx_ud_desc)

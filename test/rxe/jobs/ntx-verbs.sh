@@ -51,11 +51,12 @@ fi_info_step() { # [domain]
 
 ud_info_step() {
   fi_info_step "$UD_DOM" || return 1
-  if timeout $((60 * SCALE)) fi_info -p ntx 2>&1 | awk -v d="$UD_DOM" '$1 == "domain:" && $2 == d {f = 1} END {exit !f}'; then
-    echo "fi_info -p ntx lists $UD_DOM without being asked"
+  # its FI_EP_DGRAM entry is listed unasked; RDM ones only when named
+  if timeout $((60 * SCALE)) fi_info -p ntx -t FI_EP_RDM 2>&1 | awk -v d="$UD_DOM" '$1 == "domain:" && $2 == d {f = 1} END {exit !f}'; then
+    echo "fi_info -p ntx -t FI_EP_RDM lists $UD_DOM without being asked"
     return 1
   fi
-  echo "fi_info -p ntx (no domain named) does not list $UD_DOM"
+  echo "fi_info -p ntx -t FI_EP_RDM (no domain named) does not list $UD_DOM"
 }
 
 # a raw UD QP sends an endpoint what no correct peer sends (test_ud.c)
@@ -156,6 +157,9 @@ if want pingpong; then
   # shm window (one FI_PROVIDER=ntx serves a job)
   step "fi_pingpong ntx $DOM rdm tagged -S all -c, local peer through the window" \
     pingpong FI_NTX_LOCAL_VIA_NETWORK=0 -- -p ntx -d "$DOM" -e rdm -m tagged -S all -c
+  # FI_EP_MSG: passive endpoint, connect and accept over the device
+  step "fi_pingpong ntx $DOM msg endpoints -S all -c" pingpong FI_NTX_LOCAL_VIA_NETWORK=1 -- \
+    -p ntx -d "$DOM" -e msg -S all -c
 fi
 if want ud; then
   # the datagram domain of the same device: named only, fi_pingpong with

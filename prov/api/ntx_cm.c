@@ -1,0 +1,754 @@
+/*
+ * FI_EP_MSG (DESIGN §3, "MSG endpoints"): passive endpoints, connection
+ * requests and the connect / accept / reject / shutdown exchange. It
+ * rides the engine's VCs as NTX_OP_CM packets: a MSG endpoint is an
+ * engine endpoint whose private AV holds its peer, and a passive endpoint
+ * is an engine endpoint that hears only connection requests. Every CM
+ * packet is checked against the state it may arrive in and the id of the
+ * connection; anything else fails its VC.
+ */
+#include "config.h"
+#include <stdlib.h>
+
+#include "ntx/ntx.h"
+
+#define NTX_PEP_BACKLOG 128 /* unanswered requests a passive ep holds */
+#define NTX_CONNREQ_MAGIC 0x6e74785f63726571ull
+
+enum ntx_msg_state {
+	NTX_MSG_IDLE,
+	NTX_MSG_CONNECTING, /* client: REQ sent */
+	NTX_MSG_ACCEPTING,  /* server: ACCEPT sent, ESTAB awaited */
+	NTX_MSG_CONNECTED,
+	NTX_MSG_DOWN,       /* shut down, refused or failed */
+};
+
+/* The connection state of one MSG endpoint (ep->cm_ctx). */
+struct ntx_msg {
+	struct ntx_ep *ep;
+	struct fid_av *av;     /* private: the passive ep asked, the peer */
+	enum ntx_msg_state state;
+	uint64_t cid;          /* the connection's id, the client's choice */
+	fi_addr_t pep_addr;    /* client: the passive endpoint asked */
+	struct ntx_addr client; /* server: from the connection request */
+	bool from_req;         /* server: opened from a connection request */
+	bool closing;
+	bool shut_local;       /* our fi_shutdown ended it */
+	bool shut_reported;    /* FI_SHUTDOWN is on the EQ */
+	struct ntx_eq_src src; /* on ep->eq once bound */
+	struct fid_eq *eq;
+};
+
+struct ntx_pep {
+	struct fid_pep pep;
+	struct ntx_fabric *fab;
+	struct fi_info *info;
+	struct fid_domain *dom;
+	struct fid_ep *iep;   /* the engine endpoint that hears requests */
+	struct fid_eq *eq;
+	struct ntx_eq_src src;
+	bool listening;
+	uint32_t pending;     /* requests not yet answered (ntx_creq_lock) */
+};
+
+/* A connection request, the handle of an FI_CONNREQ event's fi_info. The
+ * live ones are listed, so that a handle is checked before use. */
+struct ntx_connreq {
+	struct fid fid;
+	uint64_t magic;
+	struct ntx_list entry;
+	struct ntx_pep *pep; /* NULL once it closed */
+	bool taken;          /* an endpoint was opened from it */
+	struct ntx_addr client;
+	uint64_t cid;
+};
+
+static pthread_mutex_t ntx_creq_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ntx_list ntx_creqs = { &ntx_creqs, &ntx_creqs };
+
+static const struct ntx_cm_hooks ntx_msg_hooks, ntx_pep_hooks;
+
+static struct ntx_msg *ntx_msg_of(struct ntx_ep *ep)
+{
+	return ep->cm == &ntx_msg_hooks ? ep->cm_ctx : NULL;
+}
+
+/* ntx_creq_lock held: the live request of a handle, or NULL. */
+static struct ntx_connreq *ntx_creq_find(const struct fid *handle)
+{
+	struct ntx_list *it;
+
+	ntx_list_foreach(&ntx_creqs, it)
+		if (&ntx_container_of(it, struct ntx_connreq, entry)->fid ==
+		    handle)
+			return ntx_container_of(it, struct ntx_connreq, entry);
+	return NULL;
+}
+
+/* ntx_creq_lock held. */
+static void ntx_creq_free(struct ntx_connreq *c)
+{
+	ntx_list_remove(&c->entry);
+	if (c->pep)
+		c->pep->pending--;
+	c->magic = 0;
+	free(c);
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+static void ntx_cm_event(struct fid_eq *eq, uint32_t event, fid_t fid,
+			 struct fi_info *info, const void *data, size_t len)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + NTX_CM_DATA_MAX];
+	struct fi_eq_cm_entry *e = (void *)buf;
+
+	e->fid = fid;
+	e->info = info;
+	if (len)
+		memcpy(e->data, data, len);
+	if (ntx_eq_report(eq, event, buf, sizeof(*e) + len, 0, NULL)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "CM event %u lost: no memory\n",
+			 event);
+		fi_freeinfo(info);
+	}
+}
+
+/* The connection is over: our fi_shutdown, the peer's, its failure.
+ * Each endpoint of a connection that was up hears FI_SHUTDOWN once,
+ * whichever side ended it (as rdma_cm's disconnect does). */
+static void ntx_msg_down(struct ntx_msg *m)
+{
+	bool was_up = m->state == NTX_MSG_CONNECTED ||
+		      m->state == NTX_MSG_ACCEPTING || m->shut_local;
+
+	m->state = NTX_MSG_DOWN;
+	m->ep->msg_dest = FI_ADDR_NOTAVAIL; /* sends: -FI_ENOTCONN */
+	if (was_up && !m->shut_reported && m->eq) {
+		m->shut_reported = true;
+		ntx_cm_event(m->eq, FI_SHUTDOWN, &m->ep->ep.fid, NULL, NULL,
+			     0);
+	}
+}
+
+/* ---- packets of a MSG endpoint ------------------------------------------ */
+
+/* Client: the server's endpoint accepted; its VC is the connection. */
+static int ntx_msg_on_accept(struct ntx_msg *m, struct ntx_vc *vc,
+			     const void *data, size_t len)
+{
+	fi_addr_t a;
+	int ret;
+
+	ret = fi_av_insert(m->av, &vc->peer, 1, &a, 0, NULL);
+	if (ret != 1)
+		return ret < 0 ? ret : -FI_EINVAL;
+	m->ep->msg_peer = m->ep->msg_dest = a;
+	m->state = NTX_MSG_CONNECTED;
+	ret = ntx_vc_cm_send(vc, NTX_CM_ESTAB, m->cid, NULL, 0);
+	if (ret)
+		return ret;
+	ntx_cm_event(m->eq, FI_CONNECTED, &m->ep->ep.fid, NULL, data, len);
+	return 0;
+}
+
+static void ntx_msg_packet(struct ntx_ep *ep, struct ntx_vc *vc,
+			   const struct ntx_wire_hdr *h, const void *data,
+			   size_t len)
+{
+	struct ntx_msg *m = ep->cm_ctx;
+	bool mine = h->sreq == m->cid;
+	bool from_peer = ep->msg_peer != FI_ADDR_NOTAVAIL &&
+			 ntx_vc_fi_addr(vc) == ep->msg_peer;
+	int ret = -FI_EREMOTEIO;
+
+	if (h->status == NTX_CM_ACCEPT && mine &&
+	    m->state == NTX_MSG_CONNECTING) {
+		ret = ntx_msg_on_accept(m, vc, data, len);
+	} else if (h->status == NTX_CM_REJECT && mine &&
+		   m->state == NTX_MSG_CONNECTING &&
+		   ntx_vc_fi_addr(vc) == m->pep_addr) {
+		m->state = NTX_MSG_DOWN;
+		ret = ntx_eq_report_err(m->eq, &ep->ep.fid, FI_ECONNREFUSED,
+					data, len);
+	} else if (h->status == NTX_CM_ESTAB && mine && from_peer &&
+		   m->state == NTX_MSG_ACCEPTING) {
+		m->state = NTX_MSG_CONNECTED;
+		ntx_cm_event(m->eq, FI_CONNECTED, &ep->ep.fid, NULL, NULL, 0);
+		ret = 0;
+	} else if (h->status == NTX_CM_SHUTDOWN && mine && from_peer &&
+		   m->state != NTX_MSG_CONNECTING) {
+		ntx_msg_down(m);
+		ret = 0;
+	}
+	if (ret) {
+		NTX_WARN(FI_LOG_EP_CTRL, "pid %u: CM packet %d out of place: "
+			 "connection closed\n", vc->peer.pid, h->status);
+		ntx_vc_fail(vc, ret == -FI_EREMOTEIO ? ret : -FI_EIO);
+	}
+}
+
+static void ntx_msg_vc_failed(struct ntx_ep *ep, struct ntx_vc *vc)
+{
+	struct ntx_msg *m = ep->cm_ctx;
+	fi_addr_t a;
+
+	if (m->closing || m->state == NTX_MSG_IDLE ||
+	    (m->state == NTX_MSG_DOWN && !m->shut_local))
+		return;
+	a = ntx_vc_fi_addr(vc);
+	if (m->state == NTX_MSG_CONNECTING && a == m->pep_addr) {
+		/* the passive endpoint's side went away unanswered */
+		m->state = NTX_MSG_DOWN;
+		ntx_eq_report_err(m->eq, &ep->ep.fid, FI_ECONNREFUSED, NULL,
+				  0);
+	} else if (a != FI_ADDR_NOTAVAIL && a == ep->msg_peer) {
+		ntx_msg_down(m);
+	}
+}
+
+static const struct ntx_cm_hooks ntx_msg_hooks = {
+	.packet = ntx_msg_packet,
+	.vc_failed = ntx_msg_vc_failed,
+};
+
+/* ---- packets of a passive endpoint -------------------------------------- */
+
+/* The FI_CONNREQ event: the passive endpoint's fi_info, with the
+ * client's name as dest_addr and the request as handle. */
+static struct fi_info *ntx_pep_req_info(struct ntx_pep *p,
+					struct ntx_connreq *c)
+{
+	struct fi_info *fi = fi_dupinfo(p->info);
+
+	if (!fi)
+		return NULL;
+	free(fi->dest_addr);
+	fi->dest_addr = malloc(sizeof(c->client));
+	if (!fi->dest_addr) {
+		fi_freeinfo(fi);
+		return NULL;
+	}
+	memcpy(fi->dest_addr, &c->client, sizeof(c->client));
+	fi->dest_addrlen = sizeof(c->client);
+	fi->handle = &c->fid;
+	return fi;
+}
+
+/* A new request (ntx_creq_lock held), or NULL when it cannot be held:
+ * not listening, the backlog full, no memory. */
+static struct ntx_connreq *ntx_pep_req_new(struct ntx_pep *p,
+					   struct ntx_vc *vc, uint64_t cid)
+{
+	struct ntx_connreq *c;
+
+	if (!p->listening || !p->eq || p->pending >= NTX_PEP_BACKLOG)
+		return NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->fid.fclass = FI_CLASS_CONNREQ;
+	c->magic = NTX_CONNREQ_MAGIC;
+	c->pep = p;
+	c->client = vc->peer;
+	c->cid = cid;
+	ntx_list_insert_tail(&ntx_creqs, &c->entry);
+	p->pending++;
+	return c;
+}
+
+static void ntx_pep_packet(struct ntx_ep *ep, struct ntx_vc *vc,
+			   const struct ntx_wire_hdr *h, const void *data,
+			   size_t len)
+{
+	struct ntx_pep *p = ep->cm_ctx;
+	struct ntx_connreq *c;
+	struct fi_info *fi = NULL;
+
+	if (h->status != NTX_CM_REQ) {
+		NTX_WARN(FI_LOG_EP_CTRL, "pid %u: CM packet %d to a passive "
+			 "endpoint: connection closed\n", vc->peer.pid,
+			 h->status);
+		ntx_vc_fail(vc, -FI_EREMOTEIO);
+		return;
+	}
+	pthread_mutex_lock(&ntx_creq_lock);
+	c = ntx_pep_req_new(p, vc, h->sreq);
+	if (c) {
+		fi = ntx_pep_req_info(p, c);
+		if (!fi)
+			ntx_creq_free(c);
+	}
+	pthread_mutex_unlock(&ntx_creq_lock);
+	if (!fi) {
+		NTX_INFO(FI_LOG_EP_CTRL, "pid %u: connection request "
+			 "refused\n", vc->peer.pid);
+		ntx_vc_cm_send(vc, NTX_CM_REJECT, h->sreq, NULL, 0);
+		return;
+	}
+	ntx_cm_event(p->eq, FI_CONNREQ, &p->pep.fid, fi, data, len);
+}
+
+static void ntx_pep_vc_failed(struct ntx_ep *ep, struct ntx_vc *vc)
+{
+}
+
+static const struct ntx_cm_hooks ntx_pep_hooks = {
+	.packet = ntx_pep_packet,
+	.vc_failed = ntx_pep_vc_failed,
+};
+
+/* ---- MSG endpoint operations -------------------------------------------- */
+
+static struct ntx_msg *ntx_msg_fid(struct fid_ep *fep)
+{
+	return ntx_msg_of(ntx_container_of(fep, struct ntx_ep, ep));
+}
+
+static int ntx_cm_data_ok(const void *param, size_t len)
+{
+	if (len > NTX_CM_DATA_MAX || (len && !param)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "connection data of %zu bytes (at "
+			 "most %d)\n", len, NTX_CM_DATA_MAX);
+		return 0;
+	}
+	return 1;
+}
+
+static int ntx_msg_connect(struct fid_ep *fep, const void *addr,
+			   const void *param, size_t len)
+{
+	struct ntx_msg *m = ntx_msg_fid(fep);
+	struct ntx_ep *ep = m->ep;
+	struct ntx_vc *vc;
+	int ret;
+
+	if (!addr || !ntx_addr_valid(addr) || !ntx_cm_data_ok(param, len))
+		return -FI_EINVAL;
+	if (!m->eq)
+		return -FI_ENOEQ;
+	ntx_ep_lock(ep);
+	if (m->state != NTX_MSG_IDLE || m->from_req) {
+		ret = -FI_EOPBADSTATE;
+		goto unlock;
+	}
+	ret = fi_av_insert(m->av, addr, 1, &m->pep_addr, 0, NULL);
+	if (ret != 1) {
+		ret = ret < 0 ? ret : -FI_EINVAL;
+		goto unlock;
+	}
+	m->cid = ntx_random64();
+	ret = ntx_vc_get_slot(ep, m->pep_addr, &vc);
+	if (!ret)
+		ret = ntx_vc_cm_send(vc, NTX_CM_REQ, m->cid, param, len);
+	if (!ret)
+		m->state = NTX_MSG_CONNECTING;
+unlock:
+	ntx_ep_unlock(ep);
+	return ret;
+}
+
+/* The request an accepting endpoint came from is answered: gone from
+ * the list (0), or -FI_EINVAL when it was rejected meanwhile. */
+static int ntx_msg_take_req(struct ntx_msg *m)
+{
+	struct ntx_list *it;
+	int ret = -FI_EINVAL;
+
+	pthread_mutex_lock(&ntx_creq_lock);
+	ntx_list_foreach(&ntx_creqs, it) {
+		struct ntx_connreq *c = ntx_container_of(it, struct ntx_connreq,
+							 entry);
+
+		if (c->cid == m->cid && ntx_addr_same_ep(&c->client,
+							 &m->client)) {
+			ntx_creq_free(c);
+			ret = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ntx_creq_lock);
+	return ret;
+}
+
+static int ntx_msg_accept(struct fid_ep *fep, const void *param, size_t len)
+{
+	struct ntx_msg *m = ntx_msg_fid(fep);
+	struct ntx_ep *ep = m->ep;
+	struct ntx_vc *vc;
+	fi_addr_t a;
+	int ret;
+
+	if (!ntx_cm_data_ok(param, len))
+		return -FI_EINVAL;
+	if (!m->eq)
+		return -FI_ENOEQ;
+	if (!m->from_req || m->state != NTX_MSG_IDLE)
+		return -FI_EOPBADSTATE;
+	ret = ntx_msg_take_req(m);
+	if (ret)
+		return ret;
+	ntx_ep_lock(ep);
+	ret = fi_av_insert(m->av, &m->client, 1, &a, 0, NULL);
+	if (ret != 1) {
+		ret = ret < 0 ? ret : -FI_EINVAL;
+		goto unlock;
+	}
+	ep->msg_peer = ep->msg_dest = a;
+	ret = ntx_vc_get_slot(ep, a, &vc);
+	if (!ret)
+		ret = ntx_vc_cm_send(vc, NTX_CM_ACCEPT, m->cid, param, len);
+	m->state = ret ? NTX_MSG_DOWN : NTX_MSG_ACCEPTING;
+unlock:
+	ntx_ep_unlock(ep);
+	return ret;
+}
+
+static int ntx_msg_shutdown(struct fid_ep *fep, uint64_t flags)
+{
+	struct ntx_msg *m = ntx_msg_fid(fep);
+	struct ntx_ep *ep = m->ep;
+	struct ntx_vc *vc;
+	int ret = 0;
+
+	if (flags)
+		return -FI_EINVAL;
+	ntx_ep_lock(ep);
+	if (m->state == NTX_MSG_CONNECTED || m->state == NTX_MSG_ACCEPTING) {
+		if (!ntx_vc_get_slot(ep, ep->msg_peer, &vc))
+			ntx_vc_cm_send(vc, NTX_CM_SHUTDOWN, m->cid, NULL, 0);
+		m->shut_local = true;
+		ntx_msg_down(m);
+	} else if (m->state != NTX_MSG_DOWN) {
+		ret = -FI_ENOTCONN;
+	}
+	ntx_ep_unlock(ep);
+	return ret;
+}
+
+static int ntx_msg_getpeer(struct fid_ep *fep, void *addr, size_t *addrlen)
+{
+	struct ntx_msg *m = ntx_msg_fid(fep);
+
+	if (!addrlen)
+		return -FI_EINVAL;
+	if (m->ep->msg_peer == FI_ADDR_NOTAVAIL)
+		return -FI_ENOTCONN;
+	return fi_av_lookup(m->av, m->ep->msg_peer, addr, addrlen);
+}
+
+struct fi_ops_cm ntx_msg_cm_ops = {
+	.size = sizeof(struct fi_ops_cm),
+	.setname = ntx_no_setname,
+	.getname = ntx_ep_getname,
+	.getpeer = ntx_msg_getpeer,
+	.connect = ntx_msg_connect,
+	.listen = ntx_no_listen,
+	.accept = ntx_msg_accept,
+	.reject = ntx_no_reject,
+	.shutdown = ntx_msg_shutdown,
+	.join = ntx_no_join,
+};
+
+/* ---- MSG endpoint set-up (ntx_ep.c) ------------------------------------- */
+
+/* The name a MSG endpoint asks its back ends for: a server's fi_info
+ * carries the passive endpoint's, whose service is taken. */
+void ntx_msg_want(const struct fi_info *info, struct ntx_addr *want)
+{
+	want->service = 0;
+	if (info->handle)
+		want->port = 0;
+	want->flags &= ~NTX_ADDR_F_SERVICE;
+}
+
+int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info)
+{
+	struct fi_av_attr attr = { .type = FI_AV_TABLE, .count = 2 };
+	struct ntx_connreq *c;
+	struct ntx_msg *m;
+	int ret;
+
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -FI_ENOMEM;
+	m->ep = ep;
+	m->pep_addr = FI_ADDR_NOTAVAIL;
+	if (info->handle) {
+		pthread_mutex_lock(&ntx_creq_lock);
+		c = ntx_creq_find(info->handle);
+		if (c && c->magic == NTX_CONNREQ_MAGIC) {
+			c->taken = true;
+			m->cid = c->cid;
+			m->client = c->client;
+			m->from_req = true;
+		}
+		pthread_mutex_unlock(&ntx_creq_lock);
+		if (!m->from_req) {
+			NTX_WARN(FI_LOG_EP_CTRL, "fi_info handle is not a "
+				 "pending connection request\n");
+			free(m);
+			return -FI_EINVAL;
+		}
+	}
+	ret = ntx_av_open(&ep->domain->dom, &attr, &m->av, NULL);
+	if (ret) {
+		free(m);
+		return ret;
+	}
+	ep->av = ntx_container_of(m->av, struct ntx_av, av);
+	ntx_ref_get(&ep->av->ref);
+	ep->caps &= ~(FI_DIRECTED_RECV | FI_SOURCE | FI_SOURCE_ERR);
+	ep->msg_peer = ep->msg_dest = FI_ADDR_NOTAVAIL;
+	ep->cm_ctx = m;
+	ep->cm = &ntx_msg_hooks;
+	ep->ep.cm = &ntx_msg_cm_ops;
+	return 0;
+}
+
+/* fi_ep_bind of an EQ: reading it progresses the endpoint. */
+int ntx_msg_bind_eq(struct ntx_ep *ep, struct fid_eq *eq)
+{
+	struct ntx_msg *m = ntx_msg_of(ep);
+
+	if (!m)
+		return 0;
+	if (m->eq)
+		return -FI_EINVAL;
+	m->eq = eq;
+	m->src.ep = ep;
+	ntx_eq_src_add(eq, &m->src);
+	return 0;
+}
+
+/* Before the engine endpoint closes: no events from its VCs' end. */
+void ntx_msg_ep_closing(struct ntx_ep *ep)
+{
+	struct ntx_msg *m = ntx_msg_of(ep);
+
+	if (!m)
+		return;
+	if (m->eq)
+		ntx_eq_src_del(m->eq, &m->src);
+	if (m->from_req && m->state == NTX_MSG_IDLE)
+		ntx_msg_take_req(m); /* never accepted: gone with it */
+	ntx_ep_lock(ep);
+	m->closing = true;
+	ntx_ep_unlock(ep);
+}
+
+void *ntx_msg_ctx(struct ntx_ep *ep)
+{
+	return ntx_msg_of(ep);
+}
+
+/* After it closed (its reference on the private AV dropped). */
+void ntx_msg_ep_free(void *ctx)
+{
+	struct ntx_msg *m = ctx;
+
+	if (!m)
+		return;
+	fi_close(&m->av->fid);
+	free(m);
+}
+
+/* ---- passive endpoints -------------------------------------------------- */
+
+static int ntx_pep_close(struct fid *fid)
+{
+	struct ntx_pep *p = ntx_container_of(fid, struct ntx_pep, pep.fid);
+	struct ntx_list *it, *tmp;
+
+	if (p->eq)
+		ntx_eq_src_del(p->eq, &p->src);
+	pthread_mutex_lock(&ntx_creq_lock);
+	ntx_list_foreach_safe(&ntx_creqs, it, tmp) {
+		struct ntx_connreq *c = ntx_container_of(it, struct ntx_connreq,
+							 entry);
+		if (c->pep != p)
+			continue;
+		if (c->taken)
+			c->pep = NULL; /* its endpoint answers it */
+		else
+			ntx_creq_free(c); /* nobody will */
+	}
+	pthread_mutex_unlock(&ntx_creq_lock);
+	fi_close(&p->iep->fid);
+	fi_close(&p->dom->fid);
+	fi_freeinfo(p->info);
+	ntx_ref_put(&p->fab->ref);
+	free(p);
+	return 0;
+}
+
+static int ntx_pep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct ntx_pep *p = ntx_container_of(fid, struct ntx_pep, pep.fid);
+
+	if (!bfid || bfid->fclass != FI_CLASS_EQ || p->eq)
+		return -FI_EINVAL;
+	p->eq = ntx_container_of(bfid, struct fid_eq, fid);
+	p->src.ep = ntx_container_of(p->iep, struct ntx_ep, ep);
+	ntx_eq_src_add(p->eq, &p->src);
+	return 0;
+}
+
+static int ntx_pep_listen(struct fid_pep *pep)
+{
+	struct ntx_pep *p = ntx_container_of(pep, struct ntx_pep, pep);
+
+	if (!p->eq)
+		return -FI_ENOEQ;
+	pthread_mutex_lock(&ntx_creq_lock);
+	p->listening = true;
+	pthread_mutex_unlock(&ntx_creq_lock);
+	return 0;
+}
+
+static int ntx_pep_reject(struct fid_pep *pep, fid_t handle,
+			  const void *param, size_t len)
+{
+	struct ntx_pep *p = ntx_container_of(pep, struct ntx_pep, pep);
+	struct ntx_ep *iep = ntx_container_of(p->iep, struct ntx_ep, ep);
+	struct ntx_connreq *c;
+	struct ntx_addr client;
+	struct ntx_vc *vc;
+	uint64_t cid;
+
+	if (!handle || !ntx_cm_data_ok(param, len))
+		return -FI_EINVAL;
+	pthread_mutex_lock(&ntx_creq_lock);
+	c = ntx_creq_find(handle);
+	if (!c || c->pep != p) {
+		pthread_mutex_unlock(&ntx_creq_lock);
+		return -FI_EINVAL;
+	}
+	client = c->client;
+	cid = c->cid;
+	ntx_creq_free(c);
+	pthread_mutex_unlock(&ntx_creq_lock);
+	/* over the client's connection to us; a client gone needs no answer */
+	ntx_ep_lock(iep);
+	vc = ntx_vc_by_name(iep, &client);
+	if (vc)
+		ntx_vc_cm_send(vc, NTX_CM_REJECT, cid, param, len);
+	ntx_ep_unlock(iep);
+	return 0;
+}
+
+static int ntx_pep_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+	struct ntx_pep *p = ntx_container_of(fid, struct ntx_pep, pep.fid);
+
+	return fi_getname(&p->iep->fid, addr, addrlen);
+}
+
+/* FI_OPT_CM_DATA_SIZE of a passive or MSG endpoint. */
+int ntx_msg_getopt(fid_t fid, int level, int optname, void *optval,
+		   size_t *optlen)
+{
+	if (level != FI_OPT_ENDPOINT || optname != FI_OPT_CM_DATA_SIZE)
+		return -FI_ENOPROTOOPT;
+	if (!optval || !optlen || *optlen < sizeof(size_t))
+		return -FI_EINVAL;
+	*(size_t *)optval = NTX_CM_DATA_MAX;
+	*optlen = sizeof(size_t);
+	return 0;
+}
+
+static struct fi_ops ntx_pep_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ntx_pep_close,
+	.bind = ntx_pep_bind,
+	.control = ntx_no_control,
+	.ops_open = ntx_no_ops_open,
+	.tostr = ntx_no_tostr,
+	.ops_set = ntx_no_ops_set,
+};
+
+static struct fi_ops_ep ntx_pep_ep_ops = {
+	.size = sizeof(struct fi_ops_ep),
+	.cancel = ntx_no_cancel,
+	.getopt = ntx_msg_getopt,
+	.setopt = ntx_no_setopt,
+	.tx_ctx = ntx_no_tx_ctx,
+	.rx_ctx = ntx_no_rx_ctx,
+	.rx_size_left = ntx_no_rx_size_left,
+	.tx_size_left = ntx_no_tx_size_left,
+};
+
+static struct fi_ops_cm ntx_pep_cm_ops = {
+	.size = sizeof(struct fi_ops_cm),
+	.setname = ntx_no_setname,
+	.getname = ntx_pep_getname,
+	.getpeer = ntx_no_getpeer,
+	.connect = ntx_no_connect,
+	.listen = ntx_pep_listen,
+	.accept = ntx_no_accept,
+	.reject = ntx_pep_reject,
+	.shutdown = ntx_no_shutdown,
+	.join = ntx_no_join,
+};
+
+/* The engine endpoint of a passive endpoint: opened from its fi_info as
+ * an RDM one (the service of src_addr is the passive endpoint's). */
+static int ntx_pep_open_iep(struct ntx_pep *p, struct fi_info *info)
+{
+	struct fi_info *ri = fi_dupinfo(info);
+	struct ntx_ep *ep;
+	int ret;
+
+	if (!ri)
+		return -FI_ENOMEM;
+	ri->ep_attr->type = FI_EP_RDM;
+	ret = fi_domain(&p->fab->fab, ri, &p->dom, NULL);
+	if (!ret)
+		ret = fi_endpoint(p->dom, ri, &p->iep, NULL);
+	fi_freeinfo(ri);
+	if (ret)
+		return ret;
+	ep = ntx_container_of(p->iep, struct ntx_ep, ep);
+	ntx_ep_lock(ep);
+	ep->msg_peer = ep->msg_dest = FI_ADDR_NOTAVAIL;
+	ep->cm_ctx = p;
+	ep->cm = &ntx_pep_hooks;
+	ntx_ep_unlock(ep);
+	return 0;
+}
+
+int ntx_pep_open(struct fid_fabric *fabric, struct fi_info *info,
+		 struct fid_pep **out, void *context)
+{
+	struct ntx_pep *p;
+	int ret;
+
+	if (!info || !out || !info->ep_attr ||
+	    info->ep_attr->type != FI_EP_MSG || !info->domain_attr ||
+	    !info->domain_attr->name) {
+		NTX_WARN(FI_LOG_EP_CTRL, "fi_passive_ep needs a MSG fi_info "
+			 "with a domain\n");
+		return -FI_EINVAL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -FI_ENOMEM;
+	p->fab = ntx_container_of(fabric, struct ntx_fabric, fab);
+	p->info = fi_dupinfo(info);
+	ret = p->info ? ntx_pep_open_iep(p, info) : -FI_ENOMEM;
+	if (ret) {
+		if (p->dom)
+			fi_close(&p->dom->fid);
+		fi_freeinfo(p->info);
+		free(p);
+		return ret;
+	}
+	p->pep.fid.fclass = FI_CLASS_PEP;
+	p->pep.fid.context = context;
+	p->pep.fid.ops = &ntx_pep_fi_ops;
+	p->pep.ops = &ntx_pep_ep_ops;
+	p->pep.cm = &ntx_pep_cm_ops;
+	ntx_ref_get(&p->fab->ref);
+	*out = &p->pep;
+	return 0;
+}

@@ -1,0 +1,471 @@
+/*
+ * FI_EP_MSG endpoints (DESIGN §3, "MSG endpoints"): a passive endpoint,
+ * connect / accept / reject / shutdown with connection data on the EQ,
+ * and data both ways, on the shm window and through the network back
+ * ends (tcp, udp: local peers through the network).
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ntx_test.h"
+
+#define CM_WAIT_MS 20000
+#define CM_BIG (256 * 1024) /* rendezvous, not eager */
+
+struct cm_ep {
+	struct fi_info *fi;
+	struct fid_domain *dom;
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+};
+
+struct cm {
+	struct fid_fabric *fab;
+	struct fid_eq *eq;
+	struct fid_pep *pep;
+	struct fi_info *pfi;
+	char pname[T_NAMELEN];
+	struct cm_ep cli, srv;
+};
+
+static struct fi_info *cm_hints(const char *domain)
+{
+	struct fi_info *h = t_hints(FI_MSG);
+
+	free(h->domain_attr->name);
+	h->domain_attr->name = strdup(domain);
+	h->ep_attr->type = FI_EP_MSG;
+	return h;
+}
+
+/* A domain's local peers through its network back end. */
+static void cm_domain(const char *domain)
+{
+	if (strcmp(domain, "shm"))
+		setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+}
+
+/* Fabric, EQ and a listening passive endpoint. */
+static void cm_listen(struct cm *c, const char *domain)
+{
+	struct fi_eq_attr ea = { .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_info *h = cm_hints(domain);
+	size_t len = sizeof(c->pname);
+
+	memset(c, 0, sizeof(*c));
+	cm_domain(domain);
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, NULL, 0, h, &c->pfi), 0);
+	fi_freeinfo(h);
+	cr_assert_eq(c->pfi->ep_attr->type, FI_EP_MSG);
+	cr_assert_eq(fi_fabric(c->pfi->fabric_attr, &c->fab, NULL), 0);
+	cr_assert_eq(fi_eq_open(c->fab, &ea, &c->eq, NULL), 0);
+	cr_assert_eq(fi_passive_ep(c->fab, c->pfi, &c->pep, NULL), 0);
+	cr_assert_eq(fi_listen(c->pep), -FI_ENOEQ, "listen before an EQ");
+	cr_assert_eq(fi_pep_bind(c->pep, &c->eq->fid, 0), 0);
+	cr_assert_eq(fi_listen(c->pep), 0);
+	cr_assert_eq(fi_getname(&c->pep->fid, c->pname, &len), 0);
+}
+
+/* An endpoint of fi (taken), its CQ and the EQ bound, enabled. */
+static void cm_open_ep(struct cm *c, struct cm_ep *e, struct fi_info *fi)
+{
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_DATA };
+
+	e->fi = fi;
+	cr_assert_eq(fi_domain(c->fab, fi, &e->dom, NULL), 0);
+	cr_assert_eq(fi_endpoint(e->dom, fi, &e->ep, NULL), 0);
+	cr_assert_eq(fi_cq_open(e->dom, &ca, &e->cq, NULL), 0);
+	cr_assert_eq(fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	cr_assert_eq(fi_ep_bind(e->ep, &c->eq->fid, 0), 0);
+	cr_assert_eq(fi_enable(e->ep), 0);
+}
+
+/* The client: an endpoint aimed at the passive endpoint's name. */
+static void cm_client(struct cm *c, const char *domain)
+{
+	struct fi_info *h = cm_hints(domain), *fi;
+
+	h->dest_addr = malloc(T_NAMELEN);
+	memcpy(h->dest_addr, c->pname, T_NAMELEN);
+	h->dest_addrlen = T_NAMELEN;
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, NULL, 0, h, &fi), 0);
+	fi_freeinfo(h);
+	cm_open_ep(c, &c->cli, fi);
+}
+
+/* The next event within CM_WAIT_MS: its size, or a negative code. */
+static ssize_t cm_event(struct cm *c, uint32_t *ev, void *buf, size_t len)
+{
+	return fi_eq_sread(c->eq, ev, buf, len, CM_WAIT_MS, 0);
+}
+
+static void cm_close_ep(struct cm_ep *e)
+{
+	if (e->ep)
+		cr_assert_eq(fi_close(&e->ep->fid), 0);
+	if (e->cq)
+		cr_assert_eq(fi_close(&e->cq->fid), 0);
+	if (e->dom)
+		cr_assert_eq(fi_close(&e->dom->fid), 0);
+	fi_freeinfo(e->fi);
+	memset(e, 0, sizeof(*e));
+}
+
+static void cm_close(struct cm *c)
+{
+	cr_assert_eq(fi_close(&c->eq->fid), -FI_EBUSY, "endpoints bound");
+	cm_close_ep(&c->cli);
+	cm_close_ep(&c->srv);
+	cr_assert_eq(fi_close(&c->pep->fid), 0);
+	cr_assert_eq(fi_close(&c->eq->fid), 0);
+	cr_assert_eq(fi_close(&c->fab->fid), 0);
+	fi_freeinfo(c->pfi);
+}
+
+/* One completion on e's CQ within CM_WAIT_MS: 1, or a negative code. */
+static int cm_comp(struct cm_ep *e, struct fi_cq_data_entry *out)
+{
+	struct fi_cq_data_entry ent;
+	struct fi_cq_err_entry err = { 0 };
+	struct timespec t0, t;
+	ssize_t n;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		n = fi_cq_read(e->cq, &ent, 1);
+		if (n == -FI_EAVAIL) {
+			fi_cq_readerr(e->cq, &err, 0);
+			return -err.err;
+		}
+		if (n == 1) {
+			if (out)
+				*out = ent;
+			return 1;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 +
+		 (t.tv_nsec - t0.tv_nsec) / 1000000 < CM_WAIT_MS);
+	return -FI_ETIMEDOUT;
+}
+
+/* Connects the client with data, accepts with data: both see
+ * FI_CONNECTED for their own endpoint, the client with the server's
+ * data. The server posted a receive of rbuf first. */
+static void cm_connect(struct cm *c, const char *domain, void *rbuf,
+		       size_t rlen)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 64];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	bool cli = false, srv = false;
+	uint32_t ev;
+	ssize_t n;
+
+	cm_client(c, domain);
+	cr_assert_eq(fi_connect(c->cli.ep, c->cli.fi->dest_addr, "hello", 6), 0);
+	n = cm_event(c, &ev, buf, sizeof(buf));
+	cr_assert_eq(n, (ssize_t)sizeof(*e) + 6, "CONNREQ: %zd", n);
+	cr_assert_eq(ev, FI_CONNREQ);
+	cr_assert_eq(e->fid, &c->pep->fid);
+	cr_assert_str_eq((char *)e->data, "hello");
+	cr_assert_not_null(e->info->handle);
+	cm_open_ep(c, &c->srv, e->info);
+	if (rbuf)
+		cr_assert_eq(fi_recv(c->srv.ep, rbuf, rlen, NULL, 0, rbuf), 0);
+	cr_assert_eq(fi_accept(c->srv.ep, "welcome", 8), 0);
+	cr_assert_eq(fi_accept(c->srv.ep, NULL, 0), -FI_EOPBADSTATE);
+	for (int i = 0; i < 2; i++) {
+		n = cm_event(c, &ev, buf, sizeof(buf));
+		cr_assert_geq(n, (ssize_t)sizeof(*e), "CONNECTED: %zd", n);
+		cr_assert_eq(ev, FI_CONNECTED);
+		if (e->fid == &c->cli.ep->fid) {
+			cr_assert_eq(n, (ssize_t)sizeof(*e) + 8);
+			cr_assert_str_eq((char *)e->data, "welcome");
+			cli = true;
+		} else {
+			cr_assert_eq(e->fid, &c->srv.ep->fid);
+			srv = true;
+		}
+	}
+	cr_assert(cli && srv);
+}
+
+/* Sends len bytes from a to b (b's receive already posted when rbuf is
+ * NULL here) and checks them. */
+static void cm_xfer(struct cm_ep *a, struct cm_ep *b, size_t len,
+		    unsigned seed, bool posted, void *rbuf)
+{
+	uint8_t *s = malloc(len), *r = posted ? rbuf : malloc(len);
+	struct fi_cq_data_entry ent;
+
+	t_fill(s, len, seed);
+	if (!posted)
+		cr_assert_eq(fi_recv(b->ep, r, len, NULL, 0, r), 0);
+	cr_assert_eq(fi_send(a->ep, s, len, NULL, FI_ADDR_UNSPEC, s), 0);
+	/* a rendezvous send completes once the receiver pulled it: both
+	 * make progress */
+	for (int done = 0; done != 3;) {
+		struct fi_cq_data_entry ea;
+
+		if (fi_cq_read(a->cq, &ea, 1) == 1) {
+			cr_assert_eq(ea.op_context, s);
+			done |= 1;
+		}
+		if (fi_cq_read(b->cq, &ent, 1) == 1) {
+			cr_assert_eq(ent.op_context, r);
+			done |= 2;
+		}
+	}
+	cr_assert_eq(ent.len, len);
+	cr_assert_eq(t_check(r, len, seed), 0, "data of %zu bytes", len);
+	free(s);
+	if (!posted)
+		free(r);
+}
+
+static void cm_whole(const char *domain)
+{
+	struct cm c;
+	uint8_t first[64], peer[T_NAMELEN], cname[T_NAMELEN];
+	struct fi_eq_cm_entry e;
+	size_t len = sizeof(peer), clen = sizeof(cname);
+	uint32_t ev;
+
+	cm_listen(&c, domain);
+	cm_connect(&c, domain, first, sizeof(first));
+	cm_xfer(&c.cli, &c.srv, sizeof(first), 1, true, first);
+	cm_xfer(&c.srv, &c.cli, 8, 2, false, NULL);
+	cm_xfer(&c.cli, &c.srv, CM_BIG, 3, false, NULL);
+	cm_xfer(&c.srv, &c.cli, CM_BIG, 4, false, NULL);
+	cr_assert_eq(fi_getpeer(c.srv.ep, peer, &len), 0);
+	cr_assert_eq(fi_getname(&c.cli.ep->fid, cname, &clen), 0);
+	cr_assert(!memcmp(peer, cname, T_NAMELEN), "server's peer: client");
+	/* the client ends it: each endpoint hears FI_SHUTDOWN once, also
+	 * when the server shuts down too */
+	cr_assert_eq(fi_shutdown(c.cli.ep, 0), 0);
+	for (int i = 0, cli = 0, srv = 0; i < 2; i++) {
+		cr_assert_eq(cm_event(&c, &ev, &e, sizeof(e)), (ssize_t)sizeof(e));
+		cr_assert_eq(ev, FI_SHUTDOWN);
+		cli += e.fid == &c.cli.ep->fid;
+		srv += e.fid == &c.srv.ep->fid;
+		cr_assert(cli <= 1 && srv <= 1, "one each");
+		if (srv)
+			cr_assert_eq(fi_shutdown(c.srv.ep, 0), 0);
+	}
+	cr_assert_eq(fi_eq_read(c.eq, &ev, &e, sizeof(e), 0), -FI_EAGAIN);
+	cr_assert_eq(fi_send(c.cli.ep, "x", 1, NULL, 0, NULL), -FI_ENOTCONN);
+	cm_close(&c);
+}
+
+Test(cm, connect_accept_data_shutdown_shm, .timeout = 60)
+{
+	cm_whole("shm");
+}
+
+Test(cm, connect_accept_data_shutdown_tcp, .timeout = 60)
+{
+	cm_whole("tcp");
+}
+
+Test(cm, connect_accept_data_shutdown_udp, .timeout = 60)
+{
+	cm_whole("udp");
+}
+
+Test(cm, a_rejected_client_gets_the_data_of_the_refusal, .timeout = 60)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 64], ed[16];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	struct fi_eq_err_entry err = { .err_data = ed,
+				       .err_data_size = sizeof(ed) };
+	struct fid_ep *ep;
+	struct cm c;
+	uint32_t ev;
+
+	cm_listen(&c, "shm");
+	cm_client(&c, "shm");
+	cr_assert_eq(fi_connect(c.cli.ep, c.cli.fi->dest_addr, NULL, 0), 0);
+	cr_assert_eq(cm_event(&c, &ev, buf, sizeof(buf)), (ssize_t)sizeof(*e));
+	cr_assert_eq(ev, FI_CONNREQ);
+	cr_assert_eq(fi_reject(c.pep, e->info->handle, "no", 3), 0);
+	cr_assert_eq(fi_reject(c.pep, e->info->handle, NULL, 0), -FI_EINVAL,
+		     "a request is answered once");
+	cr_assert_eq(fi_domain(c.fab, e->info, &c.srv.dom, NULL), 0);
+	cr_assert_eq(fi_endpoint(c.srv.dom, e->info, &ep, NULL), -FI_EINVAL,
+		     "an endpoint of a rejected request");
+	fi_freeinfo(e->info);
+	cr_assert_eq(cm_event(&c, &ev, buf, sizeof(buf)), -FI_EAVAIL);
+	cr_assert_eq(fi_eq_readerr(c.eq, &err, 0), (ssize_t)sizeof(err));
+	cr_assert_eq(err.err, FI_ECONNREFUSED);
+	cr_assert_eq(err.fid, &c.cli.ep->fid);
+	cr_assert_eq(err.err_data_size, 3);
+	cr_assert_str_eq((char *)ed, "no");
+	cr_assert_eq(fi_send(c.cli.ep, "x", 1, NULL, 0, NULL), -FI_ENOTCONN);
+	cm_close(&c);
+}
+
+Test(cm, the_peer_closing_its_endpoint_is_a_shutdown, .timeout = 60)
+{
+	struct fi_eq_cm_entry e;
+	struct cm c;
+	uint32_t ev;
+
+	cm_listen(&c, "tcp");
+	cm_connect(&c, "tcp", NULL, 0);
+	cm_close_ep(&c.srv);
+	cr_assert_eq(cm_event(&c, &ev, &e, sizeof(e)), (ssize_t)sizeof(e));
+	cr_assert_eq(ev, FI_SHUTDOWN);
+	cr_assert_eq(e.fid, &c.cli.ep->fid);
+	cm_close(&c);
+}
+
+Test(cm, a_stranger_cannot_send_to_a_connected_endpoint, .timeout = 60)
+{
+	uint8_t got[64], name[T_NAMELEN];
+	size_t len = sizeof(name);
+	struct fi_cq_data_entry ent;
+	struct tctx s;
+	fi_addr_t a;
+	struct cm c;
+
+	cm_listen(&c, "shm");
+	cm_connect(&c, "shm", got, sizeof(got));
+	/* an RDM endpoint that learnt the server endpoint's name */
+	cr_assert_eq(fi_getname(&c.srv.ep->fid, name, &len), 0);
+	cr_assert_eq(t_open(&s, FI_MSG), 0);
+	cr_assert_eq(t_insert(&s, name, &a), 0);
+	cr_assert_eq(fi_send(s.ep, "forged", 7, NULL, a, NULL), 0);
+	/* both progress until the forged send is done with (it left, or
+	 * its connection was closed); the server's receive stays posted */
+	for (int i = 0; i < CM_WAIT_MS; i++) {
+		struct fi_cq_tagged_entry se;
+		ssize_t n = fi_cq_read(s.cq, &se, 1);
+
+		if (n == -FI_EAVAIL || n == 1)
+			break;
+		cr_assert_eq(fi_cq_read(c.srv.cq, &ent, 1), -FI_EAGAIN,
+			     "nothing from the stranger");
+		usleep(1000);
+	}
+	for (int i = 0; i < 100; i++)
+		cr_assert_eq(fi_cq_read(c.srv.cq, &ent, 1), -FI_EAGAIN,
+			     "nothing from the stranger");
+	/* the peer's message is the first the receive gets */
+	cr_assert_eq(fi_send(c.cli.ep, "honest", 7, NULL, 0, NULL), 0);
+	cr_assert_eq(cm_comp(&c.cli, NULL), 1);
+	cr_assert_eq(cm_comp(&c.srv, &ent), 1);
+	cr_assert_str_eq((char *)got, "honest");
+	t_close(&s);
+	cm_close(&c);
+}
+
+Test(cm, fabtests_style_service_names_the_passive_endpoint, .timeout = 60)
+{
+	struct fi_info *h = cm_hints("shm"), *fi;
+	char svc[16];
+	struct cm c;
+
+	/* the server asks for its service with FI_SOURCE, the client
+	 * names node and service */
+	snprintf(svc, sizeof(svc), "%u", 20000 + (unsigned)getpid() % 20000);
+	memset(&c, 0, sizeof(c));
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, svc, FI_SOURCE, h, &c.pfi), 0);
+	cr_assert_eq(fi_fabric(c.pfi->fabric_attr, &c.fab, NULL), 0);
+	struct fi_eq_attr ea = { .wait_obj = FI_WAIT_UNSPEC };
+	cr_assert_eq(fi_eq_open(c.fab, &ea, &c.eq, NULL), 0);
+	cr_assert_eq(fi_passive_ep(c.fab, c.pfi, &c.pep, NULL), 0);
+	cr_assert_eq(fi_pep_bind(c.pep, &c.eq->fid, 0), 0);
+	cr_assert_eq(fi_listen(c.pep), 0);
+	cr_assert_eq(fi_getinfo(T_VERSION, "localhost", svc, 0, h, &fi), 0);
+	fi_freeinfo(h);
+	cm_open_ep(&c, &c.cli, fi);
+	cr_assert_eq(fi_connect(c.cli.ep, fi->dest_addr, NULL, 0), 0);
+	struct fi_eq_cm_entry e;
+	uint32_t ev;
+	cr_assert_eq(cm_event(&c, &ev, &e, sizeof(e)), (ssize_t)sizeof(e));
+	cr_assert_eq(ev, FI_CONNREQ);
+	cm_open_ep(&c, &c.srv, e.info);
+	cr_assert_eq(fi_accept(c.srv.ep, NULL, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(cm_event(&c, &ev, &e, sizeof(e)), (ssize_t)sizeof(e));
+		cr_assert_eq(ev, FI_CONNECTED);
+	}
+	cm_xfer(&c.cli, &c.srv, 100, 5, false, NULL);
+	cm_close(&c);
+}
+
+Test(cm, getinfo_lists_msg_entries_without_per_peer_caps)
+{
+	struct fi_info *h = cm_hints("shm"), *fi;
+
+	h->caps = FI_MSG | FI_DIRECTED_RECV;
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, NULL, 0, h, &fi), -FI_ENODATA,
+		     "a MSG endpoint has one peer");
+	h->caps = FI_MSG | FI_RMA;
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, NULL, 0, h, &fi), 0);
+	for (struct fi_info *i = fi; i; i = i->next) {
+		cr_assert_eq(i->ep_attr->type, FI_EP_MSG);
+		cr_assert_eq(i->caps & (FI_DIRECTED_RECV | FI_SOURCE), 0);
+	}
+	fi_freeinfo(fi);
+	fi_freeinfo(h);
+}
+
+/* A passive endpoint nobody answers holds at most 128 requests: of 130
+ * clients, 128 are announced and 2 refused at once, and the requests
+ * are gone with the passive endpoint. */
+Test(cm, a_passive_endpoint_holds_a_bounded_backlog, .timeout = 120)
+{
+	enum { N = 130 };
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_DATA };
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 16];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	struct fi_eq_err_entry err = { 0 };
+	struct fi_info *h = cm_hints("shm"), *fi;
+	struct fid_domain *dom;
+	struct fid_ep *ep[N];
+	struct fid_cq *cq;
+	int reqs = 0, refused = 0;
+	uint32_t ev;
+	struct cm c;
+
+	cm_listen(&c, "shm");
+	h->dest_addr = malloc(T_NAMELEN);
+	memcpy(h->dest_addr, c.pname, T_NAMELEN);
+	h->dest_addrlen = T_NAMELEN;
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, NULL, 0, h, &fi), 0);
+	fi_freeinfo(h);
+	cr_assert_eq(fi_domain(c.fab, fi, &dom, NULL), 0);
+	cr_assert_eq(fi_cq_open(dom, &ca, &cq, NULL), 0);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(fi_endpoint(dom, fi, &ep[i], NULL), 0);
+		cr_assert_eq(fi_ep_bind(ep[i], &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+		cr_assert_eq(fi_ep_bind(ep[i], &c.eq->fid, 0), 0);
+		cr_assert_eq(fi_enable(ep[i]), 0);
+		cr_assert_eq(fi_connect(ep[i], fi->dest_addr, NULL, 0), 0);
+	}
+	while (reqs + refused < N) {
+		ssize_t n = cm_event(&c, &ev, buf, sizeof(buf));
+
+		if (n == -FI_EAVAIL) {
+			cr_assert_eq(fi_eq_readerr(c.eq, &err, 0), (ssize_t)sizeof(err));
+			cr_assert_eq(err.err, FI_ECONNREFUSED);
+			refused++;
+			continue;
+		}
+		cr_assert_eq(n, (ssize_t)sizeof(*e), "event %zd", n);
+		cr_assert_eq(ev, FI_CONNREQ);
+		fi_freeinfo(e->info);
+		reqs++;
+	}
+	cr_assert_eq(reqs, 128);
+	cr_assert_eq(refused, N - 128);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(fi_close(&ep[i]->fid), 0);
+	cr_assert_eq(fi_close(&cq->fid), 0);
+	cr_assert_eq(fi_close(&dom->fid), 0);
+	fi_freeinfo(fi);
+	cm_close(&c);
+}

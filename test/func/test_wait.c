@@ -1,0 +1,166 @@
+/* Wait sets through the public API: CQs, counters and EQs opened with
+ * FI_WAIT_SET, fi_wait, fi_trywait and the FI_GETWAIT fd. */
+#include <criterion/criterion.h>
+#include <poll.h>
+#include <string.h>
+#include <time.h>
+
+#include "ntx_test.h"
+
+#define WAIT_MS 20000
+
+struct wctx {
+	struct tctx t;
+	struct fid_wait *ws;
+	struct fid_eq *eq;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* An endpoint whose CQ and receive counter are in one wait set, with an
+ * EQ (FI_WRITE) in it too. */
+static int w_open(struct wctx *w)
+{
+	struct fi_wait_attr wa = { .wait_obj = FI_WAIT_FD };
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED,
+				 .wait_obj = FI_WAIT_SET };
+	struct fi_cntr_attr na = { .events = FI_CNTR_EVENTS_COMP,
+				   .wait_obj = FI_WAIT_SET };
+	struct fi_eq_attr ea = { .wait_obj = FI_WAIT_SET, .flags = FI_WRITE };
+	struct fi_av_attr aa = { .type = FI_AV_TABLE };
+	struct tctx *t = &w->t;
+	struct fi_info *h = t_hints(FI_MSG);
+	int ret;
+
+	memset(w, 0, sizeof(*w));
+	ret = fi_getinfo(T_VERSION, NULL, NULL, 0, h, &t->fi);
+	fi_freeinfo(h);
+	if (ret || (ret = fi_fabric(t->fi->fabric_attr, &t->fab, NULL)) ||
+	    (ret = fi_wait_open(t->fab, &wa, &w->ws)))
+		return ret;
+	ca.wait_set = na.wait_set = ea.wait_set = w->ws;
+	if ((ret = fi_domain(t->fab, t->fi, &t->dom, NULL)) ||
+	    (ret = fi_cq_open(t->dom, &ca, &t->cq, NULL)) ||
+	    (ret = fi_cntr_open(t->dom, &na, &t->cntr, NULL)) ||
+	    (ret = fi_eq_open(t->fab, &ea, &w->eq, NULL)) ||
+	    (ret = fi_av_open(t->dom, &aa, &t->av, NULL)) ||
+	    (ret = fi_endpoint(t->dom, t->fi, &t->ep, NULL)) ||
+	    (ret = fi_ep_bind(t->ep, &t->av->fid, 0)) ||
+	    (ret = fi_ep_bind(t->ep, &t->cq->fid, FI_TRANSMIT | FI_RECV)) ||
+	    (ret = fi_ep_bind(t->ep, &t->cntr->fid, FI_RECV)))
+		return ret;
+	return fi_enable(t->ep);
+}
+
+static void w_close(struct wctx *w)
+{
+	struct fid_wait *ws = w->ws;
+
+	if (w->eq)
+		fi_close(&w->eq->fid);
+	t_close(&w->t);
+	if (ws)
+		cr_assert_eq(fi_close(&ws->fid), 0, "the set is empty now");
+}
+
+static int child_send(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+
+	CHK(t_open(&t, FI_MSG) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	CHK(t_sync(sock) == 0); /* the parent waits from now on */
+	CHK(fi_send(t.ep, "wake", 5, NULL, peer, NULL) == 0);
+	CHK(t_wait(&t, NULL, NULL, NULL, WAIT_MS) == 1);
+	CHK(t_sync(sock) == 0);
+	t_close(&t);
+	return 0;
+}
+
+/* fi_wait sleeps until a peer's message completes a receive: the CQ and
+ * the receive counter then have something, and fi_wait says so again
+ * only for what is new. */
+Test(wait, fi_wait_wakes_on_a_peers_message)
+{
+	struct fi_cq_tagged_entry e;
+	char buf[8] = "";
+	struct wctx w;
+	fi_addr_t peer;
+	uint64_t t0;
+	int sock;
+	pid_t pid = t_fork(&sock, child_send);
+
+	cr_assert_eq(w_open(&w), 0);
+	cr_assert_eq(t_xchg_name(&w.t, sock, &peer), 0);
+	cr_assert_eq(fi_recv(w.t.ep, buf, sizeof(buf), NULL, peer, NULL), 0);
+	t0 = now_ms();
+	cr_assert_eq(fi_wait(w.ws, 50), -FI_ETIMEDOUT);
+	cr_assert_geq(now_ms() - t0, 50);
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(fi_wait(w.ws, WAIT_MS), 0);
+	cr_assert_eq(fi_cq_read(w.t.cq, &e, 1), 1);
+	cr_assert_str_eq(buf, "wake");
+	cr_assert_eq(fi_cntr_read(w.t.cntr), 1);
+	/* the counter's change was reported and the CQ is empty now */
+	cr_assert_eq(fi_wait(w.ws, 0), -FI_ETIMEDOUT);
+	cr_assert_eq(t_sync(sock), 0);
+	w_close(&w);
+	cr_assert_eq(t_join(pid), 0);
+}
+
+/* The FI_GETWAIT fd turns readable when an EQ of the set gets an event
+ * after fi_trywait said the set was empty. */
+Test(wait, getwait_fd_turns_readable_on_an_eq_event)
+{
+	struct fi_eq_entry ev = { .data = 7 };
+	struct wctx w;
+	struct pollfd p = { .events = POLLIN };
+	struct fid *fids[1];
+	uint32_t event;
+
+	cr_assert_eq(w_open(&w), 0);
+	fids[0] = &w.ws->fid;
+	cr_assert_eq(fi_control(&w.ws->fid, FI_GETWAIT, &p.fd), 0);
+	cr_assert_eq(fi_trywait(w.t.fab, fids, 1), 0);
+	cr_assert_eq(poll(&p, 1, 0), 0, "nothing yet");
+	cr_assert_eq(fi_eq_write(w.eq, FI_NOTIFY, &ev, sizeof(ev), 0),
+		     sizeof(ev));
+	cr_assert_eq(poll(&p, 1, WAIT_MS), 1);
+	cr_assert_eq(fi_trywait(w.t.fab, fids, 1), -FI_EAGAIN);
+	cr_assert_eq(fi_wait(w.ws, 0), 0);
+	cr_assert_eq(fi_eq_read(w.eq, &event, &ev, sizeof(ev), 0),
+		     sizeof(ev));
+	cr_assert_eq(fi_wait(w.ws, 0), -FI_ETIMEDOUT);
+	w_close(&w);
+}
+
+Test(wait, bad_wait_set_arguments_are_refused)
+{
+	struct fi_wait_attr wa = { .wait_obj = FI_WAIT_MUTEX_COND };
+	struct fi_cq_attr ca = { .wait_obj = FI_WAIT_SET };
+	struct fi_cntr_attr na = { .events = FI_CNTR_EVENTS_COMP,
+				   .wait_obj = FI_WAIT_SET };
+	struct fid_wait *bad;
+	struct fid_cntr *c;
+	struct fid_cq *cq;
+	struct wctx w;
+
+	cr_assert_eq(w_open(&w), 0);
+	cr_assert_eq(fi_wait_open(w.t.fab, &wa, &bad), -FI_ENOSYS);
+	wa.wait_obj = FI_WAIT_FD;
+	wa.flags = 1;
+	cr_assert_eq(fi_wait_open(w.t.fab, &wa, &bad), -FI_EINVAL);
+	cr_assert_eq(fi_cq_open(w.t.dom, &ca, &cq, NULL), -FI_EINVAL,
+		     "FI_WAIT_SET without a set");
+	na.wait_set = (struct fid_wait *)w.t.cq; /* not a wait set */
+	cr_assert_eq(fi_cntr_open(w.t.dom, &na, &c, NULL), -FI_EINVAL);
+	cr_assert_eq(fi_close(&w.ws->fid), -FI_EBUSY, "members remain");
+	w_close(&w);
+}
