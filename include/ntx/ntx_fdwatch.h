@@ -8,7 +8,6 @@
 #ifndef NTX_FDWATCH_H
 #define NTX_FDWATCH_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,16 +21,11 @@ struct ntx_fdwatch {
 	int fd;      /* the watched fd */
 	void *sq_map, *cq_map, *sqe_map;
 	size_t sq_len, cq_len, sqe_len;
-	_Atomic uint32_t *sq_tail, *sq_flags;
+	_Atomic uint32_t *sq_tail;
 	uint32_t *sq_array, sq_mask;
 	_Atomic uint32_t *cq_head, *cq_tail;
 	uint32_t cq_mask;
 	void *cqes;
-	/* IORING_SQ_TASKRUN when the ring defers its task work, else 0:
-	 * set in sq_flags, the poll's completion waits to be posted */
-	uint32_t taskrun_bit;
-	pthread_t owner;  /* the thread that made the ring, the one that
-			   * may enter it (ntx_fdwatch.c) */
 	bool armed;       /* a poll is queued in the kernel */
 	uint64_t next_ns; /* time gate */
 };
@@ -51,9 +45,7 @@ static inline bool ntx_fdwatch_pending(const struct ntx_fdwatch *w)
 		return true; /* ntx_fdwatch_news applies the time gate */
 	/* acquire: pairs with the kernel's release of the completion */
 	return atomic_load_explicit(w->cq_tail, memory_order_acquire) !=
-		       atomic_load_explicit(w->cq_head, memory_order_relaxed) ||
-	       (atomic_load_explicit(w->sq_flags, memory_order_relaxed) &
-		w->taskrun_bit);
+	       atomic_load_explicit(w->cq_head, memory_order_relaxed);
 }
 
 #endif /* NTX_FDWATCH_H */

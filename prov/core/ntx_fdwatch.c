@@ -6,31 +6,11 @@
  * multishot: at most one completion is ever outstanding, so the ring can
  * never overflow (a multishot poll ends silently when it does). Raw system
  * calls: no liburing.
- *
- * The kernel completes a poll as task work of the thread that queued it.
- * By default that work is delivered like a signal: a blocking system call
- * of that thread which cannot be restarted (a read under SO_RCVTIMEO, the
- * application's own) ended with EINTR when the fd became readable. So the
- * ring defers its task work (IORING_SETUP_DEFER_TASKRUN, Linux 6.1): the
- * kernel only raises IORING_SQ_TASKRUN in the ring's memory, which the
- * poll path reads, and the completion is posted when the thread that made
- * the ring (the only one that may enter it, SINGLE_ISSUER) asks for it.
- * Another thread takes the flag or a completion as news but leaves both
- * to the maker, which alone consumes and re-arms (a completion consumed
- * by another thread, which may not re-arm, left the maker with no watch
- * and no news: a hang seen on Linux 6.1, where a poll armed on a readable
- * fd completes at once). Until the maker polls again, every poll of
- * another thread finds news and looks at the fd (a system call each, as
- * without io_uring). It may not make the ring anew either: closing a ring
- * whose task work is deferred hands that work to its maker as a signal,
- * the very interruption this avoids (seen on Linux 6.1). Older kernels
- * keep the default ring.
  */
 #include "config.h"
 #include <errno.h>
 #include <linux/io_uring.h>
 #include <poll.h>
-#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -40,21 +20,6 @@
 #include "ntx/ntx_fdwatch.h"
 
 #define NTX_FDWATCH_ENTRIES 8
-
-/* Linux 6.1's ABI, for older kernel headers (the kernel then refuses the
- * flags with EINVAL and the default ring is made) */
-#ifndef IORING_SETUP_TASKRUN_FLAG
-#define IORING_SETUP_TASKRUN_FLAG (1U << 9)
-#endif
-#ifndef IORING_SETUP_SINGLE_ISSUER
-#define IORING_SETUP_SINGLE_ISSUER (1U << 12)
-#endif
-#ifndef IORING_SETUP_DEFER_TASKRUN
-#define IORING_SETUP_DEFER_TASKRUN (1U << 13)
-#endif
-#ifndef IORING_SQ_TASKRUN
-#define IORING_SQ_TASKRUN (1U << 2)
-#endif
 
 static void ntx_fdwatch_unmap(struct ntx_fdwatch *w)
 {
@@ -90,20 +55,11 @@ static int ntx_fdwatch_arm(struct ntx_fdwatch *w)
 
 static int ntx_fdwatch_setup(struct ntx_fdwatch *w)
 {
-	const uint32_t deferred = IORING_SETUP_DEFER_TASKRUN |
-				  IORING_SETUP_SINGLE_ISSUER |
-				  IORING_SETUP_TASKRUN_FLAG;
 	struct io_uring_params p;
 	uint8_t *sq, *cq;
 
 	memset(&p, 0, sizeof(p));
-	p.flags = deferred;
 	w->ring_fd = (int)syscall(__NR_io_uring_setup, NTX_FDWATCH_ENTRIES, &p);
-	if (w->ring_fd < 0 && errno == EINVAL) { /* before Linux 6.1 */
-		memset(&p, 0, sizeof(p));
-		w->ring_fd = (int)syscall(__NR_io_uring_setup,
-					  NTX_FDWATCH_ENTRIES, &p);
-	}
 	if (w->ring_fd < 0) {
 		NTX_INFO(FI_LOG_CORE, "io_uring unavailable (%s): sockets are "
 			 "looked at every %u us\n", strerror(errno),
@@ -127,10 +83,6 @@ static int ntx_fdwatch_setup(struct ntx_fdwatch *w)
 	sq = w->sq_map;
 	cq = w->cq_map;
 	w->sq_tail = (_Atomic uint32_t *)(sq + p.sq_off.tail);
-	w->sq_flags = (_Atomic uint32_t *)(sq + p.sq_off.flags);
-	w->taskrun_bit = p.flags & IORING_SETUP_DEFER_TASKRUN ? IORING_SQ_TASKRUN
-							      : 0;
-	w->owner = pthread_self();
 	w->sq_mask = *(uint32_t *)(sq + p.sq_off.ring_mask);
 	w->sq_array = (uint32_t *)(sq + p.sq_off.array);
 	w->cq_head = (_Atomic uint32_t *)(cq + p.cq_off.head);
@@ -173,12 +125,6 @@ bool ntx_fdwatch_news(struct ntx_fdwatch *w)
 		w->next_ns = now + NTX_FDWATCH_GATE_NS;
 		return true;
 	}
-	if (w->taskrun_bit && !pthread_equal(w->owner, pthread_self()))
-		return ntx_fdwatch_pending(w); /* the maker consumes, re-arms */
-	if (atomic_load_explicit(w->sq_flags, memory_order_relaxed) &
-	    w->taskrun_bit) /* the deferred completion, posted now */
-		syscall(__NR_io_uring_enter, w->ring_fd, 0, 0,
-			IORING_ENTER_GETEVENTS, NULL, 0);
 	head = atomic_load_explicit(w->cq_head, memory_order_relaxed);
 	/* acquire: pairs with the kernel's release of the completion */
 	tail = atomic_load_explicit(w->cq_tail, memory_order_acquire);
@@ -195,8 +141,6 @@ void ntx_fdwatch_rearm(struct ntx_fdwatch *w)
 {
 	if (w->ring_fd < 0 || w->armed)
 		return;
-	if (w->taskrun_bit && !pthread_equal(w->owner, pthread_self()))
-		return; /* only the ring's maker may enter it */
 	if (ntx_fdwatch_arm(w)) {
 		ntx_fdwatch_close(w); /* from now on the time gate */
 		w->next_ns = 0;

@@ -35,7 +35,7 @@ static int try(struct fi_info *h, const char *node, const char *svc,
 Test(getinfo, no_hints_lists_the_shm_and_tcp_domains)
 {
 	struct fi_info *h = base(), *fi, *it;
-	int shm = 0, tcp = 0, msg = 0, dgram = 0;
+	int shm = 0, tcp = 0, rdm = 0, msg = 0, dgram = 0;
 
 	h->ep_attr->type = FI_EP_UNSPEC;
 	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
@@ -49,6 +49,7 @@ Test(getinfo, no_hints_lists_the_shm_and_tcp_domains)
 			continue;
 		}
 		cr_assert_eq(msg + dgram, 0, "RDM entries come first");
+		rdm++;
 		cr_assert_eq(it->fabric_attr->api_version, FI_VERSION(1, 17));
 		cr_assert_neq(it->fabric_attr->prov_version, 0);
 		cr_assert_geq(it->tx_attr->inject_size, 4096);
@@ -61,8 +62,8 @@ Test(getinfo, no_hints_lists_the_shm_and_tcp_domains)
 	}
 	cr_assert_eq(shm, 1);
 	cr_assert_eq(tcp, 1);
-	cr_assert_eq(msg, shm + tcp, "one MSG entry per RDM one");
-	cr_assert_eq(dgram, 1, "DGRAM on udp");
+	cr_assert_eq(msg, rdm, "one MSG entry per RDM one");
+	cr_assert_geq(dgram, 1, "DGRAM on udp (and each <dev>-ud)");
 	fi_freeinfo(fi);
 }
 
