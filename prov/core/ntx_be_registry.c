@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "ntx/ntx_backend.h"
+#include "ntx/ntx_fdwatch.h"
 
 /* Filled by constructors before fi_prov_ini runs, read-only after. */
 static struct ntx_be_desc *ntx_be_list;
@@ -64,4 +65,5 @@ void ntx_be_fini_all(void)
 	for (struct ntx_be_desc *d = ntx_be_list; d; d = d->next)
 		if (d->fini)
 			d->fini();
+	ntx_fdwatch_fini();
 }

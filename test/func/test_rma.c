@@ -46,7 +46,7 @@ struct tstat {
 };
 
 /* whole buffers: a blocking write of 16 MiB returns early when a signal or
- * task work (io_uring) interrupts it */
+ * other task work interrupts it */
 #define sock_read t_sock_read
 #define sock_write t_sock_write
 

@@ -345,15 +345,13 @@ static int child_sends_while_the_parent_reads(int sock)
 
 /* A system call of the application that may not be restarted (a read
  * under SO_RCVTIMEO) must not end with EINTR because a datagram reached
- * an endpoint. It did: the socket's readiness watch is an io_uring poll
- * whose completion the kernel ran as task work of the thread that armed
- * it, delivered like a signal (DESIGN §3, Task work). Found by
- * fi_pingpong's control socket across a netem link
- * (test/rxe/jobs/two-hosts.sh). Disabled: the fix tried (deferred task
- * work) made udp endpoints deaf in the Linux 6.1 guest and was taken
- * out; the problem is open (DESIGN §3, Task work). */
+ * an endpoint. It did while the socket's readiness watch was an io_uring
+ * poll, whose completion the kernel ran as task work of the thread that
+ * armed it, delivered like a signal (DESIGN §3, Why not io_uring); found
+ * by fi_pingpong's control socket across a netem link
+ * (test/rxe/jobs/two-hosts.sh). The watcher thread interrupts no one. */
 Test(udp, a_datagram_does_not_interrupt_the_applications_read,
-     .timeout = 60, .disabled = true)
+     .timeout = 60)
 {
 	struct timeval tv = { .tv_sec = 10 };
 	struct fi_cq_tagged_entry e;
