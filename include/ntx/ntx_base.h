@@ -152,6 +152,11 @@ static inline void ntx_ref_get(atomic_int *r) { atomic_fetch_add(r, 1); }
 static inline void ntx_ref_put(atomic_int *r) { atomic_fetch_sub(r, 1); }
 
 #define NTX_MAX_IOV 8
+/* what fi_info's iov limits say unless the hints ask for up to
+ * NTX_MAX_IOV (DESIGN §2): the other core providers' figure, and the one
+ * fabtests' ubertest can count (its weighted iovecs of 6 pieces for 16
+ * bytes add up to 17) */
+#define NTX_IOV_DEFAULT 4
 
 static inline uint64_t ntx_now_ns(void)
 {

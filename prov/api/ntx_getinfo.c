@@ -144,8 +144,8 @@ const struct fi_tx_attr ntx_tx_attr = {
 	.comp_order = FI_ORDER_NONE,
 	.inject_size = NTX_INJECT_SIZE,
 	.size = 1024,
-	.iov_limit = NTX_MAX_IOV,
-	.rma_iov_limit = NTX_MAX_IOV,
+	.iov_limit = NTX_IOV_DEFAULT,
+	.rma_iov_limit = NTX_IOV_DEFAULT,
 };
 
 const struct fi_rx_attr ntx_rx_attr = {
@@ -155,7 +155,7 @@ const struct fi_rx_attr ntx_rx_attr = {
 	.comp_order = FI_ORDER_NONE,
 	.total_buffered_recv = 0,
 	.size = 1024,
-	.iov_limit = NTX_MAX_IOV,
+	.iov_limit = NTX_IOV_DEFAULT,
 };
 
 static const struct fi_ep_attr ntx_ep_attr = {
@@ -232,9 +232,9 @@ static int ntx_check_tx(const struct fi_tx_attr *h, uint64_t caps)
 		NTX_NOMATCH("tx comp_order not supported\n");
 	if (h->inject_size > ntx_tx_attr.inject_size)
 		NTX_NOMATCH("inject_size %zu too large\n", h->inject_size);
-	if (h->iov_limit > ntx_tx_attr.iov_limit)
+	if (h->iov_limit > NTX_MAX_IOV)
 		NTX_NOMATCH("tx iov_limit too large\n");
-	if (h->rma_iov_limit > ntx_tx_attr.rma_iov_limit)
+	if (h->rma_iov_limit > NTX_MAX_IOV)
 		NTX_NOMATCH("rma_iov_limit too large\n");
 	return 0;
 }
@@ -251,7 +251,7 @@ static int ntx_check_rx(const struct fi_rx_attr *h)
 		NTX_NOMATCH("rx msg_order not supported\n");
 	if (h->comp_order & ~(FI_ORDER_NONE))
 		NTX_NOMATCH("rx comp_order not supported\n");
-	if (h->iov_limit > ntx_rx_attr.iov_limit)
+	if (h->iov_limit > NTX_MAX_IOV)
 		NTX_NOMATCH("rx iov_limit too large\n");
 	return 0;
 }
@@ -516,13 +516,20 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 	} else if (!FI_VERSION_GE(version, FI_VERSION(1, 5))) {
 		fi->domain_attr->mr_mode = FI_MR_SCALABLE;
 	}
+	/* iovec limits: NTX_IOV_DEFAULT unless the hints ask for more */
 	if (h->tx_attr) {
+		if (h->tx_attr->iov_limit > fi->tx_attr->iov_limit)
+			fi->tx_attr->iov_limit = h->tx_attr->iov_limit;
+		if (h->tx_attr->rma_iov_limit > fi->tx_attr->rma_iov_limit)
+			fi->tx_attr->rma_iov_limit = h->tx_attr->rma_iov_limit;
 		if (h->tx_attr->op_flags)
 			fi->tx_attr->op_flags = h->tx_attr->op_flags;
 		if (h->tx_attr->msg_order)
 			fi->tx_attr->msg_order = h->tx_attr->msg_order;
 	}
 	if (h->rx_attr) {
+		if (h->rx_attr->iov_limit > fi->rx_attr->iov_limit)
+			fi->rx_attr->iov_limit = h->rx_attr->iov_limit;
 		if (h->rx_attr->op_flags)
 			fi->rx_attr->op_flags = h->rx_attr->op_flags;
 		if (h->rx_attr->msg_order)

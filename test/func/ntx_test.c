@@ -330,6 +330,10 @@ struct fi_info *t_hints_mr(uint64_t caps, uint64_t mr_mode)
 	struct fi_info *h = t_hints(caps);
 
 	h->domain_attr->mr_mode = (int)mr_mode;
+	/* the one-sided tests use up to 8 iovecs: more than fi_info's
+	 * default (4), so they ask for them */
+	h->tx_attr->iov_limit = h->tx_attr->rma_iov_limit = 8;
+	h->rx_attr->iov_limit = 8;
 	return h;
 }
 

@@ -184,6 +184,24 @@ Test(getinfo, endpoint_and_domain_attributes)
 	h = base();
 	h->tx_attr->iov_limit = 1000;
 	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	/* iovec limits: 4 unless the hints ask for up to 8 */
+	h = base();
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_eq(fi->tx_attr->iov_limit, 4);
+	cr_assert_eq(fi->tx_attr->rma_iov_limit, 4);
+	cr_assert_eq(fi->rx_attr->iov_limit, 4);
+	fi_freeinfo(fi);
+	h = base();
+	h->tx_attr->iov_limit = h->tx_attr->rma_iov_limit = 8;
+	h->rx_attr->iov_limit = 6;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_eq(fi->tx_attr->iov_limit, 8);
+	cr_assert_eq(fi->tx_attr->rma_iov_limit, 8);
+	cr_assert_eq(fi->rx_attr->iov_limit, 6);
+	fi_freeinfo(fi);
+	h = base();
+	h->rx_attr->iov_limit = 9;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
 	h = base();
 	h->domain_attr->threading = FI_THREAD_DOMAIN;
 	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);

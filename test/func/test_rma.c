@@ -756,6 +756,7 @@ Test(rma, getinfo_offers_one_sided_caps_and_order, .timeout = 30)
 		free(h->domain_attr->name);
 		h->domain_attr->name = strdup(doms[i]);
 		h->tx_attr->msg_order = order;
+		h->tx_attr->rma_iov_limit = 8;
 		h->domain_attr->mr_mode = FI_MR_PROV_KEY | FI_MR_LOCAL |
 					  FI_MR_ALLOCATED;
 		cr_assert_eq(fi_getinfo(T_VERSION, NULL, NULL, 0, h, &fi), 0,

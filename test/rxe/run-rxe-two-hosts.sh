@@ -21,7 +21,7 @@
 #   RXE_NETEM_RUNS   netem's links, of "reorder lossy" (default both)
 #   RXE_NETEM_DOMAINS  the streams' domains (default "rxe0-ud udp")
 #   RXE_NETEM_PINGPONG fi_pingpong's domains on the reordering link
-#                    (default rxe0-ud; "rxe0-ud udp" adds udp)
+#                    (default "rxe0-ud udp")
 #   RXE_CPUS         vCPUs of each guest (default 1: two guests under TCG
 #                    on a 2-core host)
 #   RXE_PIN=1        guest a's qemu on host CPU 0, guest b's on CPU 1

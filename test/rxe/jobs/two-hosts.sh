@@ -25,7 +25,7 @@
 #   RXE_NETEM_RUNS         netem's links, of: reorder lossy (default both)
 #   RXE_NETEM_DOMAINS      the streams' domains (default: rxe0-ud udp)
 #   RXE_NETEM_PINGPONG     fi_pingpong's on the reordering link (default:
-#                          rxe0-ud; "rxe0-ud udp" adds udp)
+#                          rxe0-ud udp)
 set -u
 : "${TOP:?}" "${ROLE:?}" "${SELF:?}" "${PEER:?}" "${RUN:?}"
 . "$TOP/test/rxe/jobs/job-lib.sh"
@@ -238,7 +238,7 @@ netem_step() {
     # trip, DESIGN §10)
     if [ $lossy = 0 ]; then
       # (udp: see DESIGN §10, On a real link: not by default)
-      for dom in ${RXE_NETEM_PINGPONG:-rxe0-ud}; do
+      for dom in ${RXE_NETEM_PINGPONG:-rxe0-ud udp}; do
         step "fi_pingpong ntx $dom rdm tagged -S all -c across netem ($net)" \
           netem_pingpong -p ntx -d "$dom" -e rdm -m tagged -S all -I "$PP_ITERS" -c
       done
