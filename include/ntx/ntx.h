@@ -130,12 +130,29 @@ static inline uint64_t ntx_fep_rx_flags(struct fid_ep *fep)
 
 /* FI_ALIAS (fi_ep_alias) of an endpoint. */
 int ntx_ep_alias(struct ntx_ep *ep, struct fi_alias *alias);
-/* Triggered operations (FI_TRIGGER): an RMA operation deferred until a
- * counter reaches a threshold; run from the API's progress calls. */
+/* Triggered operations (FI_TRIGGER): an RMA, send or atomic operation
+ * deferred until a counter reaches a threshold; run from the API's
+ * progress calls. Each takes the arguments of the call (copied). */
 ssize_t ntx_trig_rma(struct ntx_ep *ep, uint8_t op, const struct iovec *iov,
 		     size_t count, const struct fi_rma_iov *riov,
 		     size_t rcount, fi_addr_t dest, uint64_t data,
 		     void *context, uint64_t flags);
+ssize_t ntx_trig_send(struct ntx_ep *ep, const struct iovec *iov,
+		      size_t count, fi_addr_t dest, uint64_t tag,
+		      uint64_t data, void *context, uint64_t flags);
+ssize_t ntx_trig_atomic(struct ntx_ep *ep, int fn,
+			const struct fi_msg_atomic *m,
+			const struct fi_ioc *cmp, size_t cmp_count,
+			const struct fi_ioc *res, size_t res_count,
+			uint64_t flags);
+/* The calls a trigger makes when it fires (ntx_msg.c, ntx_atomic.c). */
+ssize_t ntx_msg_post_send(struct ntx_ep *ep, const struct iovec *iov,
+			  size_t count, fi_addr_t dest, uint64_t tag,
+			  uint64_t data, void *context, uint64_t flags);
+ssize_t ntx_atomic_post(struct ntx_ep *ep, int fn,
+			const struct fi_msg_atomic *m,
+			const struct fi_ioc *cmp, size_t cmp_count,
+			struct fi_ioc *res, size_t res_count, uint64_t flags);
 void ntx_trig_run_slow(struct ntx_domain *dom);
 static inline void ntx_trig_run(struct ntx_domain *dom)
 {

@@ -11,7 +11,7 @@
 #define NTX_ATOMIC_FLAGS                                                    \
 	(FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE |                   \
 	 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MORE | FI_FENCE |  \
-	 FI_COMMIT_COMPLETE)
+	 FI_COMMIT_COMPLETE | FI_TRIGGER)
 
 
 static int ntx_atomic_valid(enum ntx_atomic_fn fn, enum fi_datatype dt,
@@ -140,6 +140,9 @@ static ssize_t ntx_atomic_start(struct ntx_ep *ep,
 	ret = ntx_atomic_check_args(ep, a);
 	if (ret)
 		return ret;
+	if (a->flags & FI_TRIGGER)
+		return ntx_trig_atomic(ep, a->fn, m, a->cmp, a->cmp_count,
+				       a->res, a->res_count, a->flags);
 	ntx_ep_lock(ep);
 	r = ntx_rma_req_get(ep);
 	if (!r) {
@@ -172,6 +175,20 @@ static ssize_t ntx_atomic_start(struct ntx_ep *ep,
 		ntx_req_put(r);
 	ntx_ep_unlock(ep);
 	return ret;
+}
+
+ssize_t ntx_atomic_post(struct ntx_ep *ep, int fn,
+			const struct fi_msg_atomic *m,
+			const struct fi_ioc *cmp, size_t cmp_count,
+			struct fi_ioc *res, size_t res_count, uint64_t flags)
+{
+	struct ntx_atomic_args a = {
+		.fn = (enum ntx_atomic_fn)fn, .msg = m, .cmp = cmp,
+		.cmp_count = cmp_count, .res = res, .res_count = res_count,
+		.flags = flags,
+	};
+
+	return ntx_atomic_start(ep, &a);
 }
 
 /* The plain calls build the message the msg calls take. */

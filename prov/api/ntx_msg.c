@@ -24,6 +24,10 @@ static ssize_t ntx_post_send(struct ntx_ep *ep, const struct iovec *iov,
 
 	if (!ep->enabled)
 		return -FI_EOPBADSTATE;
+	if ((flags & FI_TRIGGER) &&
+	    !(flags & ~(NTX_SEND_FLAGS | FI_TAGGED | FI_TRIGGER)))
+		return ntx_trig_send(ep, iov, count, dest, tag, data, context,
+				     flags);
 	if (count > NTX_MAX_IOV || (count && !iov) || (flags & ~(NTX_SEND_FLAGS | FI_TAGGED))) {
 		NTX_WARN(FI_LOG_EP_DATA, "send: bad iov count or flags\n");
 		return -FI_EINVAL;
@@ -52,6 +56,13 @@ static ssize_t ntx_post_send(struct ntx_ep *ep, const struct iovec *iov,
 				  context, flags);
 	ntx_ep_unlock(ep);
 	return ret;
+}
+
+ssize_t ntx_msg_post_send(struct ntx_ep *ep, const struct iovec *iov,
+			  size_t count, fi_addr_t dest, uint64_t tag,
+			  uint64_t data, void *context, uint64_t flags)
+{
+	return ntx_post_send(ep, iov, count, dest, tag, data, context, flags);
 }
 
 /* fi_send, fi_senddata and their tagged forms: a small message to a

@@ -1,29 +1,39 @@
 /*
  * Endpoint aliases (fi_ep_alias) and triggered operations (FI_TRIGGER):
- * an RMA read or write whose context is a struct fi_triggered_context of
- * type FI_TRIGGER_THRESHOLD waits in its domain's list until its counter
- * reaches the threshold, then is posted as if just called (DESIGN §3,
- * "Triggered operations"). The list is looked at by the API's progress
+ * an RMA read or write, a send (tagged or not) or an atomic whose context
+ * is a struct fi_triggered_context of type FI_TRIGGER_THRESHOLD waits in
+ * its domain's list, its arguments copied, until its counter reaches the
+ * threshold, then is posted as if just called (DESIGN §3, "Triggered
+ * operations"). The list is looked at by the API's progress
  * calls (reading or waiting on a CQ or counter), with no lock held.
  */
 #include "config.h"
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_trigger.h>
 #include <stdlib.h>
 
 #include "ntx/ntx.h"
+
+enum ntx_trig_kind { NTX_TRIG_RMA, NTX_TRIG_SEND, NTX_TRIG_ATOMIC };
 
 struct ntx_trig {
 	struct ntx_list entry;
 	struct ntx_ep *ep;
 	struct ntx_cntr *cntr;
 	uint64_t threshold;
-	uint8_t op;
+	enum ntx_trig_kind kind;
+	uint8_t op;  /* RMA: NTX_OP_READ or _WRITE; ATOMIC: the function */
 	size_t count, rcount;
 	struct iovec iov[NTX_MAX_IOV];
 	struct fi_rma_iov riov[NTX_MAX_IOV];
 	fi_addr_t dest;
-	uint64_t data, flags;
+	uint64_t tag, data, flags;
 	void *context;
+	/* ATOMIC: the message and its arrays */
+	struct fi_msg_atomic amsg;
+	struct fi_ioc ioc[NTX_MAX_IOV], cmp[NTX_MAX_IOV], res[NTX_MAX_IOV];
+	struct fi_rma_ioc rioc[NTX_MAX_IOV];
+	size_t cmp_count, res_count;
 };
 
 /* The counter of a threshold trigger, if it is one of the domain's. */
@@ -42,12 +52,45 @@ static struct ntx_cntr *ntx_trig_cntr(struct ntx_ep *ep, void *context)
 	return c->domain == ep->domain ? c : NULL;
 }
 
+/* A trigger for the threshold context (its counter checked by the
+ * caller), or NULL. */
+static struct ntx_trig *ntx_trig_new(struct ntx_ep *ep, struct ntx_cntr *c,
+				     enum ntx_trig_kind kind, void *context,
+				     uint64_t flags)
+{
+	struct ntx_trig *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->ep = ep;
+	t->cntr = c;
+	t->kind = kind;
+	t->threshold = ((struct fi_triggered_context *)context)
+			       ->trigger.threshold.threshold;
+	t->context = context;
+	t->flags = flags & ~FI_TRIGGER;
+	return t;
+}
+
+/* Into the domain's list; posted at once if the threshold is reached. */
+static ssize_t ntx_trig_queue(struct ntx_trig *t)
+{
+	struct ntx_domain *dom = t->ep->domain;
+
+	ntx_ref_get(&t->cntr->ref); /* the counter outlives its triggers */
+	pthread_mutex_lock(&dom->trig_lock);
+	ntx_list_insert_tail(&dom->trig, &t->entry);
+	atomic_fetch_add(&dom->ntrig, 1);
+	pthread_mutex_unlock(&dom->trig_lock);
+	ntx_trig_run(dom);
+	return 0;
+}
+
 ssize_t ntx_trig_rma(struct ntx_ep *ep, uint8_t op, const struct iovec *iov,
 		     size_t count, const struct fi_rma_iov *riov,
 		     size_t rcount, fi_addr_t dest, uint64_t data,
 		     void *context, uint64_t flags)
 {
-	struct ntx_domain *dom = ep->domain;
 	struct ntx_cntr *c = ntx_trig_cntr(ep, context);
 	struct ntx_trig *t;
 
@@ -58,25 +101,99 @@ ssize_t ntx_trig_rma(struct ntx_ep *ep, uint8_t op, const struct iovec *iov,
 			 "1 to %d iovecs\n", NTX_MAX_IOV);
 		return -FI_EINVAL;
 	}
-	t = calloc(1, sizeof(*t));
+	t = ntx_trig_new(ep, c, NTX_TRIG_RMA, context, flags);
 	if (!t)
 		return -FI_ENOMEM;
-	*t = (struct ntx_trig){ .ep = ep, .cntr = c, .op = op,
-				.threshold = ((struct fi_triggered_context *)
-					      context)->trigger.threshold
-							 .threshold,
-				.count = count, .rcount = rcount, .dest = dest,
-				.data = data, .flags = flags & ~FI_TRIGGER,
-				.context = context };
+	t->op = op;
+	t->count = count;
+	t->rcount = rcount;
+	t->dest = dest;
+	t->data = data;
 	memcpy(t->iov, iov, count * sizeof(*iov));
 	memcpy(t->riov, riov, rcount * sizeof(*riov));
-	ntx_ref_get(&c->ref); /* the counter outlives its triggers */
-	pthread_mutex_lock(&dom->trig_lock);
-	ntx_list_insert_tail(&dom->trig, &t->entry);
-	atomic_fetch_add(&dom->ntrig, 1);
-	pthread_mutex_unlock(&dom->trig_lock);
-	ntx_trig_run(dom); /* the threshold may be reached already */
-	return 0;
+	return ntx_trig_queue(t);
+}
+
+ssize_t ntx_trig_send(struct ntx_ep *ep, const struct iovec *iov,
+		      size_t count, fi_addr_t dest, uint64_t tag,
+		      uint64_t data, void *context, uint64_t flags)
+{
+	struct ntx_cntr *c = ntx_trig_cntr(ep, context);
+	struct ntx_trig *t;
+
+	if (!c || (flags & FI_INJECT) || count > NTX_MAX_IOV ||
+	    (count && !iov)) {
+		NTX_WARN(FI_LOG_EP_DATA, "triggered send: needs a threshold "
+			 "context on a counter of the domain, no FI_INJECT, "
+			 "at most %d iovecs\n", NTX_MAX_IOV);
+		return -FI_EINVAL;
+	}
+	t = ntx_trig_new(ep, c, NTX_TRIG_SEND, context, flags);
+	if (!t)
+		return -FI_ENOMEM;
+	t->count = count;
+	t->dest = dest;
+	t->tag = tag;
+	t->data = data;
+	memcpy(t->iov, iov, count * sizeof(*iov));
+	return ntx_trig_queue(t);
+}
+
+ssize_t ntx_trig_atomic(struct ntx_ep *ep, int fn,
+			const struct fi_msg_atomic *m,
+			const struct fi_ioc *cmp, size_t cmp_count,
+			const struct fi_ioc *res, size_t res_count,
+			uint64_t flags)
+{
+	struct ntx_cntr *c = ntx_trig_cntr(ep, m->context);
+	struct ntx_trig *t;
+
+	/* the operation and the counts were checked by the caller */
+	if (!c || (flags & FI_INJECT) || m->iov_count > NTX_MAX_IOV ||
+	    (m->iov_count && !m->msg_iov) || cmp_count > NTX_MAX_IOV ||
+	    (cmp_count && !cmp) || res_count > NTX_MAX_IOV ||
+	    (res_count && !res)) {
+		NTX_WARN(FI_LOG_EP_DATA, "triggered atomic: needs a threshold "
+			 "context on a counter of the domain, no FI_INJECT, "
+			 "at most %d iovecs\n", NTX_MAX_IOV);
+		return -FI_EINVAL;
+	}
+	t = ntx_trig_new(ep, c, NTX_TRIG_ATOMIC, m->context, flags);
+	if (!t)
+		return -FI_ENOMEM;
+	t->op = (uint8_t)fn;
+	t->amsg = *m;
+	t->amsg.desc = NULL;
+	memcpy(t->ioc, m->msg_iov, m->iov_count * sizeof(*t->ioc));
+	memcpy(t->rioc, m->rma_iov, m->rma_iov_count * sizeof(*t->rioc));
+	t->amsg.msg_iov = m->iov_count ? t->ioc : NULL;
+	t->amsg.rma_iov = t->rioc;
+	memcpy(t->cmp, cmp, cmp_count * sizeof(*cmp));
+	memcpy(t->res, res, res_count * sizeof(*res));
+	t->cmp_count = cmp_count;
+	t->res_count = res_count;
+	return ntx_trig_queue(t);
+}
+
+/* The deferred call, made now. */
+static ssize_t ntx_trig_post(struct ntx_trig *t)
+{
+	switch (t->kind) {
+	case NTX_TRIG_SEND:
+		return ntx_msg_post_send(t->ep, t->iov, t->count, t->dest,
+					 t->tag, t->data, t->context,
+					 t->flags);
+	case NTX_TRIG_ATOMIC:
+		return ntx_atomic_post(t->ep, t->op, &t->amsg,
+				       t->cmp_count ? t->cmp : NULL,
+				       t->cmp_count,
+				       t->res_count ? t->res : NULL,
+				       t->res_count, t->flags);
+	default:
+		return ntx_rma_start(t->ep, t->op, t->iov, t->count, t->riov,
+				     t->rcount, t->dest, t->data, t->context,
+				     t->flags, false);
+	}
 }
 
 static void ntx_trig_free(struct ntx_domain *dom, struct ntx_trig *t)
@@ -115,15 +232,13 @@ void ntx_trig_run_slow(struct ntx_domain *dom)
 
 	ntx_list_init(&again);
 	while ((t = ntx_trig_take(dom))) {
-		ret = ntx_rma_start(t->ep, t->op, t->iov, t->count, t->riov,
-				    t->rcount, t->dest, t->data, t->context,
-				    t->flags, false);
+		ret = ntx_trig_post(t);
 		if (ret == -FI_EAGAIN) { /* no room now: the next call */
 			ntx_list_insert_tail(&again, &t->entry);
 			continue;
 		}
 		if (ret)
-			NTX_WARN(FI_LOG_EP_DATA, "triggered rma not posted: "
+			NTX_WARN(FI_LOG_EP_DATA, "triggered operation not posted: "
 				 "%s\n", fi_strerror((int)-ret));
 		ntx_trig_free(dom, t);
 	}
