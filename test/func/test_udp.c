@@ -345,11 +345,11 @@ static int child_sends_while_the_parent_reads(int sock)
 
 /* A system call of the application that may not be restarted (a read
  * under SO_RCVTIMEO) must not end with EINTR because a datagram reached
- * an endpoint. It did while the socket's readiness watch was an io_uring
- * poll, whose completion the kernel ran as task work of the thread that
- * armed it, delivered like a signal (DESIGN §3, Why not io_uring); found
- * by fi_pingpong's control socket across a netem link
- * (test/rxe/jobs/two-hosts.sh). The watcher thread interrupts no one. */
+ * an endpoint. It did while the application's thread queued the socket's
+ * io_uring poll, whose completion the kernel ran as task work of that
+ * thread, delivered like a signal (DESIGN §3, Why the arming thread);
+ * found by fi_pingpong's control socket across a netem link
+ * (test/rxe/jobs/two-hosts.sh). ntx's arming thread queues them now. */
 Test(udp, a_datagram_does_not_interrupt_the_applications_read,
      .timeout = 60)
 {
