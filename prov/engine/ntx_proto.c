@@ -116,9 +116,15 @@ static int ntx_tx_eager(struct ntx_req *r)
 	if (ack) {
 		r->state = NTX_RS_WAIT_ACK;
 		ntx_list_insert_tail(&r->vc->pending, &r->entry);
-	} else {
-		ntx_proto_send_done(r);
+		return 0;
 	}
+	/* ntx_proto_send_done for a message that left whole: its request
+	 * never wrote its tail */
+	r->ep->tx_outstanding--;
+	if (r->issued)
+		r->vc->issued--;
+	ntx_comp_tx(r);
+	ntx_req_put_lean(r);
 	return 0;
 }
 
@@ -376,7 +382,9 @@ static void ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc,
 	ntx_comp_rx(r, vc, n, ntx_rx_flags(h) | mflag, h->tag, h->cq_data,
 		    ntx_vc_fi_addr(vc), buf, len - n, &vc->peer);
 	ntx_send_ack(vc, h);
-	if (!(r->flags & FI_MULTI_RECV) || mflag)
+	if (!(r->flags & FI_MULTI_RECV))
+		ntx_req_put_lean(r); /* posted, matched, filled: no tail */
+	else if (mflag)
 		ntx_req_put(r);
 }
 

@@ -3,6 +3,8 @@
  * lets a peer name a request on the wire without ever handing it a pointer.
  */
 #include "config.h"
+#include <assert.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "ntx/ntx_engine.h"
@@ -30,11 +32,28 @@ static int ntx_reqtab_grow(struct ntx_ep *ep)
 	return 0;
 }
 
+/* The tail of a request: from the first field after the iovecs up to
+ * the bounce pointer (DESIGN §3, requests). */
+#define NTX_REQ_TAIL_OFF offsetof(struct ntx_req, peer_req)
+#define NTX_REQ_TAIL_LEN (offsetof(struct ntx_req, bounce) - NTX_REQ_TAIL_OFF)
+
+#ifdef NTX_LOCK_CHECK
+/* Checking builds: the tail of a pooled request is really zero. */
+static void ntx_req_assert_tail_clear(const struct ntx_req *r)
+{
+	const uint8_t *p = (const uint8_t *)r + NTX_REQ_TAIL_OFF;
+
+	for (size_t i = 0; i < NTX_REQ_TAIL_LEN; i++)
+		assert(!p[i]);
+}
+#else
+#define ntx_req_assert_tail_clear(r) ((void)(r))
+#endif
+
 struct ntx_req *ntx_req_get(struct ntx_ep *ep, enum ntx_req_kind kind)
 {
 	struct ntx_req *r;
 	uint64_t idx;
-	uint8_t *bounce;
 
 	if (ntx_list_empty(&ep->req_free) && ntx_reqtab_grow(ep))
 		return NULL;
@@ -42,10 +61,11 @@ struct ntx_req *ntx_req_get(struct ntx_ep *ep, enum ntx_req_kind kind)
 			     entry);
 	ntx_list_remove(&r->entry);
 	idx = r->id & 0xffffffffu;
-	bounce = r->bounce;
+	/* the head only: the tail is clear on the free list, the iovecs
+	 * are valid up to their count */
 	memset(r, 0, offsetof(struct ntx_req, iov));
+	ntx_req_assert_tail_clear(r);
 	ntx_list_init(&r->entry);
-	r->bounce = bounce;
 	r->ep = ep;
 	r->kind = kind;
 	r->id = idx | ((uint64_t)++ep->req_gen << 32);
@@ -53,12 +73,19 @@ struct ntx_req *ntx_req_get(struct ntx_ep *ep, enum ntx_req_kind kind)
 	return r;
 }
 
-void ntx_req_put(struct ntx_req *r)
+void ntx_req_put_lean(struct ntx_req *r)
 {
+	ntx_req_assert_tail_clear(r);
 	/* a new generation makes late packets naming this id miss */
 	r->id = (r->id & 0xffffffffu);
 	r->state = NTX_RS_NEW;
 	ntx_list_insert_head(&r->ep->req_free, &r->entry);
+}
+
+void ntx_req_put(struct ntx_req *r)
+{
+	memset((uint8_t *)r + NTX_REQ_TAIL_OFF, 0, NTX_REQ_TAIL_LEN);
+	ntx_req_put_lean(r);
 }
 
 struct ntx_req *ntx_req_lookup(struct ntx_ep *ep, uint64_t id)
