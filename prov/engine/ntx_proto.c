@@ -263,7 +263,7 @@ int ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 	    !ntx_list_empty(&vc->backlog) ||
 	    (flags & (FI_DELIVERY_COMPLETE | FI_FENCE)))
 		return 1;
-	memcpy(&h.rreq, buf, len);
+	ntx_copy16(&h.rreq, buf, len);
 	if (vc->ops->send(vc->conn, &h, NULL, 0, 0))
 		return 1; /* full or failed: the general path queues or
 			   * reports it */
@@ -295,7 +295,7 @@ ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
 	if (vc->state == NTX_VC_CONNECTED && ntx_list_empty(&vc->backlog)) {
 		if (len <= NTX_INLINE_MAX) {
 			h.flags |= NTX_PF_INLINE;
-			memcpy(&h.rreq, buf, len);
+			ntx_copy16(&h.rreq, buf, len);
 			iov.iov_len = 0;
 		}
 		ret = vc->ops->send(vc->conn, &h, &iov, 1, iov.iov_len);
