@@ -78,6 +78,8 @@ enum ntx_req_state {
 };
 
 struct ntx_req {
+	/* the head: what every request uses, cleared by ntx_req_get (an
+	 * eager message touches these three cache lines and no others) */
 	struct ntx_list entry; /* backlog, pending, posted or free list */
 	enum ntx_req_kind kind;
 	enum ntx_req_state state;
@@ -85,13 +87,21 @@ struct ntx_req {
 	struct ntx_vc *vc;
 	void *context;
 	uint64_t flags; /* op flags: FI_COMPLETION, FI_TAGGED, ... */
-	bool silent;    /* fi_inject: counters only, never a CQ entry */
 	uint64_t id;    /* index | generation, carried on the wire */
 	size_t iov_count;
 	size_t len;
 	uint64_t tag, ignore, data;
 	uint64_t seq;   /* recv: post order, across the tme's queues */
 	fi_addr_t addr; /* send: destination; recv: source or UNSPEC */
+	bool silent;    /* fi_inject: counters only, never a CQ entry */
+	bool issued;    /* counted in vc->issued */
+	uint8_t rma_op; /* NTX_OP_WRITE, NTX_OP_READ, NTX_OP_ATOMIC; 0 = msg */
+	/* valid up to iov_count (one-sided: the local data, atomics: the
+	 * operands); not cleared */
+	struct iovec iov[NTX_MAX_IOV];
+	/* the tail: zero whenever the request is on the free list, so that
+	 * ntx_req_get need not clear it; ntx_req_put clears it,
+	 * ntx_req_put_lean skips that for a request that never wrote it */
 	/* rendezvous */
 	uint64_t peer_req;
 	size_t done;     /* bytes sent (stream) or received (rndv data) */
@@ -106,11 +116,8 @@ struct ntx_req {
 				  * minimum left) */
 	/* copy of inject data or a queued control header */
 	struct ntx_wire_hdr hdr;
-	uint8_t *bounce;
-	bool issued;    /* counted in vc->issued */
-	/* one-sided: iov = local data (atomics: operands), riov = remote
-	 * parts (len in bytes); issued part by part, each packet answered */
-	uint8_t rma_op; /* NTX_OP_WRITE, NTX_OP_READ, NTX_OP_ATOMIC; 0 = msg */
+	/* one-sided: riov = remote parts (len in bytes); issued part by
+	 * part, each packet answered */
 	uint8_t pkt_flags;
 	uint64_t cq_flags;
 	size_t riov_count;
@@ -123,10 +130,9 @@ struct ntx_req {
 	size_t dt_size;
 	size_t ciov_count;
 	size_t resiov_count;
-	/* the arrays come last: ntx_req_get clears only what precedes them
-	 * (most of a request's bytes, and a message needs one iov); each is
-	 * valid up to its count */
-	struct iovec iov[NTX_MAX_IOV];
+	/* neither cleared: the bounce buffer stays with the pooled request;
+	 * each array is valid up to its count */
+	uint8_t *bounce;
 	struct fi_rma_iov riov[NTX_MAX_IOV];
 	struct iovec ciov[NTX_MAX_IOV];   /* compare values */
 	struct iovec resiov[NTX_MAX_IOV]; /* fetched values */
@@ -152,12 +158,13 @@ struct ntx_unexp {
  * are also hashed by tag, so the common MPI case walks one short bucket;
  * post sequence numbers keep the order against wildcard receives. */
 struct ntx_tme {
+	/* what every post and match reads, on one cache line */
 	struct ntx_list posted[2]; /* [0] untagged, [1] tagged with ignore */
-	struct ntx_list posted_tag[NTX_TME_BUCKETS];
 	struct ntx_list unexp[2];
-	struct ntx_list unexp_tag[NTX_TME_BUCKETS];
 	uint64_t seq;
 	size_t nexact; /* receives in posted_tag */
+	struct ntx_list posted_tag[NTX_TME_BUCKETS];
+	struct ntx_list unexp_tag[NTX_TME_BUCKETS];
 };
 
 /* One back-end instance of an endpoint (callback context of its conns). */
@@ -218,7 +225,6 @@ struct ntx_ep {
 	struct ntx_list busy_vcs; /* VCs with a backlog: progress pumps only
 				   * these, however many peers are idle */
 	struct ntx_idtab vc_tab; /* struct ntx_vc *, by AV slot */
-	struct ntx_tme tme;
 	struct ntx_list unexp_free; /* ntx_unexp pool */
 	uint32_t unexp_pooled;      /* entries in unexp_free */
 	size_t dead_unexp_bytes;    /* unexpected messages of failed peers
@@ -244,6 +250,9 @@ struct ntx_ep {
 	const struct ntx_cm_hooks *cm;
 	void *cm_ctx;
 	fi_addr_t msg_peer, msg_dest;
+	/* last: its tag buckets are most of the endpoint's bytes, and the
+	 * fields above that progress reads stay on a few cache lines */
+	struct ntx_tme tme;
 };
 
 /* Counter slots of an endpoint, in fi_ep_bind flag order: send, recv,
@@ -283,6 +292,9 @@ void ntx_ep_arm(struct ntx_ep *ep, bool arm);
 /* ---- requests (ntx_req.c) ---- */
 struct ntx_req *ntx_req_get(struct ntx_ep *ep, enum ntx_req_kind kind);
 void ntx_req_put(struct ntx_req *req);
+/* ntx_req_put for a request whose tail (struct ntx_req) was never
+ * written: an eager send or receive, the message path's case. */
+void ntx_req_put_lean(struct ntx_req *req);
 struct ntx_req *ntx_req_lookup(struct ntx_ep *ep, uint64_t id);
 /* Frees every request of the endpoint's pool (at close). */
 void ntx_req_fini(struct ntx_ep *ep);

@@ -111,7 +111,10 @@ size_t ntx_iov_copy_to(const struct iovec *iov, size_t count, size_t off,
 	/* the message path's case: one buffer, one memcpy, no walk */
 	if (count == 1 && off <= iov[0].iov_len &&
 	    len <= iov[0].iov_len - off) {
-		memcpy((uint8_t *)iov[0].iov_base + off, src, len);
+		if (len <= 16)
+			ntx_copy16((uint8_t *)iov[0].iov_base + off, src, len);
+		else
+			memcpy((uint8_t *)iov[0].iov_base + off, src, len);
 		return len;
 	}
 	ntx_iov_cur_init(&c, iov, count);

@@ -10,14 +10,10 @@
 #include "ntx/ntx_engine.h"
 
 /* Peer liveness and back-end housekeeping, every FI_NTX_PEER_CHECK_MS. */
-static void ntx_ep_check_peers(struct ntx_ep *ep)
+static void ntx_ep_check_peers_now(struct ntx_ep *ep)
 {
-	uint64_t now;
+	uint64_t now = ntx_now_ns();
 
-	/* the clock is read on one progress call in 64: off the fast path */
-	if (++ep->progress_calls & 63)
-		return;
-	now = ntx_now_ns();
 	if (now < ep->next_check_ns)
 		return;
 	ep->next_check_ns = now + (uint64_t)ntx_params.peer_check_ms * 1000000;
@@ -26,6 +22,13 @@ static void ntx_ep_check_peers(struct ntx_ep *ep)
 	for (int i = 0; i < NTX_BE_MAX; i++)
 		if (ep->be[i].ops)
 			ep->be[i].ops->check_peers(ep->be[i].be);
+}
+
+static inline void ntx_ep_check_peers(struct ntx_ep *ep)
+{
+	/* the clock is read on one progress call in 64: off the fast path */
+	if (!(++ep->progress_calls & 63))
+		ntx_ep_check_peers_now(ep);
 }
 
 struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a)
@@ -96,20 +99,11 @@ static void ntx_ep_poll_be(struct ntx_ep *ep)
 	ep->net_skip = net->ops->poll(net->be) ? 0 : NTX_NET_IDLE_POLLS - 1;
 }
 
-void ntx_ep_progress(struct ntx_ep *ep)
+/* The VCs with a backlog: send what their rings take now. */
+static void ntx_ep_pump(struct ntx_ep *ep)
 {
 	struct ntx_list *it, *tmp;
 
-	ntx_assert_ep_locked(ep);
-	if (ep->progress_busy) /* a completion callback calling back in */
-		return;
-	ep->progress_busy = true;
-	if (ep->armed) { /* awake again after fi_trywait */
-		ep->armed = false;
-		ntx_ep_arm_locked(ep, false);
-	}
-
-	ntx_ep_poll_be(ep);
 	ntx_list_foreach_safe(&ep->busy_vcs, it, tmp) {
 		struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc,
 						     busy_entry);
@@ -120,20 +114,50 @@ void ntx_ep_progress(struct ntx_ep *ep)
 			ntx_list_remove(&vc->busy_entry);
 		}
 	}
-	ntx_ep_check_peers(ep);
-	if (ep->reap) {
-		ep->reap = false;
-		ntx_list_foreach_safe(&ep->vcs, it, tmp) {
-			struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc,
-							     entry);
+}
 
-			if (vc->doom)
-				ntx_vc_fail(vc, vc->doom);
-			if (vc->state == NTX_VC_ERROR)
-				ntx_vc_destroy(vc);
-		}
+/* Disconnects the VCs that failed. */
+static void ntx_ep_reap(struct ntx_ep *ep)
+{
+	struct ntx_list *it, *tmp;
+
+	ep->reap = false;
+	ntx_list_foreach_safe(&ep->vcs, it, tmp) {
+		struct ntx_vc *vc = ntx_container_of(it, struct ntx_vc, entry);
+
+		if (vc->doom)
+			ntx_vc_fail(vc, vc->doom);
+		if (vc->state == NTX_VC_ERROR)
+			ntx_vc_destroy(vc);
 	}
+}
+
+/* An endpoint's progress: what every call runs is inline, so that a
+ * CQ's scope progresses its endpoints without a call per endpoint; the
+ * rare work (disarming, backlogs, liveness, failed VCs) is out of line. */
+static inline __attribute__((always_inline)) void
+ntx_ep_progress_inline(struct ntx_ep *ep)
+{
+	ntx_assert_ep_locked(ep);
+	if (ep->progress_busy) /* a completion callback calling back in */
+		return;
+	ep->progress_busy = true;
+	if (ep->armed) { /* awake again after fi_trywait */
+		ep->armed = false;
+		ntx_ep_arm_locked(ep, false);
+	}
+	ntx_ep_poll_be(ep);
+	if (!ntx_list_empty(&ep->busy_vcs))
+		ntx_ep_pump(ep);
+	ntx_ep_check_peers(ep);
+	if (ep->reap)
+		ntx_ep_reap(ep);
 	ep->progress_busy = false;
+}
+
+void ntx_ep_progress(struct ntx_ep *ep)
+{
+	ntx_ep_progress_inline(ep);
 }
 
 /* ---- scopes: the endpoints of one CQ or counter ------------------------------ */
@@ -202,7 +226,7 @@ void ntx_scope_progress(struct ntx_domain *d, struct ntx_scope *s)
 	 * and no helper thread exists: no lock, no note for the helper */
 	if (d->ep_lockless && !s->whole_domain) {
 		for (size_t i = 0; i < s->n; i++)
-			ntx_ep_progress(s->eps[i]);
+			ntx_ep_progress_inline(s->eps[i]);
 		return;
 	}
 	ntx_domain_note_poll(d);

@@ -116,9 +116,15 @@ static int ntx_tx_eager(struct ntx_req *r)
 	if (ack) {
 		r->state = NTX_RS_WAIT_ACK;
 		ntx_list_insert_tail(&r->vc->pending, &r->entry);
-	} else {
-		ntx_proto_send_done(r);
+		return 0;
 	}
+	/* ntx_proto_send_done for a message that left whole: its request
+	 * never wrote its tail */
+	r->ep->tx_outstanding--;
+	if (r->issued)
+		r->vc->issued--;
+	ntx_comp_tx(r);
+	ntx_req_put_lean(r);
 	return 0;
 }
 
@@ -257,7 +263,7 @@ int ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 	    !ntx_list_empty(&vc->backlog) ||
 	    (flags & (FI_DELIVERY_COMPLETE | FI_FENCE)))
 		return 1;
-	memcpy(&h.rreq, buf, len);
+	ntx_copy16(&h.rreq, buf, len);
 	if (vc->ops->send(vc->conn, &h, NULL, 0, 0))
 		return 1; /* full or failed: the general path queues or
 			   * reports it */
@@ -289,7 +295,7 @@ ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
 	if (vc->state == NTX_VC_CONNECTED && ntx_list_empty(&vc->backlog)) {
 		if (len <= NTX_INLINE_MAX) {
 			h.flags |= NTX_PF_INLINE;
-			memcpy(&h.rreq, buf, len);
+			ntx_copy16(&h.rreq, buf, len);
 			iov.iov_len = 0;
 		}
 		ret = vc->ops->send(vc->conn, &h, &iov, 1, iov.iov_len);
@@ -376,7 +382,9 @@ static void ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc,
 	ntx_comp_rx(r, vc, n, ntx_rx_flags(h) | mflag, h->tag, h->cq_data,
 		    ntx_vc_fi_addr(vc), buf, len - n, &vc->peer);
 	ntx_send_ack(vc, h);
-	if (!(r->flags & FI_MULTI_RECV) || mflag)
+	if (!(r->flags & FI_MULTI_RECV))
+		ntx_req_put_lean(r); /* posted, matched, filled: no tail */
+	else if (mflag)
 		ntx_req_put(r);
 }
 
