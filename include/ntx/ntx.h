@@ -221,8 +221,6 @@ int ntx_no_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
 		     struct fid_wait **waitset);
 int ntx_no_domain2(struct fid_fabric *fabric, struct fi_info *info,
 		   struct fid_domain **dom, uint64_t flags, void *context);
-int ntx_no_scalable_ep(struct fid_domain *domain, struct fi_info *info,
-		       struct fid_ep **sep, void *context);
 int ntx_no_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr,
 		   struct fid_stx **stx, void *context);
 int ntx_no_srx_ctx(struct fid_domain *domain, struct fi_rx_attr *attr,
