@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ntx_test.h"
 
@@ -373,4 +374,99 @@ Test(sep, one_context_has_a_plain_name, .timeout = 30)
 	cr_assert_eq(fi_close(&dom->fid), 0);
 	cr_assert_eq(fi_close(&fab->fid), 0);
 	fi_freeinfo(fi);
+}
+
+/* Progresses every context of both sides once. */
+static void progress_all(struct pair *p)
+{
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < NCTX; i++) {
+			fi_cq_read(p->s[k].txcq[i], NULL, 0);
+			fi_cq_read(p->s[k].rxcq[i], NULL, 0);
+		}
+}
+
+/* A name given by service (fi_getinfo's node and service, as fabtests'
+ * fi_scalable_ep sends to fi->dest_addr) knows the first context only;
+ * the peer's first packet tells the others, and sends to them go through
+ * once it arrived (-FI_EAGAIN until then). */
+static void by_service(const char *path)
+{
+	struct fi_av_attr aa = { .type = FI_AV_TABLE, .rx_ctx_bits = BITS };
+	struct fi_info *h, *src, *dst;
+	struct fi_cq_tagged_entry e;
+	uint8_t name[NCTX * T_NAMELEN];
+	char svc[16], sbuf[64], rbuf[64];
+	fi_addr_t peer, from;
+	struct pair p;
+	ssize_t r;
+
+	use_path(path);
+	snprintf(svc, sizeof(svc), "%d", 40000 + getpid() % 20000);
+	h = t_hints(FI_MSG | FI_NAMED_RX_CTX | FI_SOURCE);
+	h->ep_attr->tx_ctx_cnt = NCTX;
+	h->ep_attr->rx_ctx_cnt = NCTX;
+	memset(&p, 0, sizeof(p));
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, svc, FI_SOURCE, h, &src), 0);
+	cr_assert_eq(fi_getinfo(T_VERSION, "127.0.0.1", svc, 0, h, &dst), 0);
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, NULL, 0, h, &p.fi), 0);
+	fi_freeinfo(h);
+	cr_assert_not_null(dst->dest_addr);
+	cr_assert_eq(fi_fabric(p.fi->fabric_attr, &p.fab, NULL), 0);
+	cr_assert_eq(fi_domain(p.fab, p.fi, &p.dom, NULL), 0);
+	cr_assert_eq(fi_av_open(p.dom, &aa, &p.av, NULL), 0);
+	side_open(&p, &p.s[0]);
+	/* side 1 holds the service */
+	{
+		struct fi_info *keep = p.fi;
+
+		p.fi = src;
+		side_open(&p, &p.s[1]);
+		p.fi = keep;
+	}
+	side_name(&p.s[0], name, sizeof(name));
+	cr_assert_eq(fi_av_insert(p.av, name, 1, &p.s[0].addr, 0, NULL), 1);
+	cr_assert_eq(fi_av_insert(p.av, dst->dest_addr, 1, &peer, 0, NULL), 1);
+	p.s[1].addr = peer;
+
+	for (int j = 0; j < NCTX; j++) {
+		int j2 = (j + 1) % NCTX; /* the first context last */
+		uint64_t end = now_ms() + WAIT_MS;
+
+		t_fill(sbuf, sizeof(sbuf), (unsigned)j2);
+		cr_assert_eq(fi_recv(p.s[1].rx[j2], rbuf, sizeof(rbuf), NULL,
+				     FI_ADDR_UNSPEC, rbuf), 0);
+		while ((r = fi_send(p.s[0].tx[1], sbuf, sizeof(sbuf), NULL,
+				    fi_rx_addr(peer, j2, BITS), sbuf)) ==
+		       -FI_EAGAIN) {
+			progress_all(&p);
+			cr_assert_lt(now_ms(), end, "contexts never learnt");
+		}
+		cr_assert_eq(r, 0, "send to context %d: %zd", j2, r);
+		wait_one(&p, p.s[1].rxcq[j2], &e, &from);
+		cr_assert_eq(t_check(rbuf, sizeof(rbuf), (unsigned)j2), 0);
+		cr_assert_eq(from, p.s[0].addr);
+		wait_one(&p, p.s[0].txcq[1], &e, NULL);
+	}
+	/* the entry now lists every context */
+	{
+		uint8_t back[NCTX * T_NAMELEN];
+		size_t len = sizeof(back);
+
+		cr_assert_eq(fi_av_lookup(p.av, peer, back, &len), 0);
+		cr_assert_eq(len, sizeof(back));
+	}
+	fi_freeinfo(src);
+	fi_freeinfo(dst);
+	pair_close(&p);
+}
+
+Test(sep, a_name_by_service_learns_the_contexts_shm, .timeout = 60)
+{
+	by_service("shm");
+}
+
+Test(sep, a_name_by_service_learns_the_contexts_tcp, .timeout = 60)
+{
+	by_service("tcp");
 }
