@@ -215,6 +215,9 @@ Test(getinfo, endpoint_and_domain_attributes)
 	cr_assert_eq(fi->ep_attr->rx_ctx_cnt, 4);
 	cr_assert_eq(fi->domain_attr->max_ep_tx_ctx, 16);
 	cr_assert_eq(fi->domain_attr->max_ep_rx_ctx, 16);
+	/* naming a receive context is the initiator's capability */
+	cr_assert(fi->tx_attr->caps & FI_NAMED_RX_CTX);
+	cr_assert_eq(fi->rx_attr->caps & FI_NAMED_RX_CTX, 0);
 	fi_freeinfo(fi);
 	h = base();
 	h->ep_attr->tx_ctx_cnt = 17;
