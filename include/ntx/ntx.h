@@ -45,6 +45,21 @@ int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **ep, void *context);
 int ntx_ep_getname(fid_t fid, void *addr, size_t *addrlen);
+/* fi_ep_bind of an AV, CQ, counter, context or EQ, enabled or not. */
+int ntx_ep_bind_obj(struct ntx_ep *ep, struct fid *bfid, uint64_t flags);
+void ntx_ep_unbind_dir(struct ntx_ep *ep, bool tx);
+/* ---- scalable endpoints (ntx_sep.c, DESIGN §3) --------------------------- */
+int ntx_sep_open(struct fid_domain *domain, struct fi_info *info,
+		 struct fid_ep **sep, void *context);
+struct ntx_ep *ntx_sep_mr_scope(struct fid *fid);
+extern struct fi_ops ntx_sep_ctx_fi_ops;
+/* Domains whose names can list a scalable endpoint's contexts: ntx
+ * names (not FI_SOCKADDR_IN) without flag bits of the back end's. */
+static inline bool ntx_domain_sep_ok(const struct ntx_domain *dom)
+{
+	return !dom->sockaddr &&
+	       !(dom->net_ops && dom->net_ops->names_use_flags);
+}
 ssize_t ntx_ep_cancel(fid_t fid, void *context);
 /* An endpoint's attributes from fi_info and its empty engine state. */
 void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
@@ -106,9 +121,19 @@ struct ntx_alias {
 };
 extern struct fi_ops ntx_alias_fi_ops;
 
+/* An alias, a scalable endpoint or one of its contexts (DESIGN §3,
+ * "Scalable endpoints") starts with a struct ntx_alias. */
+static inline bool ntx_fep_is_alias(const struct fid_ep *fep)
+{
+	return fep->fid.ops == &ntx_alias_fi_ops ||
+	       fep->fid.fclass == FI_CLASS_TX_CTX ||
+	       fep->fid.fclass == FI_CLASS_RX_CTX ||
+	       fep->fid.fclass == FI_CLASS_SEP;
+}
+
 static inline struct ntx_ep *ntx_ep_of(struct fid_ep *fep)
 {
-	if (fep->fid.ops == &ntx_alias_fi_ops)
+	if (ntx_fep_is_alias(fep))
 		return ntx_container_of(fep, struct ntx_alias, ep)->real;
 	return ntx_container_of(fep, struct ntx_ep, ep);
 }
@@ -116,14 +141,14 @@ static inline struct ntx_ep *ntx_ep_of(struct fid_ep *fep)
 /* The default flags of operations posted through fep. */
 static inline uint64_t ntx_fep_tx_flags(struct fid_ep *fep)
 {
-	if (fep->fid.ops == &ntx_alias_fi_ops)
+	if (ntx_fep_is_alias(fep))
 		return ntx_container_of(fep, struct ntx_alias, ep)->tx_op_flags;
 	return ntx_container_of(fep, struct ntx_ep, ep)->tx_op_flags;
 }
 
 static inline uint64_t ntx_fep_rx_flags(struct fid_ep *fep)
 {
-	if (fep->fid.ops == &ntx_alias_fi_ops)
+	if (ntx_fep_is_alias(fep))
 		return ntx_container_of(fep, struct ntx_alias, ep)->rx_op_flags;
 	return ntx_container_of(fep, struct ntx_ep, ep)->rx_op_flags;
 }
@@ -213,8 +238,6 @@ int ntx_no_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
 		     struct fid_wait **waitset);
 int ntx_no_domain2(struct fid_fabric *fabric, struct fi_info *info,
 		   struct fid_domain **dom, uint64_t flags, void *context);
-int ntx_no_scalable_ep(struct fid_domain *domain, struct fi_info *info,
-		       struct fid_ep **sep, void *context);
 int ntx_no_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr,
 		   struct fid_stx **stx, void *context);
 int ntx_no_srx_ctx(struct fid_domain *domain, struct fi_rx_attr *attr,

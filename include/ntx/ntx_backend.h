@@ -61,6 +61,9 @@ struct ntx_be_ops {
 	/* bulk moves need the peer's keys from expose (RDMA); without
 	 * them the engine moves the bytes in packets */
 	bool bulk_keyed;
+	/* its names carry bits of their own in the name's flags (the ud
+	 * QP number): no scalable endpoints, whose name lists use them */
+	bool names_use_flags;
 
 	/* 'dev' names the device of a network back end (NULL otherwise) */
 	int (*open)(struct ntx_be_ep **be, const struct ntx_addr *want,

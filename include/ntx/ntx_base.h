@@ -112,11 +112,29 @@ _Static_assert(sizeof(struct ntx_addr) == 32, "ntx_addr is a wire format");
  * Flag bit 0x08 stays free. */
 #define NTX_ADDR_F_QPN_SHIFT 4
 #define NTX_ADDR_F_QPN_MASK 0xf0
+/* A scalable endpoint's name (DESIGN §3, "Scalable endpoints") is the
+ * list of its contexts' names, each with this flag; bits 4-7 hold the
+ * count minus 1 in the first name, the name's index in the others. Only
+ * fi_getname and fi_av_insert see it: the names endpoints and AVs keep
+ * have it cleared (no ud domain offers scalable endpoints). */
+#define NTX_ADDR_F_SEP 0x08
+#define NTX_SEP_CTX_MAX 16 /* contexts of a scalable endpoint */
+#define NTX_SEP_CTX_SHIFT 4 /* log2 of NTX_SEP_CTX_MAX */
 #define NTX_HOST_UNKNOWN 2   /* a remote node known only by IP and port */
 
 uint32_t ntx_host_id(void);
 bool ntx_addr_valid(const struct ntx_addr *a);
 bool ntx_addr_same_ep(const struct ntx_addr *a, const struct ntx_addr *b);
+/* A scalable endpoint's name list (NTX_ADDR_F_SEP): how many names the
+ * one at 'first' says follow it, 1 for a plain name. */
+size_t ntx_addr_list_count(const struct ntx_addr *first);
+/* Checks a list of n names read from an application or a peer and copies
+ * it without the list bits: each valid, flagged, numbered in order, all
+ * of one process. -FI_EINVAL otherwise. */
+int ntx_addr_list_parse(const struct ntx_addr *in, size_t n,
+			struct ntx_addr *out);
+/* Writes the list bits into n names (n <= NTX_SEP_CTX_MAX). */
+void ntx_addr_list_mark(struct ntx_addr *names, size_t n);
 int ntx_addr_to_str(const struct ntx_addr *a, char *buf, size_t len);
 int ntx_addr_from_str(const char *s, struct ntx_addr *a);
 /* FI_SOCKADDR_IN names (DESIGN §3, "Address formats"): an endpoint is

@@ -275,10 +275,35 @@ struct ntx_av {
 	struct fid_eq *eq;
 	pthread_mutex_t lock; /* entries: endpoints look up under it */
 	struct ntx_idtab addrs; /* struct ntx_addr *, by fi_addr (slot) */
+	/* scalable endpoints (DESIGN §3, "Scalable endpoints"): bits of
+	 * fi_addr naming a receive context, and the entries that name
+	 * several contexts (struct ntx_av_list *, by slot) */
+	int rx_ctx_bits;
+	struct ntx_idtab lists;
+};
+#define NTX_AV_RX_CTX_BITS_MAX 16
+
+/* A scalable endpoint's entry: its contexts' names, names[0] the same
+ * as the slot's name. */
+struct ntx_av_list {
+	uint32_t n;
+	struct ntx_addr names[];
 };
 /* Returns the address stored at fi_addr, or NULL when the slot is empty. */
 const struct ntx_addr *ntx_av_get(struct ntx_av *av, fi_addr_t fi_addr);
-fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a);
+/* The name of receive context ctx of the entry at slot (0: the slot's
+ * own); NULL when the slot is empty or has no such context. */
+const struct ntx_addr *ntx_av_get_ctx(struct ntx_av *av, fi_addr_t slot,
+				      uint32_t ctx);
+/* How many contexts the entry at slot names (1 for a plain name). */
+uint32_t ntx_av_ctx_count(struct ntx_av *av, fi_addr_t slot);
+/* The slot naming a, and which of its contexts a is (AV lock held). */
+fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a,
+			 uint32_t *ctx);
+/* Makes the entry at slot, whose own name is names[0], the list of n
+ * names (AV lock held): a peer told us its contexts (AV lock held). */
+int ntx_av_table_set_list(struct ntx_av *av, fi_addr_t slot,
+			  const struct ntx_addr *names, uint32_t n);
 /* Stores a name in a free slot (AV lock held); -FI_ENOMEM. */
 int ntx_av_table_add(struct ntx_av *av, const struct ntx_addr *a,
 		     fi_addr_t *out);

@@ -39,6 +39,8 @@ struct ntx_vc {
 	struct ntx_be_conn *conn;
 	struct ntx_addr peer;
 	fi_addr_t fi_addr; /* AV slot of the peer, FI_ADDR_NOTAVAIL if none */
+	fi_addr_t key;     /* where it is in ep->vc_tab (ntx_vc_key), or
+			    * FI_ADDR_NOTAVAIL */
 	enum ntx_vc_state state;
 	int err;
 	struct ntx_list backlog; /* reqs waiting for the ring, in order */
@@ -224,7 +226,14 @@ struct ntx_ep {
 	struct ntx_list vcs;
 	struct ntx_list busy_vcs; /* VCs with a backlog: progress pumps only
 				   * these, however many peers are idle */
-	struct ntx_idtab vc_tab; /* struct ntx_vc *, by AV slot */
+	struct ntx_idtab vc_tab; /* struct ntx_vc *, by ntx_vc_key */
+	/* a scalable endpoint's context (DESIGN §3, "Scalable endpoints"):
+	 * every context's name, told to each peer that connects */
+	const struct ntx_addr *sep_names;
+	uint32_t sep_n;
+	/* the endpoint FI_MR_ENDPOINT keys must be bound to: this one, or
+	 * for a scalable endpoint's context the scalable endpoint's */
+	const struct ntx_ep *mr_scope;
 	struct ntx_list unexp_free; /* ntx_unexp pool */
 	uint32_t unexp_pooled;      /* entries in unexp_free */
 	size_t dead_unexp_bytes;    /* unexpected messages of failed peers
@@ -337,6 +346,8 @@ void ntx_comp_rma(struct ntx_req *req, int err);
 int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **vc);
 /* The VC of an AV address as it is. */
 int ntx_vc_get_slot(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **vc);
+void ntx_vc_on_names(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+		     const void *payload, size_t len);
 /* A live VC with the endpoint of this name, or NULL. */
 struct ntx_vc *ntx_vc_by_name(struct ntx_ep *ep, const struct ntx_addr *a);
 /* An NTX_OP_CM packet (stage NTX_CM_*) with len <= NTX_CM_DATA_MAX
@@ -344,6 +355,35 @@ struct ntx_vc *ntx_vc_by_name(struct ntx_ep *ep, const struct ntx_addr *a);
 int ntx_vc_cm_send(struct ntx_vc *vc, uint32_t stage, uint64_t cid,
 		   const void *data, size_t len);
 fi_addr_t ntx_vc_fi_addr_lookup(struct ntx_vc *vc);
+/* The VC table key of an operation's address (DESIGN §3, "Scalable
+ * endpoints"): the AV slot; where the AV has rx_ctx_bits, the slot and
+ * below it the receive context fi_rx_addr put in the high bits.
+ * FI_ADDR_NOTAVAIL for a context or slot out of range. */
+static inline bool ntx_vc_ctx_keys(const struct ntx_ep *ep)
+{
+	return ep->av && ep->av->rx_ctx_bits;
+}
+
+static inline fi_addr_t ntx_vc_key_of(const struct ntx_ep *ep, fi_addr_t slot,
+				      uint64_t ctx)
+{
+	if (!ntx_vc_ctx_keys(ep))
+		return ctx ? FI_ADDR_NOTAVAIL : slot;
+	if (ctx >= NTX_SEP_CTX_MAX ||
+	    slot >= (NTX_IDTAB_MAX >> NTX_SEP_CTX_SHIFT))
+		return FI_ADDR_NOTAVAIL;
+	return slot << NTX_SEP_CTX_SHIFT | ctx;
+}
+
+static inline fi_addr_t ntx_vc_key(const struct ntx_ep *ep, fi_addr_t addr)
+{
+	int bits;
+
+	if (!ntx_vc_ctx_keys(ep) || addr == FI_ADDR_NOTAVAIL)
+		return addr;
+	bits = ep->av->rx_ctx_bits;
+	return ntx_vc_key_of(ep, addr & (~0ull >> bits), addr >> (64 - bits));
+}
 /* The peer's AV address (FI_ADDR_NOTAVAIL if it is not in the AV). */
 static inline fi_addr_t ntx_vc_fi_addr(struct ntx_vc *vc)
 {

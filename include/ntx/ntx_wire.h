@@ -36,6 +36,10 @@ enum ntx_op {
 	 * status = NTX_CM_*, sreq = the connection's id, msg_len = bytes
 	 * of connection data in the payload */
 	NTX_OP_CM,
+	/* a scalable endpoint's context tells a peer its contexts' names
+	 * (DESIGN §3, "Scalable endpoints"): msg_len = how many, payload =
+	 * the names, list bits cleared */
+	NTX_OP_NAMES,
 	NTX_OP_MAX
 };
 

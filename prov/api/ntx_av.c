@@ -23,19 +23,39 @@ static int ntx_av_finish(struct ntx_av *av, int done, void *context)
 	return 0;
 }
 
-/* The i-th name of an application's array, in the domain's format. */
-static int ntx_av_parse(const struct ntx_av *av, const void *addr, size_t i,
-			struct ntx_addr *out)
+/* The next entry of an application's array, in the domain's format, at
+ * *pos names into it: one name, or a scalable endpoint's list (DESIGN
+ * §3, "Scalable endpoints") of *n names, which moves *pos past it. A
+ * list that does not hold together leaves *n 0: where the next entry
+ * would start is not known. */
+static int ntx_av_parse(const struct ntx_av *av, const void *addr,
+			size_t *pos, struct ntx_addr *out, size_t *n)
 {
 	const struct ntx_addr *a;
+	int ret;
 
+	*n = 1;
 	if (av->domain->sockaddr)
-		return ntx_addr_from_sin((const struct sockaddr_in *)addr + i,
-					 out);
-	a = (const struct ntx_addr *)addr + i;
-	if (!ntx_addr_valid(a))
-		return -FI_EINVAL;
-	*out = *a;
+		return ntx_addr_from_sin((const struct sockaddr_in *)addr +
+					 (*pos)++, out);
+	a = (const struct ntx_addr *)addr + *pos;
+	if (a->magic != NTX_ADDR_MAGIC || a->version != NTX_ADDR_VERSION ||
+	    ntx_addr_list_count(a) == 1) {
+		(*pos)++;
+		if (!ntx_addr_valid(a))
+			return -FI_EINVAL;
+		*out = *a;
+		return 0;
+	}
+	*n = ntx_addr_list_count(a);
+	ret = ntx_addr_list_parse(a, *n, out);
+	if (ret) {
+		NTX_WARN(FI_LOG_AV, "av insert: a scalable endpoint's name "
+			 "list of %zu names does not hold together\n", *n);
+		*n = 0;
+		return ret;
+	}
+	*pos += *n;
 	return 0;
 }
 
@@ -51,14 +71,23 @@ static void ntx_av_report_err(struct ntx_av *av, size_t i, int err,
 			      context);
 }
 
-/* Stores names[i] (ret 0) or records why it could not (AV lock held). */
-static int ntx_av_put(struct ntx_av *av, const struct ntx_addr *name,
-		      int ret, size_t i, fi_addr_t *fa, void *context)
+/* Stores the entry names[0..n) of insert i (ret 0) or records why it
+ * could not (AV lock held). */
+static int ntx_av_put(struct ntx_av *av, const struct ntx_addr *names,
+		      size_t n, int ret, size_t i, fi_addr_t *fa,
+		      void *context)
 {
+	if (!ret && n > 1 && av->shared.map)
+		ret = -FI_EOPNOTSUPP; /* a named AV's slots hold one name */
 	if (!ret)
-		ret = ntx_av_table_add(av, name, fa);
+		ret = ntx_av_table_add(av, names, fa);
+	if (!ret && n > 1) {
+		ret = ntx_av_table_set_list(av, *fa, names, (uint32_t)n);
+		if (ret)
+			ntx_av_table_del(av, *fa);
+	}
 	if (!ret && av->shared.map) {
-		ret = ntx_av_shared_put(&av->shared, (uint32_t)*fa, name);
+		ret = ntx_av_shared_put(&av->shared, (uint32_t)*fa, names);
 		if (ret)
 			ntx_av_table_del(av, *fa);
 	}
@@ -70,22 +99,24 @@ static int ntx_av_put(struct ntx_av *av, const struct ntx_addr *name,
 	return ret;
 }
 
-/* Inserts count names: the application's (addr, parsed) or ours
- * (names, already checked). */
+/* Inserts count entries: the application's (addr, parsed) or ours
+ * (names, already checked, one name each). */
 static int ntx_av_insert_n(struct ntx_av *av, const void *addr,
 			   const struct ntx_addr *names, size_t count,
 			   fi_addr_t *fi_addr, int *errs, void *context)
 {
-	struct ntx_addr name;
-	int done = 0, ret;
+	struct ntx_addr list[NTX_SEP_CTX_MAX];
+	size_t pos = 0, n = 1;
+	int done = 0, ret = 0;
 	fi_addr_t fa;
 
 	ntx_mutex_lock(av->domain, &av->lock);
 	for (size_t i = 0; i < count; i++) {
 		if (names)
-			name = names[i];
-		ret = names ? 0 : ntx_av_parse(av, addr, i, &name);
-		ret = ntx_av_put(av, &name, ret, i, &fa, context);
+			list[0] = names[i];
+		else if (n) /* after a broken list: the rest is unreadable */
+			ret = ntx_av_parse(av, addr, &pos, list, &n);
+		ret = ntx_av_put(av, list, n ? n : 1, ret, i, &fa, context);
 		if (!ret)
 			done++;
 		if (fi_addr)
@@ -318,22 +349,30 @@ static int ntx_av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr,
 			 size_t *addrlen)
 {
 	struct ntx_av *av = ntx_container_of(fav, struct ntx_av, av);
-	const struct ntx_addr *a;
-	struct ntx_addr copy;
-	uint8_t buf[sizeof(struct ntx_addr)];
+	struct ntx_addr list[NTX_SEP_CTX_MAX];
+	uint8_t buf[sizeof(list)];
+	uint32_t n = 0;
 	size_t len;
-	int ret;
+	int ret = 0;
 
 	if (!addrlen || (*addrlen && !addr))
 		return -FI_EINVAL;
 	ntx_mutex_lock(av->domain, &av->lock);
-	a = ntx_av_get(av, fi_addr);
-	if (a)
-		copy = *a;
+	if (ntx_av_get(av, fi_addr)) {
+		n = ntx_av_ctx_count(av, fi_addr);
+		for (uint32_t i = 0; i < n; i++)
+			list[i] = *ntx_av_get_ctx(av, fi_addr, i);
+	}
 	ntx_mutex_unlock(av->domain, &av->lock);
-	if (!a)
+	if (!n)
 		return -FI_ENOENT;
-	ret = ntx_av_export(av, &copy, buf, &len);
+	if (n > 1 && !av->domain->sockaddr) { /* the list fi_getname gave */
+		ntx_addr_list_mark(list, n);
+		len = n * sizeof(list[0]);
+		memcpy(buf, list, len);
+	} else {
+		ret = ntx_av_export(av, &list[0], buf, &len);
+	}
 	if (ret)
 		return ret;
 	memcpy(addr, buf, *addrlen < len ? *addrlen : len);
@@ -466,7 +505,8 @@ int ntx_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 	if (!attr || !out)
 		return -FI_EINVAL;
 	if ((attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP &&
-	     attr->type != FI_AV_TABLE) || attr->rx_ctx_bits ||
+	     attr->type != FI_AV_TABLE) || attr->rx_ctx_bits < 0 ||
+	    attr->rx_ctx_bits > NTX_AV_RX_CTX_BITS_MAX ||
 	    (attr->flags & ~(FI_EVENT | FI_SYMMETRIC | FI_READ)) ||
 	    ((attr->flags & FI_READ) && !attr->name)) {
 		NTX_WARN(FI_LOG_AV, "unsupported AV attributes\n");
@@ -477,6 +517,7 @@ int ntx_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 		return -FI_ENOMEM;
 	av->type = attr->type == FI_AV_UNSPEC ? FI_AV_MAP : attr->type;
 	av->domain = dom;
+	av->rx_ctx_bits = attr->rx_ctx_bits;
 	ret = ntx_av_open_shared(av, attr);
 	if (ret) {
 		free(av);

@@ -42,6 +42,52 @@ static void ntx_ep_put_bound(struct ntx_ep *ep)
 			ntx_ref_put(&(*ntx_ep_cntr_slot(ep, i))->ref);
 }
 
+/* A scalable endpoint's context closes (DESIGN §3, "Scalable
+ * endpoints"): its CQ and counters leave the engine endpoint (tx: the
+ * transmit side's, else the receive side's), so that they can close
+ * before the scalable endpoint does. Completions stop under the endpoint
+ * lock; then the scopes let the endpoint go under the domain lock. */
+void ntx_ep_unbind_dir(struct ntx_ep *ep, bool tx)
+{
+	static const int tx_cntrs[] = { 0, 2, 3 }, rx_cntrs[] = { 1, 4, 5 };
+	const int *idx = tx ? tx_cntrs : rx_cntrs;
+	struct ntx_domain *dom = ep->domain;
+	struct ntx_cntr *c[3];
+	struct ntx_cq *cq, *other;
+
+	ntx_ep_lock(ep);
+	cq = tx ? ep->tx_cq : ep->rx_cq;
+	other = tx ? ep->rx_cq : ep->tx_cq;
+	if (tx)
+		ep->tx_cq = NULL;
+	else
+		ep->rx_cq = NULL;
+	for (int i = 0; i < 3; i++) {
+		c[i] = *ntx_ep_cntr_slot(ep, idx[i]);
+		*ntx_ep_cntr_slot(ep, idx[i]) = NULL;
+	}
+	ntx_ep_unlock(ep);
+	ntx_domain_lock(dom);
+	if (cq && cq != other)
+		ntx_scope_del(dom, &cq->scope, ep);
+	for (int i = 0; i < 3; i++) {
+		bool kept = false;
+
+		for (int j = 0; j < NTX_EP_CNTRS; j++)
+			kept |= c[i] && *ntx_ep_cntr_slot(ep, j) == c[i];
+		for (int j = 0; j < i; j++)
+			kept |= c[j] == c[i];
+		if (c[i] && !kept)
+			ntx_scope_del(dom, &c[i]->scope, ep);
+	}
+	ntx_domain_unlock(dom);
+	if (cq)
+		ntx_ref_put(&cq->ref);
+	for (int i = 0; i < 3; i++)
+		if (c[i])
+			ntx_ref_put(&c[i]->ref);
+}
+
 static int ntx_ep_close(struct fid *fid)
 {
 	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
@@ -136,7 +182,6 @@ static int ntx_ep_bind_cntr(struct ntx_ep *ep, struct ntx_cntr *c,
 static int ntx_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
 	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
-	struct ntx_av *av;
 
 	if (!bfid)
 		return -FI_EINVAL;
@@ -144,6 +189,16 @@ static int ntx_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		NTX_WARN(FI_LOG_EP_CTRL, "bind after fi_enable\n");
 		return -FI_EOPBADSTATE;
 	}
+	return ntx_ep_bind_obj(ep, bfid, flags);
+}
+
+/* A scalable endpoint's context binds after its sibling of the other
+ * direction enabled the engine endpoint they share (DESIGN §3,
+ * "Scalable endpoints"): its CQ or counter slots are its own. */
+int ntx_ep_bind_obj(struct ntx_ep *ep, struct fid *bfid, uint64_t flags)
+{
+	struct ntx_av *av;
+
 	switch (bfid->fclass) {
 	case FI_CLASS_AV:
 		if (ep->av) /* a MSG endpoint's is its own */
@@ -395,6 +450,7 @@ void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
 	pthread_mutex_init(&ep->lock, NULL);
 	ep->lockp = &ep->lock;
 	ep->rx = ep;
+	ep->mr_scope = ep;
 	ep->caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED);
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;

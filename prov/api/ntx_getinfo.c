@@ -16,12 +16,13 @@
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |        \
 	 FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_RMA | FI_ATOMIC |     \
 	 FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |             \
-	 FI_RMA_EVENT | FI_FENCE | FI_TRIGGER)
+	 FI_RMA_EVENT | FI_FENCE | FI_TRIGGER | FI_NAMED_RX_CTX)
 /* receive-side and transmit-side only capabilities */
 #define NTX_RX_ONLY_CAPS                                                   \
 	(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE |           \
 	 FI_SOURCE_ERR | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
-#define NTX_TX_ONLY_CAPS (FI_SEND | FI_READ | FI_WRITE | FI_FENCE)
+#define NTX_TX_ONLY_CAPS \
+	(FI_SEND | FI_READ | FI_WRITE | FI_FENCE | FI_NAMED_RX_CTX)
 #define NTX_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV)
 #define NTX_CAPS (NTX_EP_CAPS | NTX_DOMAIN_CAPS)
 
@@ -34,6 +35,7 @@ struct ntx_dom_desc {
 	uint64_t caps;
 	bool net;
 	bool datagram; /* FI_EP_DGRAM too */
+	bool sep;      /* scalable endpoints (DESIGN §3) */
 	uint32_t ep_cnt, cq_cnt, mr_cnt, tx_size, rx_size;
 };
 #define NTX_MAX_DOMS 18
@@ -57,10 +59,13 @@ static size_t ntx_doms_all(struct ntx_dom_desc *d, bool *named_only)
 		d[n].tx_size = v[i].tx_size;
 		d[n].rx_size = v[i].rx_size;
 		d[n].datagram = v[i].datagram;
+		d[n].sep = !ntx_be_for_domain(v[i].name) ||
+			   !ntx_be_for_domain(v[i].name)->ops->names_use_flags;
 		named_only[n] = v[i].named_only;
 	}
 	strcpy(d[n].name, NTX_DOMAIN_SHM);
 	d[n].caps = FI_LOCAL_COMM | FI_SHARED_AV;
+	d[n].sep = true;
 	named_only[n] = false;
 	return n + 1;
 }
@@ -281,9 +286,12 @@ static int ntx_check_ep(const struct fi_ep_attr *h)
 	    h->max_order_war_size > ntx_ep_attr.max_order_war_size ||
 	    h->max_order_waw_size > ntx_ep_attr.max_order_waw_size)
 		NTX_NOMATCH("RMA ordering sizes too large\n");
-	if ((h->tx_ctx_cnt > 1 && h->tx_ctx_cnt != FI_SHARED_CONTEXT) ||
-	    (h->rx_ctx_cnt > 1 && h->rx_ctx_cnt != FI_SHARED_CONTEXT))
-		NTX_NOMATCH("scalable endpoints not supported\n");
+	if ((h->tx_ctx_cnt > NTX_SEP_CTX_MAX &&
+	     h->tx_ctx_cnt != FI_SHARED_CONTEXT) ||
+	    (h->rx_ctx_cnt > NTX_SEP_CTX_MAX &&
+	     h->rx_ctx_cnt != FI_SHARED_CONTEXT))
+		NTX_NOMATCH("scalable endpoints have at most %d contexts\n",
+			    NTX_SEP_CTX_MAX);
 	if (!ntx_auth_key_ok(h->auth_key, h->auth_key_size))
 		NTX_NOMATCH("ep auth_key of %zu bytes (1 to %d)\n",
 			    h->auth_key_size, NTX_AUTH_KEY_MAX);
@@ -317,9 +325,10 @@ static int ntx_check_domain(const struct fi_domain_attr *h, uint32_t version,
 		NTX_NOMATCH("mr_key_size too large\n");
 	if (h->cq_data_size > ntx_domain_attr.cq_data_size)
 		NTX_NOMATCH("cq_data_size too large\n");
-	if (h->max_ep_tx_ctx > 1 || h->max_ep_rx_ctx > 1 ||
+	if (h->max_ep_tx_ctx > NTX_SEP_CTX_MAX ||
+	    h->max_ep_rx_ctx > NTX_SEP_CTX_MAX ||
 	    h->max_ep_stx_ctx > 1 || h->max_ep_srx_ctx > 1)
-		NTX_NOMATCH("endpoint contexts beyond one not supported\n");
+		NTX_NOMATCH("endpoint contexts beyond what ntx has\n");
 	if (h->mr_iov_limit > ntx_domain_attr.mr_iov_limit)
 		NTX_NOMATCH("mr_iov_limit too large\n");
 	if (h->caps & ~d->caps)
@@ -652,6 +661,66 @@ static int ntx_check_type(const struct fi_info *hints, enum fi_ep_type type)
 	return 0;
 }
 
+/* Scalable endpoints (DESIGN §3): RDM entries of domains whose names can
+ * list contexts, with ntx names. */
+static bool ntx_info_sep(const struct ntx_dom_desc *d, enum fi_ep_type type,
+			 const struct fi_info *hints)
+{
+	return d->sep && type == FI_EP_RDM &&
+	       !(hints && (hints->addr_format == FI_SOCKADDR_IN ||
+			   hints->addr_format == FI_SOCKADDR));
+}
+
+static bool ntx_ctx_cnt_many(size_t cnt)
+{
+	return cnt > 1 && cnt != FI_SHARED_CONTEXT;
+}
+
+static int ntx_check_sep(const struct fi_info *hints,
+			 const struct ntx_dom_desc *d, enum fi_ep_type type)
+{
+	const struct fi_ep_attr *e = hints ? hints->ep_attr : NULL;
+	const struct fi_domain_attr *da = hints ? hints->domain_attr : NULL;
+
+	if (ntx_info_sep(d, type, hints))
+		return 0;
+	if ((hints && (hints->caps & FI_NAMED_RX_CTX)) ||
+	    (e && (ntx_ctx_cnt_many(e->tx_ctx_cnt) ||
+		   ntx_ctx_cnt_many(e->rx_ctx_cnt))) ||
+	    (da && (da->max_ep_tx_ctx > 1 || da->max_ep_rx_ctx > 1)))
+		NTX_NOMATCH("scalable endpoints are RDM ones, with ntx "
+			    "names, not on %s\n", d->name);
+	return 0;
+}
+
+/* Contexts an RDM entry offers, and those the hints ask for. */
+static void ntx_apply_sep(struct fi_info *fi, const struct fi_info *hints,
+			  const struct ntx_dom_desc *d, enum fi_ep_type type)
+{
+	const struct fi_ep_attr *e = hints ? hints->ep_attr : NULL;
+
+	if (!ntx_info_sep(d, type, hints)) {
+		fi->caps &= ~FI_NAMED_RX_CTX;
+		fi->rx_attr->caps &= ~FI_NAMED_RX_CTX;
+		fi->tx_attr->caps &= ~FI_NAMED_RX_CTX;
+		return;
+	}
+	fi->domain_attr->max_ep_tx_ctx = NTX_SEP_CTX_MAX;
+	fi->domain_attr->max_ep_rx_ctx = NTX_SEP_CTX_MAX;
+	if (e && ntx_ctx_cnt_many(e->tx_ctx_cnt))
+		fi->ep_attr->tx_ctx_cnt = e->tx_ctx_cnt;
+	if (e && ntx_ctx_cnt_many(e->rx_ctx_cnt))
+		fi->ep_attr->rx_ctx_cnt = e->rx_ctx_cnt;
+	/* asked for scalable endpoints: keys are the domain's, not bound
+	 * to endpoints (code written for FI_MR_ENDPOINT binds its MRs to
+	 * each context, which it may not have registered when ntx takes no
+	 * FI_MR_LOCAL) */
+	if ((hints && (hints->caps & FI_NAMED_RX_CTX)) ||
+	    ntx_ctx_cnt_many(fi->ep_attr->tx_ctx_cnt) ||
+	    ntx_ctx_cnt_many(fi->ep_attr->rx_ctx_cnt))
+		fi->domain_attr->mr_mode &= ~(uint64_t)FI_MR_ENDPOINT;
+}
+
 /* The template of an RDM entry made a MSG or DGRAM one. */
 static void ntx_info_type(struct fi_info *fi, enum fi_ep_type type)
 {
@@ -695,6 +764,8 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 	ret = ntx_check_hints(version, hints, d);
 	if (!ret)
 		ret = ntx_check_type(hints, type);
+	if (!ret)
+		ret = ntx_check_sep(hints, d, type);
 	if (ret)
 		return ret;
 	if (hints && hints->src_addr && !ntx_addr_valid(hints->src_addr))
@@ -712,6 +783,7 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 	ntx_info_type(fi, type);
 	ntx_apply_hints(fi, hints, version);
 	ntx_apply_ctx(fi, hints ? hints->ep_attr : NULL);
+	ntx_apply_sep(fi, hints, d, type);
 	ntx_apply_prefix(fi, hints);
 	ret = ntx_apply_keys(fi, hints);
 	if (ret) {

@@ -44,9 +44,17 @@ static int ntx_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	if (!bfid)
 		return -FI_EINVAL;
 	ntx_mutex_lock(dom, &dom->mr_lock);
-	if (bfid->fclass == FI_CLASS_EP) {
-		ep = ntx_container_of(bfid, struct ntx_ep, ep.fid);
-		if (mr->ep || mr->enabled || ep->domain != dom || flags) {
+	if (bfid->fclass == FI_CLASS_EP || bfid->fclass == FI_CLASS_SEP ||
+	    bfid->fclass == FI_CLASS_TX_CTX || bfid->fclass == FI_CLASS_RX_CTX) {
+		ep = bfid->fclass == FI_CLASS_EP
+			     ? ntx_container_of(bfid, struct ntx_ep, ep.fid)
+			     : ntx_sep_mr_scope(bfid);
+		/* a scalable endpoint's contexts share one scope: binding
+		 * each of them is binding it again */
+		if (mr->ep == ep && bfid->fclass != FI_CLASS_EP && !flags) {
+			ret = 0;
+		} else if (mr->ep || mr->enabled || ep->domain != dom ||
+			   flags) {
 			ret = -FI_EINVAL;
 		} else {
 			mr->ep = ep; /* cleared when the endpoint closes */

@@ -62,12 +62,6 @@ int ntx_no_domain2(struct fid_fabric *fabric, struct fi_info *info,
 }
 
 /* ---- fi_ops_domain ---- */
-int ntx_no_scalable_ep(struct fid_domain *domain, struct fi_info *info,
-		       struct fid_ep **sep, void *context)
-{
-	return -FI_ENOSYS;
-}
-
 int ntx_no_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr,
 		   struct fid_stx **stx, void *context)
 {
@@ -102,7 +96,7 @@ int ntx_no_av_set(struct fid_av *av, struct fi_av_set_attr *attr,
 	return -FI_ENOSYS;
 }
 
-/* ---- fi_ops_ep: no scalable endpoints, so no contexts ---- */
+/* ---- fi_ops_ep: contexts of endpoints that are not scalable ---- */
 int ntx_no_tx_ctx(struct fid_ep *sep, int index, struct fi_tx_attr *attr,
 		  struct fid_ep **tx_ep, void *context)
 {

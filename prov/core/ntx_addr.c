@@ -108,6 +108,47 @@ bool ntx_addr_same_ep(const struct ntx_addr *a, const struct ntx_addr *b)
 	       a->ep_id == b->ep_id && a->service == b->service;
 }
 
+size_t ntx_addr_list_count(const struct ntx_addr *first)
+{
+	if (!(first->flags & NTX_ADDR_F_SEP))
+		return 1;
+	return (size_t)((first->flags & NTX_ADDR_F_QPN_MASK) >>
+			NTX_ADDR_F_QPN_SHIFT) + 1;
+}
+
+int ntx_addr_list_parse(const struct ntx_addr *in, size_t n,
+			struct ntx_addr *out)
+{
+	const uint8_t bits = NTX_ADDR_F_SEP | NTX_ADDR_F_QPN_MASK;
+
+	if (!n || n > NTX_SEP_CTX_MAX || ntx_addr_list_count(&in[0]) != n)
+		return -FI_EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		struct ntx_addr a = in[i];
+		size_t want = i ? i : n - 1;
+
+		if (n > 1 && (!(a.flags & NTX_ADDR_F_SEP) ||
+			      (size_t)((a.flags & NTX_ADDR_F_QPN_MASK) >>
+				       NTX_ADDR_F_QPN_SHIFT) != want))
+			return -FI_EINVAL;
+		if (n > 1)
+			a.flags &= (uint8_t)~bits;
+		if (!ntx_addr_valid(&a) ||
+		    (n > 1 && (a.flags & NTX_ADDR_F_UNBOUND)) ||
+		    (i && (a.host != out[0].host || a.pid != out[0].pid)))
+			return -FI_EINVAL;
+		out[i] = a;
+	}
+	return 0;
+}
+
+void ntx_addr_list_mark(struct ntx_addr *names, size_t n)
+{
+	for (size_t i = 0; i < n && n > 1; i++)
+		names[i].flags |= (uint8_t)(NTX_ADDR_F_SEP |
+			((i ? i : n - 1) << NTX_ADDR_F_QPN_SHIFT));
+}
+
 int ntx_addr_to_str(const struct ntx_addr *a, char *buf, size_t len)
 {
 	struct in_addr in = { .s_addr = a->ip4 };

@@ -57,16 +57,71 @@ static bool ntx_av_names(const struct ntx_addr *s, const struct ntx_addr *a)
 		(s->host == NTX_HOST_UNKNOWN && s->ip4 == a->ip4));
 }
 
-fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a)
+const struct ntx_addr *ntx_av_get_ctx(struct ntx_av *av, fi_addr_t slot,
+				      uint32_t ctx)
+{
+	const struct ntx_av_list *l;
+
+	if (!ctx)
+		return ntx_av_get(av, slot);
+	l = ntx_idtab_get(&av->lists, slot);
+	return l && ctx < l->n ? &l->names[ctx] : NULL;
+}
+
+uint32_t ntx_av_ctx_count(struct ntx_av *av, fi_addr_t slot)
+{
+	const struct ntx_av_list *l = ntx_idtab_get(&av->lists, slot);
+
+	return l ? l->n : 1;
+}
+
+/* Plain entries and scalable endpoints' first names are looked at before
+ * other contexts' names: a peer that lists another's name among its
+ * contexts cannot take that one's messages for its own (DESIGN §3,
+ * "Scalable endpoints"). */
+fi_addr_t ntx_av_reverse(struct ntx_av *av, const struct ntx_addr *a,
+			 uint32_t *ctx)
 {
 	ntx_assert_mutex_locked(av->domain, &av->lock);
+	*ctx = 0;
 	for (uint32_t i = 0; i < av->addrs.cap; i++) {
 		const struct ntx_addr *s = ntx_idtab_get(&av->addrs, i);
 
 		if (s && ntx_av_names(s, a))
 			return i;
 	}
+	for (uint32_t i = 0; i < av->lists.cap; i++) {
+		const struct ntx_av_list *l = ntx_idtab_get(&av->lists, i);
+
+		for (uint32_t c = 1; l && c < l->n; c++) {
+			if (ntx_av_names(&l->names[c], a)) {
+				*ctx = c;
+				return i;
+			}
+		}
+	}
 	return FI_ADDR_NOTAVAIL;
+}
+
+int ntx_av_table_set_list(struct ntx_av *av, fi_addr_t slot,
+			  const struct ntx_addr *names, uint32_t n)
+{
+	struct ntx_av_list *l;
+	int ret;
+
+	ntx_assert_mutex_locked(av->domain, &av->lock);
+	if (n < 2 || n > NTX_SEP_CTX_MAX || !ntx_idtab_get(&av->addrs, slot))
+		return -FI_EINVAL;
+	l = malloc(sizeof(*l) + n * sizeof(l->names[0]));
+	if (!l)
+		return -FI_ENOMEM;
+	l->n = n;
+	memcpy(l->names, names, n * sizeof(l->names[0]));
+	free(ntx_idtab_clear(&av->lists, slot));
+	ret = ntx_idtab_set(&av->lists, (uint32_t)slot, l);
+	if (ret)
+		free(l);
+	return ret;
 }
 
 int ntx_av_table_add(struct ntx_av *av, const struct ntx_addr *a,
@@ -96,6 +151,7 @@ int ntx_av_table_del(struct ntx_av *av, fi_addr_t fi_addr)
 	if (!a)
 		return -FI_EINVAL;
 	free(a);
+	free(ntx_idtab_clear(&av->lists, fi_addr));
 	return 0;
 }
 
@@ -104,4 +160,7 @@ void ntx_av_table_fini(struct ntx_av *av)
 	for (uint32_t i = 0; i < av->addrs.cap; i++)
 		free(ntx_idtab_get(&av->addrs, i));
 	ntx_idtab_fini(&av->addrs);
+	for (uint32_t i = 0; i < av->lists.cap; i++)
+		free(ntx_idtab_get(&av->lists, i));
+	ntx_idtab_fini(&av->lists);
 }

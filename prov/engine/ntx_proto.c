@@ -248,8 +248,8 @@ int ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 			 fi_addr_t dest, uint64_t tag, uint64_t data,
 			 void *context, uint64_t flags)
 {
-	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab,
-					  ep->cm ? ep->msg_dest : dest);
+	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab, ep->cm ? ep->msg_dest
+							  : ntx_vc_key(ep, dest));
 	struct ntx_wire_hdr h = {
 		.op = NTX_OP_EAGER,
 		.flags = NTX_PF_INLINE | ntx_pkt_flags(flags),
@@ -1122,6 +1122,10 @@ void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	if ((h->op == NTX_OP_CM || vc->ep->cm) &&
 	    ntx_proto_cm_filter(vc, h, payload, len))
 		return;
+	if (h->op == NTX_OP_NAMES) {
+		ntx_vc_on_names(vc, h, payload, len);
+		return;
+	}
 	if (h->op >= NTX_OP_WRITE) {
 		ntx_rma_on_packet(vc, h, payload, len);
 		return;

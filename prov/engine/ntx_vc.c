@@ -18,6 +18,7 @@ static struct ntx_vc *ntx_vc_new(struct ntx_ep *ep, const struct ntx_addr *peer)
 	vc->ep = ep;
 	vc->peer = *peer;
 	vc->fi_addr = FI_ADDR_NOTAVAIL;
+	vc->key = FI_ADDR_NOTAVAIL;
 	ntx_list_init(&vc->backlog);
 	ntx_list_init(&vc->pending);
 	ntx_list_insert_tail(&ep->vcs, &vc->entry);
@@ -44,13 +45,17 @@ static struct ntx_vc *ntx_vc_find(struct ntx_ep *ep, const struct ntx_addr *a)
 	return NULL;
 }
 
-/* The VC for an AV address, connecting it if needed. O(1) once known. */
 /* The peer's name from the AV (looked up again when it names a service
- * whose endpoint failed), and the back end that reaches it. */
-static int ntx_vc_peer(struct ntx_ep *ep, fi_addr_t addr, struct ntx_addr *out,
+ * whose endpoint failed), and the back end that reaches it. The key
+ * names a slot and, with rx_ctx_bits, one of its receive contexts:
+ * -FI_ENOENT when the slot holds fewer. */
+static int ntx_vc_peer(struct ntx_ep *ep, fi_addr_t key, struct ntx_addr *out,
 		       struct ntx_ep_be **be_out)
 {
 	struct ntx_av *av = ep->av;
+	bool keys = ntx_vc_ctx_keys(ep);
+	fi_addr_t slot = keys ? key >> NTX_SEP_CTX_SHIFT : key;
+	uint32_t ctx = keys ? (uint32_t)(key & (NTX_SEP_CTX_MAX - 1)) : 0;
 	struct ntx_addr *peer;
 	struct ntx_ep_be *be;
 	int ret = 0;
@@ -58,11 +63,12 @@ static int ntx_vc_peer(struct ntx_ep *ep, fi_addr_t addr, struct ntx_addr *out,
 	if (!av)
 		return -FI_EINVAL;
 	ntx_mutex_lock(ep->domain, &av->lock);
-	peer = (struct ntx_addr *)ntx_av_get(av, addr);
+	peer = (struct ntx_addr *)ntx_av_get_ctx(av, slot, ctx);
 	if (!peer) {
-		NTX_WARN(FI_LOG_EP_DATA, "fi_addr %llu is not in the AV\n",
-			 (unsigned long long)addr);
-		ret = -FI_EINVAL;
+		ret = ctx && ntx_av_get(av, slot) ? -FI_ENOENT : -FI_EINVAL;
+		if (ret == -FI_EINVAL)
+			NTX_WARN(FI_LOG_EP_DATA, "fi_addr %llu is not in the "
+				 "AV\n", (unsigned long long)slot);
 		goto unlock;
 	}
 	/* the endpoint behind a service failed: whoever holds the service
@@ -72,7 +78,7 @@ static int ntx_vc_peer(struct ntx_ep *ep, fi_addr_t addr, struct ntx_addr *out,
 	be = ntx_ep_be_for(ep, peer);
 	if (!be) {
 		NTX_WARN(FI_LOG_EP_DATA, "no back end reaches fi_addr %llu\n",
-			 (unsigned long long)addr);
+			 (unsigned long long)slot);
 		ret = -FI_EHOSTUNREACH;
 		goto unlock;
 	}
@@ -92,19 +98,120 @@ unlock:
 	return ret;
 }
 
-/* The VC for an AV address, connecting it if needed. O(1) once known. */
+/* Tells a new VC's peer every context of our scalable endpoint (DESIGN
+ * §3, "Scalable endpoints"), ahead of anything else we send on it. */
+static void ntx_vc_send_names(struct ntx_vc *vc)
+{
+	struct ntx_ep *ep = vc->ep;
+	struct ntx_wire_hdr h = { .op = NTX_OP_NAMES, .msg_len = ep->sep_n };
+	struct iovec iov = { (void *)ep->sep_names,
+			     ep->sep_n * sizeof(ep->sep_names[0]) };
+
+	if (ep->sep_n > 1 && ntx_vc_ctrl_data(vc, &h, &iov, 1, iov.iov_len))
+		NTX_WARN(FI_LOG_EP_CTRL, "pid %u: could not tell it our "
+			 "contexts\n", vc->peer.pid);
+}
+
+/* A receive context the entry does not list: a name given by service
+ * may still learn its contexts from its endpoint (NTX_OP_NAMES, sent
+ * when a VC to it starts), so its first context is connected and the
+ * caller tries again; a name given whole has no such context. */
+static int ntx_vc_ctx_unknown(struct ntx_ep *ep, fi_addr_t key)
+{
+	fi_addr_t slot = key >> NTX_SEP_CTX_SHIFT;
+	const struct ntx_addr *a;
+	struct ntx_vc *vc0;
+	bool by_service;
+
+	ntx_mutex_lock(ep->domain, &ep->av->lock);
+	a = ntx_av_get(ep->av, slot);
+	by_service = a && (a->flags & (NTX_ADDR_F_UNBOUND |
+				       NTX_ADDR_F_SERVICE));
+	ntx_mutex_unlock(ep->domain, &ep->av->lock);
+	if (!by_service) {
+		NTX_WARN(FI_LOG_EP_DATA, "fi_addr %llu has no receive context "
+			 "%u\n", (unsigned long long)slot,
+			 (unsigned)(key & (NTX_SEP_CTX_MAX - 1)));
+		return -FI_EINVAL;
+	}
+	/* its failure shows on the operations that reach it */
+	(void)ntx_vc_get_slot(ep, slot << NTX_SEP_CTX_SHIFT, &vc0);
+	return -FI_EAGAIN;
+}
+
+/* The VC reaches the first of a scalable peer's names: the same
+ * endpoint, or the holder of the service the VC was resolved from (a tcp
+ * peer is known by its address until then). */
+static bool ntx_vc_names_first(const struct ntx_vc *vc,
+			       const struct ntx_addr *first)
+{
+	if (ntx_addr_same_ep(first, &vc->peer) &&
+	    first->epoch == vc->peer.epoch)
+		return true;
+	return (vc->peer.flags & NTX_ADDR_F_SERVICE) && vc->peer.service &&
+	       first->service == vc->peer.service;
+}
+
+/* NTX_OP_NAMES: a scalable peer's contexts (DESIGN §3, "Scalable
+ * endpoints"), sent by the peer's contexts when a VC starts. Checked
+ * whole (a count in range, valid names of one process); kept when the
+ * VC is the one to the first of them and the AV entry of its peer names
+ * that alone. */
+void ntx_vc_on_names(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+		     const void *payload, size_t len)
+{
+	struct ntx_addr names[NTX_SEP_CTX_MAX];
+	struct ntx_av *av = vc->ep->av;
+	uint64_t n = h->msg_len;
+	fi_addr_t slot;
+
+	if (h->flags || n < 2 || n > NTX_SEP_CTX_MAX ||
+	    len != n * sizeof(names[0]))
+		goto refuse;
+	memcpy(names, payload, len);
+	for (uint64_t i = 0; i < n; i++) {
+		if (!ntx_addr_valid(&names[i]) ||
+		    (names[i].flags & NTX_ADDR_F_UNBOUND) ||
+		    names[i].host != names[0].host ||
+		    names[i].pid != names[0].pid)
+			goto refuse;
+	}
+	if (!av || av->read_only || av->shared.map ||
+	    !ntx_vc_names_first(vc, &names[0]))
+		return; /* a context's VC other than the first: nothing new */
+	slot = ntx_vc_fi_addr(vc);
+	if (slot == FI_ADDR_NOTAVAIL)
+		return;
+	ntx_mutex_lock(vc->ep->domain, &av->lock);
+	if (ntx_av_ctx_count(av, slot) == 1)
+		ntx_av_table_set_list(av, slot, names, (uint32_t)n);
+	ntx_mutex_unlock(vc->ep->domain, &av->lock);
+	return;
+refuse:
+	NTX_WARN(FI_LOG_EP_CTRL, "pid %u: its list of contexts is refused\n",
+		 vc->peer.pid);
+	ntx_vc_fail(vc, -FI_EREMOTEIO);
+}
+
+/* The VC for an operation's key (ntx_vc_key), connecting it if needed.
+ * O(1) once known. */
 int ntx_vc_get_slot(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 {
 	struct ntx_addr peer;
 	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab, addr);
 	struct ntx_ep_be *be;
+	bool fresh = false;
 	int ret;
 
 	if (vc && vc->state != NTX_VC_ERROR) {
 		*out = vc;
 		return 0;
 	}
+	if (addr == FI_ADDR_NOTAVAIL)
+		return -FI_EINVAL;
 	ret = ntx_vc_peer(ep, addr, &peer, &be);
+	if (ret == -FI_ENOENT)
+		return ntx_vc_ctx_unknown(ep, addr);
 	if (ret)
 		return ret;
 	vc = ntx_vc_find(ep, &peer);
@@ -123,11 +230,15 @@ int ntx_vc_get_slot(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 			free(vc);
 			return ret;
 		}
+		fresh = true;
 	}
-	vc->fi_addr = addr;
+	vc->fi_addr = ntx_vc_ctx_keys(ep) ? addr >> NTX_SEP_CTX_SHIFT : addr;
+	vc->key = addr;
 	ret = ntx_vc_tab_set(ep, addr, vc);
 	if (ret)
 		return ret;
+	if (fresh)
+		ntx_vc_send_names(vc);
 	*out = vc;
 	return 0;
 }
@@ -139,7 +250,7 @@ int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 			return -FI_ENOTCONN;
 		addr = ep->msg_dest;
 	}
-	return ntx_vc_get_slot(ep, addr, out);
+	return ntx_vc_get_slot(ep, ntx_vc_key(ep, addr), out);
 }
 
 struct ntx_vc *ntx_vc_by_name(struct ntx_ep *ep, const struct ntx_addr *a)
@@ -167,20 +278,25 @@ fi_addr_t ntx_vc_fi_addr_lookup(struct ntx_vc *vc)
 {
 	if (vc->fi_addr == FI_ADDR_NOTAVAIL && vc->ep->av) {
 		struct ntx_ep *ep = vc->ep;
-		fi_addr_t a;
+		fi_addr_t a, key;
+		uint32_t ctx;
 
 		ntx_mutex_lock(ep->domain, &ep->av->lock);
-		a = ntx_av_reverse(ep->av, &vc->peer);
+		a = ntx_av_reverse(ep->av, &vc->peer, &ctx);
 		ntx_mutex_unlock(ep->domain, &ep->av->lock);
 
+		/* any context of a scalable peer reports its one fi_addr */
 		vc->fi_addr = a;
+		key = a == FI_ADDR_NOTAVAIL ? a : ntx_vc_key_of(ep, a, ctx);
 		/* a VC we connected ourselves keeps carrying our sends, so
 		 * that they stay in order */
-		if (a != FI_ADDR_NOTAVAIL && vc->state != NTX_VC_ERROR) {
-			struct ntx_vc *old = ntx_idtab_get(&ep->vc_tab, a);
+		if (key != FI_ADDR_NOTAVAIL && vc->state != NTX_VC_ERROR) {
+			struct ntx_vc *old = ntx_idtab_get(&ep->vc_tab, key);
 
-			if (!old || old->state == NTX_VC_ERROR)
-				ntx_vc_tab_set(ep, a, vc);
+			if (!old || old->state == NTX_VC_ERROR) {
+				ntx_vc_tab_set(ep, key, vc);
+				vc->key = key;
+			}
 		}
 	}
 	return vc->fi_addr;
@@ -298,8 +414,9 @@ void ntx_vc_destroy(struct ntx_vc *vc)
 		vc->err = -FI_ECANCELED;
 		ntx_proto_vc_failed(vc);
 	}
-	if (ntx_idtab_get(&ep->vc_tab, vc->fi_addr) == vc)
-		ntx_idtab_clear(&ep->vc_tab, vc->fi_addr);
+	if (vc->key != FI_ADDR_NOTAVAIL &&
+	    ntx_idtab_get(&ep->vc_tab, vc->key) == vc)
+		ntx_idtab_clear(&ep->vc_tab, vc->key);
 	if (vc->conn)
 		vc->ops->disconnect(vc->conn);
 	if (vc->busy)
@@ -370,9 +487,11 @@ static void ntx_vc_crossed(struct ntx_vc *acc)
 	acc->ctrl_queued += mine->ctrl_queued;
 	mine->ctrl_queued = 0;
 	acc->fi_addr = mine->fi_addr;
-	if (mine->fi_addr != FI_ADDR_NOTAVAIL &&
-	    ntx_idtab_get(&ep->vc_tab, mine->fi_addr) == mine)
-		ntx_idtab_set(&ep->vc_tab, mine->fi_addr, acc);
+	if (mine->key != FI_ADDR_NOTAVAIL &&
+	    ntx_idtab_get(&ep->vc_tab, mine->key) == mine) {
+		ntx_idtab_set(&ep->vc_tab, mine->key, acc);
+		acc->key = mine->key;
+	}
 	mine->state = NTX_VC_ERROR; /* owes nothing: reaped quietly */
 	mine->err = -FI_ECANCELED;
 	ep->reap = true;
@@ -398,6 +517,7 @@ static void *ntx_vc_accept(void *ctx, struct ntx_be_conn *conn,
 		return NULL;
 	}
 	ntx_auth_begin(vc); /* CONNECTED, or AUTH when a key is involved */
+	ntx_vc_send_names(vc);
 	ntx_vc_crossed(vc);
 	ntx_vc_fi_addr(vc);
 	return vc;

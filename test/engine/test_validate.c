@@ -177,6 +177,17 @@ static const struct vcase cases[] = {
 	{ "cm: too much data", .op = NTX_OP_CM, .status = NTX_CM_REQ,
 	  .msg_len = NTX_CM_DATA_MAX + 1, .raw = NTX_CM_DATA_MAX + 1,
 	  .fails = true },
+	/* a scalable peer's contexts (DESIGN §3, "Scalable endpoints") */
+	{ "names: one", .op = NTX_OP_NAMES, .msg_len = 1, .raw = 32,
+	  .fails = true },
+	{ "names: too many", .op = NTX_OP_NAMES, .msg_len = NTX_SEP_CTX_MAX + 1,
+	  .raw = 32 * (NTX_SEP_CTX_MAX + 1), .fails = true },
+	{ "names: length", .op = NTX_OP_NAMES, .msg_len = 2, .raw = 63,
+	  .fails = true },
+	{ "names: flags", .op = NTX_OP_NAMES, .flags = NTX_PF_TAGGED,
+	  .msg_len = 2, .raw = 64, .fails = true },
+	{ "names: not names", .op = NTX_OP_NAMES, .msg_len = 2, .raw = 64,
+	  .fails = true },
 };
 
 #define TAG_LIVE 0xc0ffeeull

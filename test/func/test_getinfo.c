@@ -223,8 +223,33 @@ Test(getinfo, endpoint_and_domain_attributes)
 	h = base();
 	h->domain_attr->cq_data_size = 16;
 	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	/* scalable endpoints (DESIGN §3): up to 16 contexts of each kind,
+	 * RDM only */
 	h = base();
 	h->ep_attr->tx_ctx_cnt = 4;
+	h->ep_attr->rx_ctx_cnt = 4;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_eq(fi->ep_attr->tx_ctx_cnt, 4);
+	cr_assert_eq(fi->ep_attr->rx_ctx_cnt, 4);
+	cr_assert_eq(fi->domain_attr->max_ep_tx_ctx, 16);
+	cr_assert_eq(fi->domain_attr->max_ep_rx_ctx, 16);
+	/* naming a receive context is the initiator's capability */
+	cr_assert(fi->tx_attr->caps & FI_NAMED_RX_CTX);
+	cr_assert_eq(fi->rx_attr->caps & FI_NAMED_RX_CTX, 0);
+	fi_freeinfo(fi);
+	h = base();
+	h->ep_attr->tx_ctx_cnt = 17;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->ep_attr->type = FI_EP_MSG;
+	h->ep_attr->rx_ctx_cnt = 2;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->ep_attr->type = FI_EP_MSG;
+	h->caps |= FI_NAMED_RX_CTX;
+	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
+	h = base();
+	h->domain_attr->max_ep_rx_ctx = 32;
 	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
 }
 

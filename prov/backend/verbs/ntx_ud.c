@@ -640,6 +640,7 @@ static const struct ntx_dg_xport ntx_ud_xport = {
 static const struct ntx_be_ops ntx_ud_ops = {
 	.name = "ud",
 	.hdr_size = sizeof(struct ntx_wire_hdr),
+	.names_use_flags = true, /* the QP number's high bits */
 	.max_payload = NTX_DG_MAX_PAYLOAD,
 	.has_bulk = false,
 	/* an eager send completes when rel took it: its retransmissions
