@@ -26,6 +26,7 @@
 #                    functional suite, 60 s per ping-pong; default 1 KVM, 4 TCG)
 #   RXE_FUNC_JOBS    Criterion jobs of the functional suite (default 1)
 #   RXE_FUNC_ARGS    more Criterion options, e.g. "--filter msg/*"
+#   RXE_FUNC_ENV     more environment of the suite, e.g. "FI_LOG_LEVEL=info"
 #   RXE_REBUILD=1    redo the setup and the image first
 #   RXE_JOB          another job script to run in the guest instead
 #                    (bench/rxe-pingpong.sh uses it; SIZES MODES ITERS pass)
@@ -51,7 +52,7 @@ say "qemu $accel, time-out ${tmo}s, domain ${RXE_TEST_DOMAIN:-rxe0}, build tree 
 say "console log $log"
 envs=(-e "TOP=$top" -e "FI_PROVIDER_PATH=$top/.libs" -e "LD_LIBRARY_PATH=$top/.libs"
       -e "RXE_TIME_SCALE=$scale" -e "RXE_TEST_DOMAIN=${RXE_TEST_DOMAIN:-rxe0}")
-for v in RXE_STEPS RXE_FUNC_JOBS RXE_FUNC_ARGS SIZES MODES ITERS; do
+for v in RXE_STEPS RXE_FUNC_JOBS RXE_FUNC_ARGS RXE_FUNC_ENV SIZES MODES ITERS; do
   [ -n "${!v:-}" ] && envs+=(-e "$v=${!v}")
 done
 start=$SECONDS
