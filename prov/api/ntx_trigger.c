@@ -135,7 +135,8 @@ ssize_t ntx_trig_send(struct ntx_ep *ep, const struct iovec *iov,
 	t->dest = dest;
 	t->tag = tag;
 	t->data = data;
-	memcpy(t->iov, iov, count * sizeof(*iov));
+	if (count)
+		memcpy(t->iov, iov, count * sizeof(*iov));
 	return ntx_trig_queue(t);
 }
 
@@ -164,12 +165,15 @@ ssize_t ntx_trig_atomic(struct ntx_ep *ep, int fn,
 	t->op = (uint8_t)fn;
 	t->amsg = *m;
 	t->amsg.desc = NULL;
-	memcpy(t->ioc, m->msg_iov, m->iov_count * sizeof(*t->ioc));
+	if (m->iov_count)
+		memcpy(t->ioc, m->msg_iov, m->iov_count * sizeof(*t->ioc));
 	memcpy(t->rioc, m->rma_iov, m->rma_iov_count * sizeof(*t->rioc));
 	t->amsg.msg_iov = m->iov_count ? t->ioc : NULL;
 	t->amsg.rma_iov = t->rioc;
-	memcpy(t->cmp, cmp, cmp_count * sizeof(*cmp));
-	memcpy(t->res, res, res_count * sizeof(*res));
+	if (cmp_count) /* memcpy takes no NULL, even for 0 bytes */
+		memcpy(t->cmp, cmp, cmp_count * sizeof(*cmp));
+	if (res_count)
+		memcpy(t->res, res, res_count * sizeof(*res));
 	t->cmp_count = cmp_count;
 	t->res_count = res_count;
 	return ntx_trig_queue(t);
