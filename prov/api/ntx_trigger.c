@@ -109,7 +109,8 @@ ssize_t ntx_trig_rma(struct ntx_ep *ep, uint8_t op, const struct iovec *iov,
 	t->rcount = rcount;
 	t->dest = dest;
 	t->data = data;
-	memcpy(t->iov, iov, count * sizeof(*iov));
+	if (count)
+		memcpy(t->iov, iov, count * sizeof(*iov));
 	memcpy(t->riov, riov, rcount * sizeof(*riov));
 	return ntx_trig_queue(t);
 }
