@@ -155,6 +155,13 @@ static inline uint64_t ntx_fep_rx_flags(struct fid_ep *fep)
 
 /* FI_ALIAS (fi_ep_alias) of an endpoint. */
 int ntx_ep_alias(struct ntx_ep *ep, struct fi_alias *alias);
+/* fi_ops_ep calls of an alias, passed to its endpoint; a scalable
+ * endpoint's context, an alias of its engine endpoint, uses them too. */
+int ntx_alias_getopt(fid_t fid, int level, int name, void *val, size_t *len);
+int ntx_alias_setopt(fid_t fid, int level, int name, const void *val,
+		     size_t len);
+ssize_t ntx_alias_rx_size_left(struct fid_ep *fep);
+ssize_t ntx_alias_tx_size_left(struct fid_ep *fep);
 /* Triggered operations (FI_TRIGGER): an RMA, send or atomic operation
  * deferred until a counter reaches a threshold; run from the API's
  * progress calls. Each takes the arguments of the call (copied). */

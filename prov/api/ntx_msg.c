@@ -15,9 +15,9 @@
 	 FI_DISCARD)
 
 
-static ssize_t ntx_post_send(struct ntx_ep *ep, const struct iovec *iov,
-			     size_t count, fi_addr_t dest, uint64_t tag,
-			     uint64_t data, void *context, uint64_t flags)
+ssize_t ntx_msg_post_send(struct ntx_ep *ep, const struct iovec *iov,
+			  size_t count, fi_addr_t dest, uint64_t tag,
+			  uint64_t data, void *context, uint64_t flags)
 {
 	size_t len;
 	ssize_t ret;
@@ -58,13 +58,6 @@ static ssize_t ntx_post_send(struct ntx_ep *ep, const struct iovec *iov,
 	return ret;
 }
 
-ssize_t ntx_msg_post_send(struct ntx_ep *ep, const struct iovec *iov,
-			  size_t count, fi_addr_t dest, uint64_t tag,
-			  uint64_t data, void *context, uint64_t flags)
-{
-	return ntx_post_send(ep, iov, count, dest, tag, data, context, flags);
-}
-
 /* fi_send, fi_senddata and their tagged forms: a small message to a
  * connected peer goes straight to the engine's inline send (no iovec, no
  * request); anything it cannot take now goes the general way, which
@@ -77,7 +70,7 @@ static inline ssize_t ntx_send_one(struct ntx_ep *ep, const void *buf,
 	struct iovec iov = { (void *)buf, len };
 	ssize_t ret;
 
-	/* FI_INJECT (and any flag ntx_post_send refuses) goes its way */
+	/* FI_INJECT (and any flag ntx_msg_post_send refuses) goes its way */
 	if (len <= NTX_INLINE_MAX && ep->enabled &&
 	    !(flags & ~((NTX_SEND_FLAGS | FI_TAGGED) & ~FI_INJECT))) {
 		ntx_ep_lock(ep);
@@ -87,7 +80,7 @@ static inline ssize_t ntx_send_one(struct ntx_ep *ep, const void *buf,
 		if (ret <= 0)
 			return ret;
 	}
-	return ntx_post_send(ep, &iov, 1, dest, tag, data, context, flags);
+	return ntx_msg_post_send(ep, &iov, 1, dest, tag, data, context, flags);
 }
 
 static ssize_t ntx_post_recv(struct ntx_ep *ep, const struct iovec *iov,
@@ -160,8 +153,8 @@ static ssize_t ntx_sendv(struct fid_ep *fep, const struct iovec *iov,
 {
 	struct ntx_ep *ep = ntx_ep_of(fep);
 
-	return ntx_post_send(ep, iov, count, dest, 0, 0, context,
-			     ntx_fep_tx_flags(fep) & ~FI_INJECT);
+	return ntx_msg_post_send(ep, iov, count, dest, 0, 0, context,
+				 ntx_fep_tx_flags(fep) & ~FI_INJECT);
 }
 
 static ssize_t ntx_sendmsg(struct fid_ep *fep, const struct fi_msg *msg,
@@ -169,8 +162,8 @@ static ssize_t ntx_sendmsg(struct fid_ep *fep, const struct fi_msg *msg,
 {
 	if (!msg)
 		return -FI_EINVAL;
-	return ntx_post_send(ntx_ep_of(fep), msg->msg_iov, msg->iov_count,
-			     msg->addr, 0, msg->data, msg->context, flags);
+	return ntx_msg_post_send(ntx_ep_of(fep), msg->msg_iov, msg->iov_count,
+				 msg->addr, 0, msg->data, msg->context, flags);
 }
 
 static ssize_t ntx_senddata(struct fid_ep *fep, const void *buf, size_t len,
@@ -276,8 +269,8 @@ static ssize_t ntx_tsendv(struct fid_ep *fep, const struct iovec *iov,
 {
 	struct ntx_ep *ep = ntx_ep_of(fep);
 
-	return ntx_post_send(ep, iov, count, dest, tag, 0, context,
-			     (ntx_fep_tx_flags(fep) & ~FI_INJECT) | FI_TAGGED);
+	return ntx_msg_post_send(ep, iov, count, dest, tag, 0, context,
+				 (ntx_fep_tx_flags(fep) & ~FI_INJECT) | FI_TAGGED);
 }
 
 static ssize_t ntx_tsendmsg(struct fid_ep *fep, const struct fi_msg_tagged *msg,
@@ -285,9 +278,9 @@ static ssize_t ntx_tsendmsg(struct fid_ep *fep, const struct fi_msg_tagged *msg,
 {
 	if (!msg)
 		return -FI_EINVAL;
-	return ntx_post_send(ntx_ep_of(fep), msg->msg_iov, msg->iov_count,
-			     msg->addr, msg->tag, msg->data, msg->context,
-			     flags | FI_TAGGED);
+	return ntx_msg_post_send(ntx_ep_of(fep), msg->msg_iov, msg->iov_count,
+				 msg->addr, msg->tag, msg->data, msg->context,
+				 flags | FI_TAGGED);
 }
 
 static ssize_t ntx_tsenddata(struct fid_ep *fep, const void *buf, size_t len,

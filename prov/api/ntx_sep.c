@@ -130,34 +130,6 @@ static ssize_t ntx_sep_ctx_cancel(fid_t fid, void *context)
 	return c->tx ? -FI_ENOENT : ntx_ep_cancel(&c->a.real->ep.fid, context);
 }
 
-static int ntx_sep_ctx_getopt(fid_t fid, int level, int name, void *val,
-			      size_t *len)
-{
-	return fi_getopt(&ntx_sep_ctx_of(fid)->a.real->ep.fid, level, name,
-			 val, len);
-}
-
-static int ntx_sep_ctx_setopt(fid_t fid, int level, int name, const void *val,
-			      size_t len)
-{
-	return fi_setopt(&ntx_sep_ctx_of(fid)->a.real->ep.fid, level, name,
-			 val, len);
-}
-
-static ssize_t ntx_sep_ctx_rx_size_left(struct fid_ep *fep)
-{
-	struct ntx_ep *ep = ntx_ep_of(fep);
-
-	return ep->ep.ops->rx_size_left(&ep->ep);
-}
-
-static ssize_t ntx_sep_ctx_tx_size_left(struct fid_ep *fep)
-{
-	struct ntx_ep *ep = ntx_ep_of(fep);
-
-	return ep->ep.ops->tx_size_left(&ep->ep);
-}
-
 struct fi_ops ntx_sep_ctx_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = ntx_sep_ctx_close,
@@ -171,12 +143,13 @@ struct fi_ops ntx_sep_ctx_fi_ops = {
 static struct fi_ops_ep ntx_sep_ctx_ep_ops = {
 	.size = sizeof(struct fi_ops_ep),
 	.cancel = ntx_sep_ctx_cancel,
-	.getopt = ntx_sep_ctx_getopt,
-	.setopt = ntx_sep_ctx_setopt,
+	/* a context is an alias of its engine endpoint (a.real) */
+	.getopt = ntx_alias_getopt,
+	.setopt = ntx_alias_setopt,
 	.tx_ctx = ntx_no_tx_ctx,
 	.rx_ctx = ntx_no_rx_ctx,
-	.rx_size_left = ntx_sep_ctx_rx_size_left,
-	.tx_size_left = ntx_sep_ctx_tx_size_left,
+	.rx_size_left = ntx_alias_rx_size_left,
+	.tx_size_left = ntx_alias_tx_size_left,
 };
 
 static int ntx_sep_getname(fid_t fid, void *addr, size_t *addrlen);

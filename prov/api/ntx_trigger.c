@@ -318,7 +318,7 @@ static ssize_t ntx_alias_cancel(fid_t fid, void *context)
 	return fi_cancel(&a->real->ep.fid, context);
 }
 
-static int ntx_alias_getopt(fid_t fid, int level, int name, void *val,
+int ntx_alias_getopt(fid_t fid, int level, int name, void *val,
 			    size_t *len)
 {
 	struct ntx_alias *a = ntx_container_of(fid, struct ntx_alias, ep.fid);
@@ -326,7 +326,7 @@ static int ntx_alias_getopt(fid_t fid, int level, int name, void *val,
 	return fi_getopt(&a->real->ep.fid, level, name, val, len);
 }
 
-static int ntx_alias_setopt(fid_t fid, int level, int name, const void *val,
+int ntx_alias_setopt(fid_t fid, int level, int name, const void *val,
 			    size_t len)
 {
 	struct ntx_alias *a = ntx_container_of(fid, struct ntx_alias, ep.fid);
@@ -334,14 +334,14 @@ static int ntx_alias_setopt(fid_t fid, int level, int name, const void *val,
 	return fi_setopt(&a->real->ep.fid, level, name, val, len);
 }
 
-static ssize_t ntx_alias_rx_size_left(struct fid_ep *fep)
+ssize_t ntx_alias_rx_size_left(struct fid_ep *fep)
 {
 	struct ntx_ep *ep = ntx_ep_of(fep);
 
 	return ep->ep.ops->rx_size_left(&ep->ep);
 }
 
-static ssize_t ntx_alias_tx_size_left(struct fid_ep *fep)
+ssize_t ntx_alias_tx_size_left(struct fid_ep *fep)
 {
 	struct ntx_ep *ep = ntx_ep_of(fep);
 
