@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -120,6 +121,7 @@ struct fz {
 	struct ntx_win_geom g;
 	uint32_t max_payload;
 	unsigned cases[3];
+	unsigned lost; /* ring cases whose connection our junk had ended */
 };
 
 static uint64_t ping(struct fz *f)
@@ -228,55 +230,81 @@ static uint32_t write_entry(struct fz *f, uint32_t slot, uint32_t pos,
 	return pos + lines;
 }
 
-/* A real connection, then mutated entries after its first one. */
-static void fuzz_ring(struct fz *f, unsigned ncase)
+/* The victim's slot of a new connection whose first entry (a tagged
+ * send) carries tag, or UINT32_MAX. */
+static uint32_t first_entry_slot(struct fz *f, uint64_t tag)
 {
-	struct tctx t;
-	fi_addr_t peer;
-	uint64_t v = 1, tag = 0x100000ull + ncase;
-	uint32_t slot = UINT32_MAX, pos = NTX_RING_ALIGN, seq = 2;
+	uint32_t slot = UINT32_MAX;
 
-	cr_assert_eq(t_open(&t, CAPS), 0);
-	cr_assert_eq(t_insert(&t, &f->victim, &peer), 0);
-	cr_assert_eq(fi_tsend(t.ep, &v, 8, NULL, peer, tag, NULL), 0);
-	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, 10000), 1);
 	for (uint32_t s = 0; s < f->g.nslots; s++) {
 		struct ntx_win_entry *e = entry_at(f, s, 0);
 
 		if (atomic_load(&e->seq) == 1 && e->hdr.tag == tag)
 			slot = s;
 	}
-	cr_assert_neq(slot, UINT32_MAX, "our first entry is in a ring");
-	for (unsigned n = 1 + rnd() % 3; n && pos; n--)
+	return slot;
+}
+
+/* A real connection, then mutated entries after its first one. Junk of
+ * an earlier case may end the connection under our feet (the victim
+ * then zeroes its ring): such a case is counted and writes nothing. */
+static void fuzz_ring(struct fz *f, unsigned ncase)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 1, tag = 0x100000ull + ncase;
+	uint32_t slot, pos = NTX_RING_ALIGN, seq = 2;
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_insert(&t, &f->victim, &peer), 0);
+	cr_assert_eq(fi_tsend(t.ep, &v, 8, NULL, peer, tag, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, 10000), 1);
+	slot = first_entry_slot(f, tag);
+	if (slot == UINT32_MAX) {
+		f->lost++;
+		fprintf(stderr, "fuzz: case %u: our first entry is in no "
+			"ring\n", ncase);
+	}
+	for (unsigned n = 1 + rnd() % 3; n && pos && slot != UINT32_MAX; n--)
 		pos = write_entry(f, slot, pos, seq++);
 	ping(f);
 	t_close(&t);
 }
 
-/* A connect request nobody sent: a random or slightly wrong name. */
-static void fuzz_cell(struct fz *f)
+/* Posts a connect request in the victim's window and rings its bell. */
+static bool forge_cell(struct fz *f, uint32_t i, const struct ntx_addr *from,
+		       uint32_t slot)
 {
 	struct ntx_win_hdr *h = (struct ntx_win_hdr *)f->base;
-	uint32_t i = (uint32_t)(rnd() % NTX_WIN_CELLS);
 	struct ntx_win_cell *c =
 		(struct ntx_win_cell *)(f->base + f->g.cells_off) + i;
 	uint32_t expect = NTX_CELL_FREE;
-	uint8_t *a = (uint8_t *)&c->from;
 
 	if (!atomic_compare_exchange_strong(&c->state, &expect,
 					    NTX_CELL_BUSY))
-		return;
-	c->slot = rnd() % 2 ? (uint32_t)(rnd() % f->g.nslots)
-			    : (uint32_t)edgy(f);
-	c->from = f->victim;
-	for (unsigned n = rnd() % 4; n; n--)
-		a[rnd() % sizeof(c->from)] = (uint8_t)rnd();
-	if (rnd() % 4 == 0)
-		for (size_t k = 0; k < sizeof(c->from); k++)
-			a[k] = (uint8_t)rnd();
+		return false;
+	c->slot = slot;
+	c->from = *from;
 	atomic_store_explicit(&c->state, NTX_CELL_POSTED, memory_order_release);
 	atomic_fetch_add(&h->conn_bell, 1);
-	ping(f);
+	return true;
+}
+
+/* A connect request nobody sent: a random or slightly wrong name. */
+static void fuzz_cell(struct fz *f)
+{
+	struct ntx_addr from = f->victim;
+	uint8_t *a = (uint8_t *)&from;
+	uint32_t slot = rnd() % 2 ? (uint32_t)(rnd() % f->g.nslots)
+				  : (uint32_t)edgy(f);
+
+	for (unsigned n = rnd() % 4; n; n--)
+		a[rnd() % sizeof(from)] = (uint8_t)rnd();
+	if (rnd() % 4 == 0)
+		for (size_t k = 0; k < sizeof(from); k++)
+			a[k] = (uint8_t)rnd();
+	if (forge_cell(f, (uint32_t)(rnd() % NTX_WIN_CELLS), &from, slot))
+		ping(f);
 }
 
 /* Control lines and ready bits of slots that may be in use. */
@@ -350,8 +378,58 @@ Test(fuzz, shm_ring_entries_connect_cells_and_control_lines, .timeout = 240)
 		n++;
 	}
 	still_serves(&f);
-	cr_log_info("fuzz: %u cases (%u ring, %u cell, %u control)\n", n,
-		    f.cases[0], f.cases[1], f.cases[2]);
+	cr_log_info("fuzz: %u cases (%u ring, %u cell, %u control), %u ring "
+		    "cases found their connection ended\n", n, f.cases[0],
+		    f.cases[1], f.cases[2], f.lost);
+	cr_assert_leq(f.lost * 10, f.cases[0], "most ring cases reach a ring");
+	cr_assert_eq(write(f.sock, "q", 1), 1);
+	cr_assert_eq(t_join(pid), 0, "the victim failed");
+	munmap(f.base, f.g.size);
+}
+
+/* Connect requests in the victim's own name, as it is and as if it had
+ * restarted, naming the slot of a live connection: dropped, so that
+ * connection goes on. (Taken, the first made the victim accept a
+ * connection to itself, and the second ended that one, whose close wrote
+ * "closed" into the named slot's control line.) */
+Test(fuzz, a_connect_request_in_the_victims_own_name_ends_nothing,
+     .timeout = 60)
+{
+	struct fz f = { 0 };
+	struct ntx_addr restarted;
+	struct ntx_win_ctl *ctl;
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 3, tag = 0x200000ull;
+	uint32_t slot;
+	int tries = 0;
+	pid_t pid;
+
+	setenv("NTX_TEST_DOMAIN", "shm", 1);
+	pid = t_fork(&f.sock, fuzz_victim);
+	cr_assert_gt(pid, 0);
+	cr_assert_eq(t_sock_read(f.sock, &f.victim, sizeof(f.victim)), 0);
+	map_victim(&f, pid);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_insert(&t, &f.victim, &peer), 0);
+	cr_assert_eq(fi_tsend(t.ep, &v, 8, NULL, peer, tag, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, 10000), 1);
+	slot = first_entry_slot(&f, tag);
+	cr_assert_neq(slot, UINT32_MAX, "our first entry is in a ring");
+	restarted = f.victim;
+	restarted.epoch++;
+	cr_assert(forge_cell(&f, 0, &f.victim, slot));
+	ping(&f);
+	cr_assert(forge_cell(&f, 1, &restarted, slot));
+	ping(&f);
+	ctl = (struct ntx_win_ctl *)(f.base + f.g.ctl_off) + slot;
+	cr_assert_eq(atomic_load(&ctl->closed), 0, "our connection was ended");
+	cr_assert_eq(fi_tsend(t.ep, &v, 8, NULL, peer, tag + 1, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, 10000), 1);
+	while (ping(&f) != tag + 1 && ++tries < 1000)
+		fi_cq_read(t.cq, NULL, 0);
+	cr_assert_lt(tries, 1000, "our second message never arrived");
+	t_close(&t);
 	cr_assert_eq(write(f.sock, "q", 1), 1);
 	cr_assert_eq(t_join(pid), 0, "the victim failed");
 	munmap(f.base, f.g.size);

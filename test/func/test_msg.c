@@ -955,3 +955,38 @@ Test(msg, msg_prefix_mode_steps_over_the_prefix, .timeout = 60)
 	t_close(&a);
 	t_close(&b);
 }
+
+/* An endpoint sends to its own name: on shm it connects to itself
+ * through its own window (the one connect request in its own name it
+ * takes), on tcp through its own listening socket. */
+Test(msg, an_endpoint_sends_to_itself, .timeout = 60)
+{
+	static const char *doms[] = { "shm", "tcp" };
+
+	for (size_t d = 0; d < 2; d++) {
+		struct fi_cq_tagged_entry e;
+		char name[T_NAMELEN];
+		size_t len = sizeof(name);
+		uint64_t v = 0x5e1f, in = 0;
+		fi_addr_t self;
+		struct tctx t;
+		int n = 0;
+
+		setenv("NTX_TEST_DOMAIN", doms[d], 1);
+		cr_assert_eq(t_open(&t, CAPS), 0);
+		cr_assert_eq(fi_getname(&t.ep->fid, name, &len), 0);
+		cr_assert_eq(t_insert(&t, name, &self), 0);
+		cr_assert_eq(fi_trecv(t.ep, &in, sizeof(in), NULL, self, 7, 0,
+				      &in), 0);
+		cr_assert_eq(fi_tsend(t.ep, &v, sizeof(v), NULL, self, 7, &v),
+			     0);
+		for (int i = 0; i < 2; i++) {
+			cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1,
+				     "%s", doms[d]);
+			n += e.op_context == &in;
+		}
+		cr_assert_eq(n, 1);
+		cr_assert_eq(in, v, "%s", doms[d]);
+		t_close(&t);
+	}
+}

@@ -1259,6 +1259,17 @@ static void ntx_ntb_on_cell(struct ntx_shm_ep *be,
 		return;
 	}
 	c = ntx_ntb_find(be, from);
+	/* in our own name: only our own connect to ourselves (an endpoint
+	 * sending to itself) names its slot here. A forged one would make
+	 * us answer, and later close, in the control line of whichever of
+	 * our slots it names, and so end that slot's connection. */
+	if (ntx_addr_same_ep(from, &be->addr) &&
+	    (from->epoch != be->addr.epoch || !c ||
+	     c->state != NTX_CONN_CONNECTING || cell->slot != c->my_slot)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "dropping a connect request in our "
+			 "own name\n");
+		return;
+	}
 	if (c && c->peer.epoch != from->epoch) {
 		NTX_INFO(FI_LOG_EP_CTRL, "peer pid %u restarted\n", from->pid);
 		ntx_ntb_conn_fail(c, -FI_ECONNRESET);
