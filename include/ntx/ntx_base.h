@@ -68,7 +68,7 @@ struct ntx_params {
 	size_t progress_idle_us; /* auto progress: helper waits this long */
 	char *domains;           /* FI_NTX_DOMAINS: what getinfo lists */
 	int rxm;                 /* MSG entries for utility providers */
-	int prov_keys;           /* take FI_MR_PROV_KEY/VIRT_ADDR when offered */
+	int mr_offered;          /* take the mr_mode bits the hints offer */
 	char *progress_cpus;     /* auto progress: cpuset of the helper */
 	size_t cq_size;        /* default CQ depth */
 	size_t min_multi_recv; /* default FI_OPT_MIN_MULTI_RECV */

@@ -517,9 +517,10 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 		if (d->mr_mode == FI_MR_BASIC || d->mr_mode == FI_MR_SCALABLE)
 			fi->domain_attr->mr_mode = d->mr_mode;
 		else if (FI_VERSION_GE(version, FI_VERSION(1, 5)))
-			fi->domain_attr->mr_mode = d->mr_mode &
-				(FI_MR_ENDPOINT | (ntx_params.prov_keys ?
-				 FI_MR_PROV_KEY | FI_MR_VIRT_ADDR : 0));
+			fi->domain_attr->mr_mode = ntx_params.mr_offered ?
+				d->mr_mode & (FI_MR_PROV_KEY |
+					      FI_MR_VIRT_ADDR |
+					      FI_MR_ENDPOINT) : 0;
 		else
 			fi->domain_attr->mr_mode = FI_MR_SCALABLE;
 	} else if (!FI_VERSION_GE(version, FI_VERSION(1, 5))) {

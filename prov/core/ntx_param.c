@@ -12,7 +12,7 @@ struct ntx_params ntx_params = {
 	.shm_cma = 1,
 	.shm_split_min = 262144,
 	.peer_check_ms = 200,
-	.prov_keys = 1,
+	.mr_offered = 1,
 	.peer_pidfd = 1,
 	.tcp_hello_ms = 30000,
 	.tcp_timeout_ms = 15000,
@@ -156,14 +156,14 @@ static void ntx_params_init_tcp(void)
 		      "those before ntx's own RDM entries, and applications "
 		      "that ask for provider ntx take the first one)",
 		      &ntx_params.rxm, FI_PARAM_BOOL);
-	ntx_param_int("prov_keys",
-		      "take FI_MR_PROV_KEY and FI_MR_VIRT_ADDR when the hints' "
-		      "mr_mode offers them: random keys a peer cannot guess; "
-		      "0 leaves them out of fi_info's mr_mode, so that keys "
-		      "are the application's requested keys and remote "
-		      "addresses are offsets (what fabtests' fi_multi_mr "
-		      "assumes)",
-		      &ntx_params.prov_keys, FI_PARAM_BOOL);
+	ntx_param_int("mr_offered",
+		      "take the FI_MR_PROV_KEY, FI_MR_VIRT_ADDR and "
+		      "FI_MR_ENDPOINT bits the hints' mr_mode offers (random "
+		      "keys a peer cannot guess); 0 takes none of them, so "
+		      "that keys are the application's requested keys, "
+		      "remote addresses offsets, and regions valid without "
+		      "fi_mr_bind (what fabtests' fi_multi_mr assumes)",
+		      &ntx_params.mr_offered, FI_PARAM_BOOL);
 	ntx_param_int("local_via_network",
 		      "tcp and udp domains: reach peers on this host through the network "
 		      "back end instead of the shm window (for tests)",

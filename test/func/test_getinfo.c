@@ -89,10 +89,11 @@ Test(getinfo, fi_ntx_domains_chooses_and_orders_the_domains)
 	fi_freeinfo(fi);
 }
 
-/* FI_NTX_PROV_KEYS=0: offered FI_MR_PROV_KEY and FI_MR_VIRT_ADDR are
- * not taken, so the key of a region is the one the application asked
- * for (what fabtests' fi_multi_mr writes to without exchanging keys). */
-Test(getinfo, fi_ntx_prov_keys_0_keeps_the_applications_keys)
+/* FI_NTX_MR_OFFERED=0: offered FI_MR_PROV_KEY, FI_MR_VIRT_ADDR and
+ * FI_MR_ENDPOINT are not taken, so the key of a region is the one the
+ * application asked for (what fabtests' fi_multi_mr writes to without
+ * exchanging keys or binding the regions). */
+Test(getinfo, fi_ntx_mr_offered_0_keeps_the_applications_keys)
 {
 	struct fi_info *h = base(), *fi;
 	struct fid_fabric *fab;
@@ -100,12 +101,12 @@ Test(getinfo, fi_ntx_prov_keys_0_keeps_the_applications_keys)
 	struct fid_mr *mr;
 	static char buf[64];
 
-	setenv("FI_NTX_PROV_KEYS", "0", 1);
+	setenv("FI_NTX_MR_OFFERED", "0", 1);
 	h->caps = FI_RMA;
 	h->domain_attr->mr_mode = FI_MR_ENDPOINT | FI_MR_PROV_KEY |
 				  FI_MR_VIRT_ADDR;
 	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
-	cr_assert_eq(fi->domain_attr->mr_mode, FI_MR_ENDPOINT);
+	cr_assert_eq(fi->domain_attr->mr_mode, 0);
 	cr_assert_eq(fi_fabric(fi->fabric_attr, &fab, NULL), 0);
 	cr_assert_eq(fi_domain(fab, fi, &dom, NULL), 0);
 	cr_assert_eq(fi_mr_reg(dom, buf, sizeof(buf), FI_REMOTE_WRITE, 0, 1,
