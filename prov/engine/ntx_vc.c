@@ -468,13 +468,15 @@ static struct ntx_vc *ntx_vc_connecting(struct ntx_vc *acc)
  * first: the other side moves its backlog (nothing of it has left yet)
  * onto the accepted VC and lets its own connection go, from progress
  * (not inside the back end's poll); the peer's side of it then fails
- * owing nothing. */
+ * owing nothing. An endpoint that connects to itself (a network back
+ * end) accepts its own connection: the two VCs are that connection's
+ * two ends, and both stay. */
 static void ntx_vc_crossed(struct ntx_vc *acc)
 {
 	struct ntx_vc *mine = ntx_vc_connecting(acc);
 	struct ntx_ep *ep = acc->ep;
 
-	if (!mine || ntx_vc_name_cmp(&ep->name, &acc->peer) < 0)
+	if (!mine || ntx_vc_name_cmp(&ep->name, &acc->peer) <= 0)
 		return;
 	while (!ntx_list_empty(&mine->backlog)) {
 		struct ntx_req *r = ntx_container_of(ntx_list_first(&mine->backlog),
