@@ -360,9 +360,47 @@ ssize_t ntx_cq_ring_read(struct ntx_cq *cq, void *buf, size_t count,
 #define NTX_CQ_REMOTE_MAX (1u << 20)
 /* Room for one more entry that a peer caused (takes the CQ's lock). */
 bool ntx_cq_room_for_peer(struct ntx_cq *cq);
-/* Called from progress: takes the CQ's own lock. */
-int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
-		void *buf, uint64_t data, uint64_t tag, fi_addr_t src);
+/* A completion in the application's format, wherever it goes. */
+static inline void ntx_cq_put(const struct ntx_cq *cq, void *dst, void *ctx,
+			      uint64_t flags, size_t len, void *buf,
+			      uint64_t data, uint64_t tag)
+{
+	struct fi_cq_tagged_entry *e = dst;
+
+	e->op_context = ctx;
+	if (cq->format == FI_CQ_FORMAT_CONTEXT)
+		return;
+	e->flags = flags;
+	e->len = len;
+	if (cq->format == FI_CQ_FORMAT_MSG)
+		return;
+	e->buf = buf;
+	e->data = data;
+	if (cq->format == FI_CQ_FORMAT_DATA)
+		return;
+	e->tag = tag;
+}
+/* ntx_cq_push when the entry goes to the ring (takes the CQ's lock). */
+int ntx_cq_push_ring(struct ntx_cq *cq, void *ctx, uint64_t flags,
+		     size_t len, void *buf, uint64_t data, uint64_t tag,
+		     fi_addr_t src);
+/* Called from progress. Inline: while the reader is in fi_cq_read on
+ * this thread with the ring empty, the entry goes straight to the
+ * application's buffer, with no call. */
+static inline int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags,
+			      size_t len, void *buf, uint64_t data,
+			      uint64_t tag, fi_addr_t src)
+{
+	if (!cq->direct || cq->direct_n >= cq->direct_cap)
+		return ntx_cq_push_ring(cq, ctx, flags, len, buf, data, tag,
+					src);
+	ntx_cq_put(cq, cq->direct + cq->direct_n * cq->esz, ctx, flags, len,
+		   buf, data, tag);
+	if (cq->direct_src)
+		cq->direct_src[cq->direct_n] = src;
+	cq->direct_n++;
+	return 0;
+}
 int ntx_cq_push_err(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 		    void *buf, uint64_t data, uint64_t tag, size_t olen,
 		    int err, fi_addr_t src, const struct ntx_addr *err_addr);
@@ -442,8 +480,23 @@ size_t ntx_iov_cur_copy_out(struct ntx_iov_cur *c, void *dst, size_t len);
 /* The next len bytes as at most max_out iovecs (count of them). */
 size_t ntx_iov_cur_slice(struct ntx_iov_cur *c, size_t len,
 			 struct iovec *out, size_t max_out, size_t *count);
-size_t ntx_iov_copy_to(const struct iovec *iov, size_t count, size_t off,
-		       const void *src, size_t len);
+size_t ntx_iov_copy_to_walk(const struct iovec *iov, size_t count,
+			    size_t off, const void *src, size_t len);
+/* Copies len bytes into the iovecs from offset off; returns the bytes
+ * copied. Inline for the message path's case: one buffer, one copy. */
+static inline size_t ntx_iov_copy_to(const struct iovec *iov, size_t count,
+				     size_t off, const void *src, size_t len)
+{
+	if (count == 1 && off <= iov[0].iov_len &&
+	    len <= iov[0].iov_len - off) {
+		if (len <= 16)
+			ntx_copy16((uint8_t *)iov[0].iov_base + off, src, len);
+		else
+			memcpy((uint8_t *)iov[0].iov_base + off, src, len);
+		return len;
+	}
+	return ntx_iov_copy_to_walk(iov, count, off, src, len);
+}
 size_t ntx_iov_copy_from(void *dst, const struct iovec *iov, size_t count,
 			 size_t len);
 /* The bytes [off, off + len) of an iovec array, as an iovec array. */

@@ -431,9 +431,23 @@ void ntx_tme_init(struct ntx_tme *tme);
 struct ntx_req *ntx_tme_match_posted(struct ntx_tme *tme, bool tagged,
 				     fi_addr_t src, uint64_t tag,
 				     size_t msg_len);
-struct ntx_unexp *ntx_tme_match_unexp(struct ntx_tme *tme, bool tagged,
-				      fi_addr_t src, uint64_t tag,
-				      uint64_t ignore, void *claim_ctx);
+struct ntx_unexp *ntx_tme_find_unexp(struct ntx_tme *tme, bool tagged,
+				     fi_addr_t src, uint64_t tag,
+				     uint64_t ignore, void *claim_ctx);
+/* The unexpected message a receive takes, or NULL. Inline: every
+ * unexpected message is on unexp[tagged], so the common case of a receive
+ * posted before its message costs one load and no call. */
+static inline struct ntx_unexp *ntx_tme_match_unexp(struct ntx_tme *tme,
+						    bool tagged,
+						    fi_addr_t src,
+						    uint64_t tag,
+						    uint64_t ignore,
+						    void *claim_ctx)
+{
+	if (ntx_list_empty(&tme->unexp[tagged]))
+		return NULL;
+	return ntx_tme_find_unexp(tme, tagged, src, tag, ignore, claim_ctx);
+}
 void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req);
 /* Takes a posted receive off its queue (once). */
 void ntx_tme_unpost(struct ntx_tme *tme, struct ntx_req *req);

@@ -35,27 +35,6 @@ static int ntx_cq_grow(struct ntx_cq *cq)
 	return 0;
 }
 
-/* A completion in the application's format, wherever it goes. */
-static void ntx_cq_put(struct ntx_cq *cq, void *dst, void *ctx,
-		       uint64_t flags, size_t len, void *buf, uint64_t data,
-		       uint64_t tag)
-{
-	struct fi_cq_tagged_entry *e = dst;
-
-	e->op_context = ctx;
-	if (cq->format == FI_CQ_FORMAT_CONTEXT)
-		return;
-	e->flags = flags;
-	e->len = len;
-	if (cq->format == FI_CQ_FORMAT_MSG)
-		return;
-	e->buf = buf;
-	e->data = data;
-	if (cq->format == FI_CQ_FORMAT_DATA)
-		return;
-	e->tag = tag;
-}
-
 bool ntx_cq_room_for_peer(struct ntx_cq *cq)
 {
 	bool room;
@@ -66,21 +45,12 @@ bool ntx_cq_room_for_peer(struct ntx_cq *cq)
 	return room;
 }
 
-int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
-		void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
+int ntx_cq_push_ring(struct ntx_cq *cq, void *ctx, uint64_t flags,
+		     size_t len, void *buf, uint64_t data, uint64_t tag,
+		     fi_addr_t src)
 {
 	struct ntx_cq_ent *e;
 
-	if (cq->direct && cq->direct_n < cq->direct_cap) {
-		/* the reader is in fi_cq_read on this thread, the ring is
-		 * empty: the entry goes straight to the application */
-		ntx_cq_put(cq, cq->direct + cq->direct_n * cq->esz, ctx, flags,
-			   len, buf, data, tag);
-		if (cq->direct_src)
-			cq->direct_src[cq->direct_n] = src;
-		cq->direct_n++;
-		return 0;
-	}
 	ntx_cmutex_lock(cq->domain, &cq->lock);
 	if (cq->count == cq->cap && ntx_cq_grow(cq)) {
 		ntx_cmutex_unlock(cq->domain, &cq->lock);

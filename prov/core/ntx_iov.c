@@ -103,20 +103,11 @@ size_t ntx_iov_cur_slice(struct ntx_iov_cur *c, size_t len,
 }
 
 /* Copies len bytes from src into the iovecs starting at byte off. */
-size_t ntx_iov_copy_to(const struct iovec *iov, size_t count, size_t off,
-		       const void *src, size_t len)
+size_t ntx_iov_copy_to_walk(const struct iovec *iov, size_t count,
+			    size_t off, const void *src, size_t len)
 {
 	struct ntx_iov_cur c;
 
-	/* the message path's case: one buffer, one memcpy, no walk */
-	if (count == 1 && off <= iov[0].iov_len &&
-	    len <= iov[0].iov_len - off) {
-		if (len <= 16)
-			ntx_copy16((uint8_t *)iov[0].iov_base + off, src, len);
-		else
-			memcpy((uint8_t *)iov[0].iov_base + off, src, len);
-		return len;
-	}
 	ntx_iov_cur_init(&c, iov, count);
 	if (ntx_iov_cur_skip(&c, off) < off)
 		return 0;

@@ -89,17 +89,13 @@ struct ntx_req *ntx_tme_match_posted(struct ntx_tme *tme, bool tagged,
 	return r;
 }
 
-struct ntx_unexp *ntx_tme_match_unexp(struct ntx_tme *tme, bool tagged,
-				      fi_addr_t src, uint64_t tag,
-				      uint64_t ignore, void *claim_ctx)
+struct ntx_unexp *ntx_tme_find_unexp(struct ntx_tme *tme, bool tagged,
+				     fi_addr_t src, uint64_t tag,
+				     uint64_t ignore, void *claim_ctx)
 {
 	bool exact = tagged && !ignore && !claim_ctx;
 	struct ntx_list *q, *it;
 
-	/* every unexpected message is on unexp[tagged]: the common case of
-	 * a receive posted before its message costs no hashing */
-	if (ntx_list_empty(&tme->unexp[tagged]))
-		return NULL;
 	q = exact ? &tme->unexp_tag[ntx_tme_bucket(tag)] : &tme->unexp[tagged];
 
 	ntx_list_foreach(q, it) {
