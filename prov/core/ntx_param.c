@@ -121,6 +121,10 @@ static void ntx_params_init_tcp(void)
 		       "whose host vanished), or take to connect, before it "
 		       "fails with error completions",
 		       &ntx_params.tcp_timeout_ms, 1000, 3600000);
+}
+
+static void ntx_params_init_udp(void)
+{
 	ntx_param_size("udp_mtu",
 		       "udp: bytes of UDP payload per datagram (the path MTU "
 		       "less 28 bytes of IPv4 and UDP headers); engine packets "
@@ -141,6 +145,11 @@ static void ntx_params_init_tcp(void)
 		      "send (UDP_SEGMENT), cut by the kernel; 0 sends each "
 		      "datagram on its own",
 		      &ntx_params.udp_gso, FI_PARAM_BOOL);
+}
+
+/* what fi_getinfo offers, and which back end reaches a local peer */
+static void ntx_params_init_offer(void)
+{
 	fi_param_define(&ntx_prov, "domains", FI_PARAM_STRING,
 			"comma-separated domain names fi_getinfo lists, in "
 			"this order (e.g. \"udp\" or \"rxe0,shm\"; a domain "
@@ -228,6 +237,8 @@ void ntx_params_init(void)
 	ntx_params_init_window();
 	ntx_params_init_peers();
 	ntx_params_init_tcp();
+	ntx_params_init_udp();
+	ntx_params_init_offer();
 	ntx_params_init_progress();
 	ntx_params_init_auth();
 	ntx_params_init_queues();

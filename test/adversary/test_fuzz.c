@@ -348,6 +348,27 @@ static void still_serves(struct fz *f)
 	t_close(&t);
 }
 
+/* Forks the shm victim, reads its name and maps its window. */
+static pid_t victim_start(struct fz *f)
+{
+	pid_t pid;
+
+	setenv("NTX_TEST_DOMAIN", "shm", 1);
+	pid = t_fork(&f->sock, fuzz_victim);
+	cr_assert_gt(pid, 0);
+	cr_assert_eq(t_sock_read(f->sock, &f->victim, sizeof(f->victim)), 0);
+	map_victim(f, pid);
+	return pid;
+}
+
+/* Tells the victim to end, checks that it ended well, unmaps its window. */
+static void victim_end(struct fz *f, pid_t pid)
+{
+	cr_assert_eq(write(f->sock, "q", 1), 1);
+	cr_assert_eq(t_join(pid), 0, "the victim failed");
+	munmap(f->base, f->g.size);
+}
+
 Test(fuzz, shm_ring_entries_connect_cells_and_control_lines, .timeout = 240)
 {
 	const char *sec = getenv("NTX_FUZZ_SECONDS"), *seed = getenv("NTX_FUZZ_SEED");
@@ -360,11 +381,7 @@ Test(fuzz, shm_ring_entries_connect_cells_and_control_lines, .timeout = 240)
 	g_rng |= 1;
 	cr_log_info("fuzz: seed 0x%llx (NTX_FUZZ_SEED repeats it)\n",
 		    (unsigned long long)g_rng);
-	setenv("NTX_TEST_DOMAIN", "shm", 1);
-	pid = t_fork(&f.sock, fuzz_victim);
-	cr_assert_gt(pid, 0);
-	cr_assert_eq(t_sock_read(f.sock, &f.victim, sizeof(f.victim)), 0);
-	map_victim(&f, pid);
+	pid = victim_start(&f);
 	while (ms_now() < end) {
 		unsigned k = (unsigned)(rnd() % 4);
 
@@ -382,9 +399,7 @@ Test(fuzz, shm_ring_entries_connect_cells_and_control_lines, .timeout = 240)
 		    "cases found their connection ended\n", n, f.cases[0],
 		    f.cases[1], f.cases[2], f.lost);
 	cr_assert_leq(f.lost * 10, f.cases[0], "most ring cases reach a ring");
-	cr_assert_eq(write(f.sock, "q", 1), 1);
-	cr_assert_eq(t_join(pid), 0, "the victim failed");
-	munmap(f.base, f.g.size);
+	victim_end(&f, pid);
 }
 
 /* Connect requests in the victim's own name, as it is and as if it had
@@ -405,11 +420,7 @@ Test(fuzz, a_connect_request_in_the_victims_own_name_ends_nothing,
 	int tries = 0;
 	pid_t pid;
 
-	setenv("NTX_TEST_DOMAIN", "shm", 1);
-	pid = t_fork(&f.sock, fuzz_victim);
-	cr_assert_gt(pid, 0);
-	cr_assert_eq(t_sock_read(f.sock, &f.victim, sizeof(f.victim)), 0);
-	map_victim(&f, pid);
+	pid = victim_start(&f);
 	cr_assert_eq(t_open(&t, CAPS), 0);
 	cr_assert_eq(t_insert(&t, &f.victim, &peer), 0);
 	cr_assert_eq(fi_tsend(t.ep, &v, 8, NULL, peer, tag, NULL), 0);
@@ -430,9 +441,7 @@ Test(fuzz, a_connect_request_in_the_victims_own_name_ends_nothing,
 		fi_cq_read(t.cq, NULL, 0);
 	cr_assert_lt(tries, 1000, "our second message never arrived");
 	t_close(&t);
-	cr_assert_eq(write(f.sock, "q", 1), 1);
-	cr_assert_eq(t_join(pid), 0, "the victim failed");
-	munmap(f.base, f.g.size);
+	victim_end(&f, pid);
 }
 
 /* ---- tcp frames ---------------------------------------------------------- */
