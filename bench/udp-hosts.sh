@@ -7,7 +7,8 @@
 # size the median of REPEAT runs of the half round trip, MB/s, and the
 # ratios ntx/rxd and ntx/rxm (latency: below 1 is better for ntx;
 # bandwidth: above 1 is better). A run that does not finish in TMO seconds
-# prints "-". Needs root. Environment: SIZES (default "8 65536 1048576"),
+# prints "-" and counts in the "failed" column (the medians are of the runs
+# that finished). Needs root. Environment: SIZES (default "8 65536 1048576"),
 # ITERS (default 1000, 100 from 64 KiB, 20 from 1 MiB), REPEAT (default
 # 1), LOSS (default 5), TMO (default 60).
 set -uo pipefail
@@ -41,7 +42,10 @@ one() { # provider-and-domain options, size, iterations
     echo "- -"
   fi
 }
-median() { sort -g | awk '{a[NR] = $0} END {print a[int((NR + 1) / 2)]}'; }
+# the median of the runs that finished ("-" if none did): a failed run is
+# no figure, neither the best nor the worst
+median() { grep -v '^-$' | sort -g |
+  awk '{a[NR] = $0} END {print NR ? a[int((NR + 1) / 2)] : "-"}'; }
 ratio() { awk -v a="$1" -v b="$2" \
   'BEGIN { if (a != "-" && b != "-" && b > 0) printf "%.2f", a / b; else print "-" }'; }
 
@@ -54,32 +58,33 @@ drop() { # percent dropped on both hosts' output (0: none)
   done
 }
 
-printf "%-5s %-9s %-12s %12s %10s %9s %9s %9s %9s\n" loss size provider \
-  "usec/xfer" "MB/s" "lat/rxd" "bw/rxd" "lat/rxm" "bw/rxm"
+printf "%-5s %-9s %-12s %12s %10s %6s %9s %9s %9s %9s\n" loss size provider \
+  "usec/xfer" "MB/s" failed "lat/rxd" "bw/rxd" "lat/rxm" "bw/rxm"
 for l in 0 "$loss"; do
   drop "$l" || { echo "nftables rules failed"; exit 1; }
   for s in $sizes; do
     it=${ITERS:-$( ( [ "$s" -ge 1048576 ] && echo 20 ) ||
                    ( [ "$s" -ge 65536 ] && echo 100 ) || echo 1000)}
-    declare -A lat=() bw=()
+    declare -A lat=() bw=() bad=()
     for p in "${provs[@]}"; do
       opts="-p $p"; [ "$p" = ntx ] && opts="-p ntx -d udp"
       r=$(for ((k = 0; k < repeat; k++)); do one "$opts" "$s" "$it"; done)
       lat[$p]=$(echo "$r" | awk '{print $1}' | median)
       bw[$p]=$(echo "$r" | awk '{print $2}' | median)
+      bad[$p]=$(echo "$r" | grep -c '^- -$')
     done
     # the ratios on ntx's row
-    printf "%-5s %-9s %-12s %12s %10s %9s %9s %9s %9s\n" "$l%" "$s" ntx \
-      "${lat[ntx]}" "${bw[ntx]}" \
+    printf "%-5s %-9s %-12s %12s %10s %6s %9s %9s %9s %9s\n" "$l%" "$s" ntx \
+      "${lat[ntx]}" "${bw[ntx]}" "${bad[ntx]}/$repeat" \
       "$(ratio "${lat[ntx]}" "${lat[udp;ofi_rxd]}")" \
       "$(ratio "${bw[ntx]}" "${bw[udp;ofi_rxd]}")" \
       "$(ratio "${lat[ntx]}" "${lat[tcp;ofi_rxm]}")" \
       "$(ratio "${bw[ntx]}" "${bw[tcp;ofi_rxm]}")"
     for p in "${provs[@]:1}"; do
-      printf "%-5s %-9s %-12s %12s %10s\n" "$l%" "$s" "$p" "${lat[$p]}" \
-        "${bw[$p]}"
+      printf "%-5s %-9s %-12s %12s %10s %6s\n" "$l%" "$s" "$p" "${lat[$p]}" \
+        "${bw[$p]}" "${bad[$p]}/$repeat"
     done
-    unset lat bw
+    unset lat bw bad
   done
 done
 drop 0

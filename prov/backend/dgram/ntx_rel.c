@@ -182,7 +182,7 @@ void ntx_rel_cfg_default(struct ntx_rel_cfg *cfg)
 		.epoch = 1,
 		.delack_ns = 100000,      /* 100 us */
 		.rto_init_ns = 5000000,   /* 5 ms */
-		.rto_min_ns = 1000000,    /* 1 ms */
+		.rto_min_ns = 250000,     /* 250 us */
 		.rto_max_ns = 1000000000, /* 1 s */
 		.dead_ns = 20000000000ull /* 20 s */
 	};
