@@ -22,7 +22,7 @@
 
 #define CAPS (FI_MSG | FI_TAGGED)
 #define WAIT_MS 10000
-#define SETTLE_MS 100000 /* two settled_heap calls and a round, at most */
+#define SETTLE_MS 300000 /* six settled_heap calls and the rounds, at most */
 #define DEAD_MS 1000 /* FI_NTX_UDP_TIMEOUT_MS of these tests */
 
 static void use_udp(void)
@@ -222,15 +222,30 @@ static void hub_round(struct tctx *t, const fi_addr_t *addr, uint64_t *out,
  * name, each answer completes at once. What the hub holds per idle peer
  * (the engine's VC, the back end's peer and rel's state) is heap in use:
  * measured over the second half of the peers, so that the first half
- * grew the endpoint's pools of requests to their size already. */
-Test(udp, a_thousand_peers_cost_under_a_kib_each_when_idle, .timeout = 180)
+ * grew the endpoint's pools of requests to their size already, in five
+ * batches, each never more at once than the first round had; the figure
+ * is the median batch's growth per peer. A growth that happens once in
+ * the endpoint's life (a table or pool doubling: in CI's distcheck, under
+ * load, the second half once grew by 1.5 MB in one go, 3628 bytes a peer
+ * if charged to them) then falls in one batch and is not the median. */
+#define NBATCH 5
+#define BATCH ((NPEER - NPEER / 2) / NBATCH)
+
+static int cmp_long(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+Test(udp, a_thousand_peers_cost_under_a_kib_each_when_idle, .timeout = 400)
 {
 	static char names[NPEER][T_NAMELEN];
 	static fi_addr_t addr[NPEER];
 	static uint64_t out[NPEER], back[NPEER];
 	char me[T_NAMELEN];
-	size_t len = sizeof(me), before, after;
-	long per;
+	size_t len = sizeof(me), heap[NBATCH + 1];
+	long per[NBATCH];
 	struct tctx t;
 	int sock;
 	pid_t pid;
@@ -249,15 +264,23 @@ Test(udp, a_thousand_peers_cost_under_a_kib_each_when_idle, .timeout = 180)
 	for (int i = 0; i < NPEER; i++)
 		cr_assert_eq(t_insert(&t, names[i], &addr[i]), 0);
 	hub_round(&t, addr, out, back, 0, NPEER / 2);
-	before = settled_heap(&t);
-	hub_round(&t, addr, out, back, NPEER / 2, NPEER);
-	after = settled_heap(&t);
-	/* signed: should the first round's transients outlive the settling,
-	 * their freeing shows as a negative difference, not a huge one */
-	per = ((long)after - (long)before) / (NPEER - NPEER / 2);
-	fprintf(stderr, "%s: heap per idle peer: %ld bytes\n",
-		t_dgram_domain(), per);
-	cr_assert_leq(per, 1024, "%ld bytes per idle peer", per);
+	heap[0] = settled_heap(&t);
+	for (int b = 0; b < NBATCH; b++) {
+		int from = NPEER / 2 + b * BATCH;
+
+		hub_round(&t, addr, out, back, from, from + BATCH);
+		heap[b + 1] = settled_heap(&t);
+		/* signed: transients of an earlier round freed now show as a
+		 * negative difference, not a huge one */
+		per[b] = ((long)heap[b + 1] - (long)heap[b]) / BATCH;
+		fprintf(stderr, "%s: batch %d: heap per peer %ld bytes\n",
+			t_dgram_domain(), b, per[b]);
+	}
+	qsort(per, NBATCH, sizeof(per[0]), cmp_long);
+	fprintf(stderr, "%s: heap per idle peer: %ld bytes (median batch)\n",
+		t_dgram_domain(), per[NBATCH / 2]);
+	cr_assert_leq(per[NBATCH / 2], 1024, "%ld bytes per idle peer",
+		      per[NBATCH / 2]);
 	cr_assert_eq(t_sync_progress(&t, sock, SETTLE_MS), 0);
 	cr_assert_eq(t_join(pid), 0, "child failed");
 	t_close(&t);
