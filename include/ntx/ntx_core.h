@@ -455,7 +455,14 @@ void ntx_mr_table_unbind(struct ntx_domain *dom, const struct ntx_ep *ep);
 bool ntx_mr_key_used(struct ntx_domain *dom, uint64_t key);
 
 /* ---- iovec arrays (ntx_iov.c, DESIGN §3) ---- */
-size_t ntx_iov_len(const struct iovec *iov, size_t count);
+static inline size_t ntx_iov_len(const struct iovec *iov, size_t count)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < count; i++)
+		len += iov[i].iov_len;
+	return len;
+}
 /* A position inside an iovec array: byte off of entry idx. Zero-length
  * entries are stepped over; every operation stops at the array's end and
  * says how many bytes it covered. */

@@ -299,11 +299,67 @@ static inline void ntx_ep_unlock(struct ntx_ep *ep)
 void ntx_ep_arm(struct ntx_ep *ep, bool arm);
 
 /* ---- requests (ntx_req.c) ---- */
-struct ntx_req *ntx_req_get(struct ntx_ep *ep, enum ntx_req_kind kind);
+/* Doubles an endpoint's pool of requests. */
+int ntx_req_grow(struct ntx_ep *ep);
+/* The tail of a request: from the first field after the iovecs up to
+ * the bounce pointer (DESIGN §3, requests). */
+#define NTX_REQ_TAIL_OFF offsetof(struct ntx_req, peer_req)
+#define NTX_REQ_TAIL_LEN (offsetof(struct ntx_req, bounce) - NTX_REQ_TAIL_OFF)
+#ifdef NTX_LOCK_CHECK
+/* Checking builds: the tail of a pooled request is really zero. */
+void ntx_req_assert_tail_clear(const struct ntx_req *r);
+#else
+#define ntx_req_assert_tail_clear(r) ((void)(r))
+#endif
+/* A request from the endpoint's pool, its head cleared. Inline: every
+ * message takes one. */
+static inline struct ntx_req *ntx_req_get(struct ntx_ep *ep,
+					  enum ntx_req_kind kind)
+{
+	struct ntx_req *r;
+	uint64_t idx;
+
+	if (ntx_list_empty(&ep->req_free) && ntx_req_grow(ep))
+		return NULL;
+	r = ntx_container_of(ntx_list_first(&ep->req_free), struct ntx_req,
+			     entry);
+	ntx_list_remove(&r->entry);
+	idx = r->id & 0xffffffffu;
+	/* the head only, field by field (a memset of it compiles to a rep
+	 * stos that costs more than the stores); the tail is clear on the
+	 * free list, the iovecs are valid up to their count */
+	ntx_list_init(&r->entry);
+	r->kind = kind;
+	r->state = NTX_RS_NEW;
+	r->ep = ep;
+	r->vc = NULL;
+	r->context = NULL;
+	r->flags = 0;
+	r->id = idx | ((uint64_t)++ep->req_gen << 32);
+	r->iov_count = 0;
+	r->len = 0;
+	r->tag = 0;
+	r->ignore = 0;
+	r->data = 0;
+	r->seq = 0;
+	r->addr = FI_ADDR_UNSPEC;
+	r->silent = false;
+	r->issued = false;
+	r->rma_op = 0;
+	ntx_req_assert_tail_clear(r);
+	return r;
+}
 void ntx_req_put(struct ntx_req *req);
 /* ntx_req_put for a request whose tail (struct ntx_req) was never
  * written: an eager send or receive, the message path's case. */
-void ntx_req_put_lean(struct ntx_req *req);
+static inline void ntx_req_put_lean(struct ntx_req *r)
+{
+	ntx_req_assert_tail_clear(r);
+	/* a new generation makes late packets naming this id miss */
+	r->id = (r->id & 0xffffffffu);
+	r->state = NTX_RS_NEW;
+	ntx_list_insert_head(&r->ep->req_free, &r->entry);
+}
 struct ntx_req *ntx_req_lookup(struct ntx_ep *ep, uint64_t id);
 /* Frees every request of the endpoint's pool (at close). */
 void ntx_req_fini(struct ntx_ep *ep);
@@ -329,21 +385,60 @@ static inline struct ntx_ep *ntx_req_rx_ep(const struct ntx_req *r,
 
 /* ---- completions (ntx_comp.c) ---- */
 void ntx_comp_tx(struct ntx_req *req);
-/* A send done without a request (ntx_proto_send_small). */
-void ntx_comp_send(struct ntx_ep *ep, void *context, uint64_t flags);
+static inline uint64_t ntx_comp_kind(uint64_t op_flags)
+{
+	return op_flags & FI_TAGGED ? FI_TAGGED : FI_MSG;
+}
+static inline bool ntx_comp_wanted(bool selective, uint64_t op_flags)
+{
+	return !selective || (op_flags & FI_COMPLETION);
+}
+/* A send done without a request (ntx_proto_send_small). Inline, like
+ * ntx_comp_rx: every message completes. */
+static inline void ntx_comp_send(struct ntx_ep *ep, void *context,
+				 uint64_t flags)
+{
+	if (ep->tx_cq && ntx_comp_wanted(ep->tx_selective, flags))
+		ntx_cq_push(ep->tx_cq, context, FI_SEND | ntx_comp_kind(flags),
+			    0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
+	if (ep->send_cntr)
+		ntx_cntr_inc(ep->send_cntr);
+}
 void ntx_comp_tx_err(struct ntx_req *req, int err);
+/* ntx_comp_rx's errors: truncated (olen), or FI_SOURCE_ERR's unknown
+ * sender. */
+void ntx_comp_rx_fault(struct ntx_ep *ep, struct ntx_req *req, uint64_t f,
+		       size_t len, uint64_t tag, uint64_t data, fi_addr_t src,
+		       void *buf, size_t olen, const struct ntx_addr *src_name);
 /* A receive done with a message that came on vc. */
-void ntx_comp_rx(struct ntx_req *req, struct ntx_vc *vc, size_t len,
-		 uint64_t flags, uint64_t tag, uint64_t data, fi_addr_t src,
-		 void *buf, size_t olen, const struct ntx_addr *src_name);
+static inline __attribute__((always_inline)) void
+ntx_comp_rx(struct ntx_req *req, struct ntx_vc *vc, size_t len,
+	    uint64_t flags, uint64_t tag, uint64_t data, fi_addr_t src,
+	    void *buf, size_t olen, const struct ntx_addr *src_name)
+{
+	struct ntx_ep *ep = ntx_req_rx_ep(req, vc);
+	uint64_t f = FI_RECV | ntx_comp_kind(req->flags) | flags;
+
+	len += ep->msg_prefix; /* FI_MSG_PREFIX counts the prefix */
+	if (olen || (src == FI_ADDR_NOTAVAIL && (ep->caps & FI_SOURCE_ERR) &&
+		     (ep->caps & FI_SOURCE) && src_name)) {
+		ntx_comp_rx_fault(ep, req, f, len, tag, data, src, buf, olen,
+				  src_name);
+		return;
+	}
+	if (ep->rx_cq && (ntx_comp_wanted(ep->rx_selective, req->flags) ||
+			  (flags & FI_MULTI_RECV)))
+		ntx_cq_push(ep->rx_cq, req->context, f, len, buf, data, tag,
+			    src);
+	if (ep->recv_cntr)
+		ntx_cntr_inc(ep->recv_cntr);
+}
 void ntx_comp_rx_err(struct ntx_req *req, int err, size_t len, size_t olen,
 		     uint64_t tag, uint64_t data);
 /* one-sided: the initiator's completion (err positive or 0) */
 void ntx_comp_rma(struct ntx_req *req, int err);
 
 /* ---- virtual connections (ntx_vc.c) ---- */
-/* The VC of an operation's address (a MSG endpoint's: its peer's). */
-int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **vc);
 /* The VC of an AV address as it is. */
 int ntx_vc_get_slot(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **vc);
 void ntx_vc_on_names(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
@@ -391,6 +486,26 @@ static inline fi_addr_t ntx_vc_fi_addr(struct ntx_vc *vc)
 		return vc->fi_addr;
 	return ntx_vc_fi_addr_lookup(vc);
 }
+/* The VC of an operation's address (a MSG endpoint's: its peer's).
+ * Inline: every send looks up a VC it has. */
+static inline int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr,
+			     struct ntx_vc **out)
+{
+	struct ntx_vc *vc;
+
+	if (ep->cm) {
+		if (ep->msg_dest == FI_ADDR_NOTAVAIL)
+			return -FI_ENOTCONN;
+		addr = ep->msg_dest;
+	}
+	addr = ntx_vc_key(ep, addr);
+	vc = ntx_idtab_get(&ep->vc_tab, addr);
+	if (vc && vc->state != NTX_VC_ERROR) {
+		*out = vc;
+		return 0;
+	}
+	return ntx_vc_get_slot(ep, addr, out);
+}
 void ntx_vc_fail(struct ntx_vc *vc, int err);
 void ntx_vc_destroy(struct ntx_vc *vc);
 void ntx_vc_queue(struct ntx_vc *vc, struct ntx_req *req);
@@ -428,9 +543,6 @@ static inline bool ntx_auth_tx_pending(const struct ntx_vc *vc)
 
 /* ---- tag matching (ntx_tme.c) ---- */
 void ntx_tme_init(struct ntx_tme *tme);
-struct ntx_req *ntx_tme_match_posted(struct ntx_tme *tme, bool tagged,
-				     fi_addr_t src, uint64_t tag,
-				     size_t msg_len);
 struct ntx_unexp *ntx_tme_find_unexp(struct ntx_tme *tme, bool tagged,
 				     fi_addr_t src, uint64_t tag,
 				     uint64_t ignore, void *claim_ctx);
@@ -448,16 +560,88 @@ static inline struct ntx_unexp *ntx_tme_match_unexp(struct ntx_tme *tme,
 		return NULL;
 	return ntx_tme_find_unexp(tme, tagged, src, tag, ignore, claim_ctx);
 }
-void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req);
+/* A tag's bucket of posted_tag and unexp_tag. */
+static inline size_t ntx_tme_bucket(uint64_t tag)
+{
+	tag ^= tag >> 29;
+	tag *= 0xbf58476d1ce4e5b9ull;
+	tag ^= tag >> 32;
+	return (size_t)(tag & (NTX_TME_BUCKETS - 1));
+}
+/* A tagged receive with no ignore bits: hashed by its tag. */
+static inline bool ntx_tme_exact(const struct ntx_req *req)
+{
+	return (req->flags & FI_TAGGED) && !req->ignore;
+}
+/* Queues a receive in post order. Inline: every receive is posted. */
+static inline void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req)
+{
+	req->state = NTX_RS_POSTED;
+	req->seq = ++tme->seq;
+	if (ntx_tme_exact(req)) {
+		tme->nexact++;
+		ntx_list_insert_tail(&tme->posted_tag[ntx_tme_bucket(req->tag)],
+				     &req->entry);
+	} else
+		ntx_list_insert_tail(&tme->posted[!!(req->flags & FI_TAGGED)],
+				     &req->entry);
+}
 /* Takes a posted receive off its queue (once). */
-void ntx_tme_unpost(struct ntx_tme *tme, struct ntx_req *req);
+static inline void ntx_tme_unpost(struct ntx_tme *tme, struct ntx_req *req)
+{
+	ntx_list_remove(&req->entry);
+	if (ntx_tme_exact(req))
+		tme->nexact--;
+}
+static inline bool ntx_tme_tag_match(uint64_t want, uint64_t ignore,
+				     uint64_t tag)
+{
+	return ((want ^ tag) & ~ignore) == 0;
+}
+static inline bool ntx_tme_src_match(fi_addr_t want, fi_addr_t src)
+{
+	return want == FI_ADDR_UNSPEC || want == src;
+}
+static inline struct ntx_req *ntx_tme_first(struct ntx_list *q, bool tagged,
+					    fi_addr_t src, uint64_t tag)
+{
+	struct ntx_list *it;
+
+	ntx_list_foreach(q, it) {
+		struct ntx_req *r = ntx_container_of(it, struct ntx_req, entry);
+
+		if (ntx_tme_src_match(r->addr, src) &&
+		    (!tagged || ntx_tme_tag_match(r->tag, r->ignore, tag)))
+			return r;
+	}
+	return NULL;
+}
+/* Finds and dequeues the receive that takes this message (a multi-receive
+ * buffer stays posted while it has room). Inline: every message. */
+static inline struct ntx_req *ntx_tme_match_posted(struct ntx_tme *tme,
+						   bool tagged, fi_addr_t src,
+						   uint64_t tag)
+{
+	struct ntx_req *r = ntx_tme_first(&tme->posted[tagged], tagged, src,
+					  tag);
+
+	if (tagged && tme->nexact) {
+		struct ntx_req *e = ntx_tme_first(
+			&tme->posted_tag[ntx_tme_bucket(tag)], true, src, tag);
+
+		if (e && (!r || e->seq < r->seq))
+			r = e;
+	}
+	if (r && !(r->flags & FI_MULTI_RECV))
+		ntx_tme_unpost(tme, r);
+	return r;
+}
 void ntx_tme_add_unexp(struct ntx_tme *tme, struct ntx_unexp *u);
 void ntx_tme_del_unexp(struct ntx_unexp *u);
 struct ntx_req *ntx_tme_cancel(struct ntx_tme *tme, void *context);
 
 /* ---- protocols (ntx_proto.c) ---- */
 ssize_t ntx_proto_send(struct ntx_ep *ep, struct ntx_req *req);
-ssize_t ntx_proto_recv(struct ntx_ep *ep, struct ntx_req *req);
 ssize_t ntx_proto_peek(struct ntx_ep *ep, struct ntx_req *req);
 /* A send (len: the iovecs' bytes) or a receive (FI_PEEK: a peek) from its
  * arguments, in a request of the pool; endpoint lock held, arguments

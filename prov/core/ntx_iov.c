@@ -8,14 +8,6 @@
 
 #include "ntx/ntx_core.h"
 
-size_t ntx_iov_len(const struct iovec *iov, size_t count)
-{
-	size_t len = 0;
-
-	for (size_t i = 0; i < count; i++)
-		len += iov[i].iov_len;
-	return len;
-}
 
 void ntx_iov_cur_init(struct ntx_iov_cur *c, const struct iovec *iov,
 		      size_t count)

@@ -6,24 +6,6 @@
 
 #include "ntx/ntx_engine.h"
 
-static uint64_t ntx_comp_kind(uint64_t op_flags)
-{
-	return op_flags & FI_TAGGED ? FI_TAGGED : FI_MSG;
-}
-
-static bool ntx_comp_wanted(bool selective, uint64_t op_flags)
-{
-	return !selective || (op_flags & FI_COMPLETION);
-}
-
-void ntx_comp_send(struct ntx_ep *ep, void *context, uint64_t flags)
-{
-	if (ep->tx_cq && ntx_comp_wanted(ep->tx_selective, flags))
-		ntx_cq_push(ep->tx_cq, context, FI_SEND | ntx_comp_kind(flags),
-			    0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
-	if (ep->send_cntr)
-		ntx_cntr_inc(ep->send_cntr);
-}
 
 void ntx_comp_tx(struct ntx_req *req)
 {
@@ -49,14 +31,10 @@ void ntx_comp_tx_err(struct ntx_req *req, int err)
 		ntx_cntr_inc_err(ep->send_cntr);
 }
 
-void ntx_comp_rx(struct ntx_req *req, struct ntx_vc *vc, size_t len,
-		 uint64_t flags, uint64_t tag, uint64_t data, fi_addr_t src,
-		 void *buf, size_t olen, const struct ntx_addr *src_name)
+void ntx_comp_rx_fault(struct ntx_ep *ep, struct ntx_req *req, uint64_t f,
+		       size_t len, uint64_t tag, uint64_t data, fi_addr_t src,
+		       void *buf, size_t olen, const struct ntx_addr *src_name)
 {
-	struct ntx_ep *ep = ntx_req_rx_ep(req, vc);
-	uint64_t f = FI_RECV | ntx_comp_kind(req->flags) | flags;
-
-	len += ep->msg_prefix; /* FI_MSG_PREFIX counts the prefix */
 	if (olen) {
 		if (ep->rx_cq)
 			ntx_cq_push_err(ep->rx_cq, req->context, f, len, buf,
@@ -65,22 +43,11 @@ void ntx_comp_rx(struct ntx_req *req, struct ntx_vc *vc, size_t len,
 			ntx_cntr_inc_err(ep->recv_cntr);
 		return;
 	}
-	if (src == FI_ADDR_NOTAVAIL && (ep->caps & FI_SOURCE_ERR) &&
-	    (ep->caps & FI_SOURCE) && src_name) {
-		if (ep->rx_cq)
-			ntx_cq_push_err(ep->rx_cq, req->context, f, len, buf,
-					data, tag, 0, FI_EADDRNOTAVAIL, src,
-					src_name);
-		if (ep->recv_cntr)
-			ntx_cntr_inc_err(ep->recv_cntr);
-		return;
-	}
-	if (ep->rx_cq && (ntx_comp_wanted(ep->rx_selective, req->flags) ||
-			  (flags & FI_MULTI_RECV)))
-		ntx_cq_push(ep->rx_cq, req->context, f, len, buf, data, tag,
-			    src);
+	if (ep->rx_cq)
+		ntx_cq_push_err(ep->rx_cq, req->context, f, len, buf, data,
+				tag, 0, FI_EADDRNOTAVAIL, src, src_name);
 	if (ep->recv_cntr)
-		ntx_cntr_inc(ep->recv_cntr);
+		ntx_cntr_inc_err(ep->recv_cntr);
 }
 
 void ntx_comp_rx_err(struct ntx_req *req, int err, size_t len, size_t olen,

@@ -365,10 +365,11 @@ static void ntx_send_ack(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 		ntx_vc_ctrl(vc, &a);
 }
 
-/* Delivers an eager message (payload in hand) into a matched receive. */
-static void ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc,
-			 const struct ntx_wire_hdr *h, const void *payload,
-			 size_t len)
+/* Delivers an eager message (payload in hand) into a matched receive.
+ * Inline: the message path's case. */
+static inline __attribute__((always_inline)) void
+ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc,
+	     const struct ntx_wire_hdr *h, const void *payload, size_t len)
 {
 	size_t room, off, n;
 	uint64_t mflag = 0;
@@ -736,7 +737,7 @@ static ssize_t ntx_recv_discard(struct ntx_req *r, struct ntx_unexp *u)
 	return 0;
 }
 
-ssize_t ntx_proto_recv(struct ntx_ep *ep, struct ntx_req *r)
+static ssize_t ntx_proto_recv(struct ntx_ep *ep, struct ntx_req *r)
 {
 	bool tagged = r->flags & FI_TAGGED;
 	void *claim = (r->flags & FI_CLAIM) ? r->context : NULL;
@@ -925,7 +926,7 @@ static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		return;
 	}
 	r = ntx_tme_match_posted(&ep->rx->tme, tagged, ntx_vc_fi_addr(vc),
-				 h->tag, h->msg_len);
+				 h->tag);
 	if (!r) {
 		ntx_msg_unexpected(vc, h, payload, len, riov, niov);
 		return;

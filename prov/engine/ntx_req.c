@@ -11,7 +11,7 @@
 
 /* Doubles the pool (256 requests at first); slots never empty again,
  * so the requests' ids are 0 .. used - 1. */
-static int ntx_reqtab_grow(struct ntx_ep *ep)
+int ntx_req_grow(struct ntx_ep *ep)
 {
 	uint32_t n = ep->reqtab.used ? ep->reqtab.used : 256;
 
@@ -36,68 +36,17 @@ static_assert(offsetof(struct ntx_req, iov) == 128,
 	      "ntx_req_get sets every field of a request's head: a new one "
 	      "needs its line there");
 
-/* The tail of a request: from the first field after the iovecs up to
- * the bounce pointer (DESIGN §3, requests). */
-#define NTX_REQ_TAIL_OFF offsetof(struct ntx_req, peer_req)
-#define NTX_REQ_TAIL_LEN (offsetof(struct ntx_req, bounce) - NTX_REQ_TAIL_OFF)
-
 #ifdef NTX_LOCK_CHECK
-/* Checking builds: the tail of a pooled request is really zero. */
-static void ntx_req_assert_tail_clear(const struct ntx_req *r)
+void ntx_req_assert_tail_clear(const struct ntx_req *r)
 {
 	const uint8_t *p = (const uint8_t *)r + NTX_REQ_TAIL_OFF;
 
 	for (size_t i = 0; i < NTX_REQ_TAIL_LEN; i++)
 		assert(!p[i]);
 }
-#else
-#define ntx_req_assert_tail_clear(r) ((void)(r))
 #endif
 
-struct ntx_req *ntx_req_get(struct ntx_ep *ep, enum ntx_req_kind kind)
-{
-	struct ntx_req *r;
-	uint64_t idx;
 
-	if (ntx_list_empty(&ep->req_free) && ntx_reqtab_grow(ep))
-		return NULL;
-	r = ntx_container_of(ntx_list_first(&ep->req_free), struct ntx_req,
-			     entry);
-	ntx_list_remove(&r->entry);
-	idx = r->id & 0xffffffffu;
-	/* the head only, field by field (a memset of it compiles to a rep
-	 * stos that costs more than the stores); the tail is clear on the
-	 * free list, the iovecs are valid up to their count */
-	ntx_list_init(&r->entry);
-	r->kind = kind;
-	r->state = NTX_RS_NEW;
-	r->ep = ep;
-	r->vc = NULL;
-	r->context = NULL;
-	r->flags = 0;
-	r->id = idx | ((uint64_t)++ep->req_gen << 32);
-	r->iov_count = 0;
-	r->len = 0;
-	r->tag = 0;
-	r->ignore = 0;
-	r->data = 0;
-	r->seq = 0;
-	r->addr = FI_ADDR_UNSPEC;
-	r->silent = false;
-	r->issued = false;
-	r->rma_op = 0;
-	ntx_req_assert_tail_clear(r);
-	return r;
-}
-
-void ntx_req_put_lean(struct ntx_req *r)
-{
-	ntx_req_assert_tail_clear(r);
-	/* a new generation makes late packets naming this id miss */
-	r->id = (r->id & 0xffffffffu);
-	r->state = NTX_RS_NEW;
-	ntx_list_insert_head(&r->ep->req_free, &r->entry);
-}
 
 void ntx_req_put(struct ntx_req *r)
 {

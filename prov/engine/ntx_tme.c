@@ -10,14 +10,6 @@
 
 #include "ntx/ntx_engine.h"
 
-static inline size_t ntx_tme_bucket(uint64_t tag)
-{
-	tag ^= tag >> 29;
-	tag *= 0xbf58476d1ce4e5b9ull;
-	tag ^= tag >> 32;
-	return (size_t)(tag & (NTX_TME_BUCKETS - 1));
-}
-
 void ntx_tme_init(struct ntx_tme *tme)
 {
 	for (int i = 0; i < 2; i++) {
@@ -28,65 +20,6 @@ void ntx_tme_init(struct ntx_tme *tme)
 		ntx_list_init(&tme->posted_tag[i]);
 		ntx_list_init(&tme->unexp_tag[i]);
 	}
-}
-
-/* A posted receive lives in a tag bucket when it is tagged and exact. */
-static bool ntx_tme_exact(const struct ntx_req *req)
-{
-	return (req->flags & FI_TAGGED) && !req->ignore;
-}
-
-void ntx_tme_unpost(struct ntx_tme *tme, struct ntx_req *req)
-{
-	ntx_list_remove(&req->entry);
-	if (ntx_tme_exact(req))
-		tme->nexact--;
-}
-
-static bool ntx_tme_tag_match(uint64_t want, uint64_t ignore, uint64_t tag)
-{
-	return ((want ^ tag) & ~ignore) == 0;
-}
-
-static bool ntx_tme_src_match(fi_addr_t want, fi_addr_t src)
-{
-	return want == FI_ADDR_UNSPEC || want == src;
-}
-
-static struct ntx_req *ntx_tme_first(struct ntx_list *q, bool tagged,
-				     fi_addr_t src, uint64_t tag)
-{
-	struct ntx_list *it;
-
-	ntx_list_foreach(q, it) {
-		struct ntx_req *r = ntx_container_of(it, struct ntx_req, entry);
-
-		if (ntx_tme_src_match(r->addr, src) &&
-		    (!tagged || ntx_tme_tag_match(r->tag, r->ignore, tag)))
-			return r;
-	}
-	return NULL;
-}
-
-/* Finds and dequeues the receive that takes this message (a multi-receive
- * buffer stays posted while it has room). */
-struct ntx_req *ntx_tme_match_posted(struct ntx_tme *tme, bool tagged,
-				     fi_addr_t src, uint64_t tag,
-				     size_t msg_len)
-{
-	struct ntx_req *r = ntx_tme_first(&tme->posted[tagged], tagged, src,
-					  tag);
-
-	if (tagged && tme->nexact) {
-		struct ntx_req *e = ntx_tme_first(
-			&tme->posted_tag[ntx_tme_bucket(tag)], true, src, tag);
-
-		if (e && (!r || e->seq < r->seq))
-			r = e;
-	}
-	if (r && !(r->flags & FI_MULTI_RECV))
-		ntx_tme_unpost(tme, r);
-	return r;
 }
 
 struct ntx_unexp *ntx_tme_find_unexp(struct ntx_tme *tme, bool tagged,
@@ -119,19 +52,6 @@ struct ntx_unexp *ntx_tme_find_unexp(struct ntx_tme *tme, bool tagged,
 	return NULL;
 }
 
-void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req)
-{
-	bool tagged = req->flags & FI_TAGGED;
-
-	req->state = NTX_RS_POSTED;
-	req->seq = ++tme->seq;
-	if (ntx_tme_exact(req)) {
-		tme->nexact++;
-		ntx_list_insert_tail(&tme->posted_tag[ntx_tme_bucket(req->tag)],
-				     &req->entry);
-	} else
-		ntx_list_insert_tail(&tme->posted[tagged], &req->entry);
-}
 
 void ntx_tme_add_unexp(struct ntx_tme *tme, struct ntx_unexp *u)
 {

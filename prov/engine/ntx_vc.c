@@ -243,15 +243,6 @@ int ntx_vc_get_slot(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 	return 0;
 }
 
-int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
-{
-	if (ep->cm) {
-		if (ep->msg_dest == FI_ADDR_NOTAVAIL)
-			return -FI_ENOTCONN;
-		addr = ep->msg_dest;
-	}
-	return ntx_vc_get_slot(ep, ntx_vc_key(ep, addr), out);
-}
 
 struct ntx_vc *ntx_vc_by_name(struct ntx_ep *ep, const struct ntx_addr *a)
 {
