@@ -343,8 +343,8 @@ struct ntx_cq {
 	pthread_mutex_t lock;  /* ring and errors (a leaf lock) */
 	struct ntx_scope scope; /* endpoints bound to the CQ */
 	/* fi_cq_read's own buffer while its progress runs and the ring is
-	 * empty: completions are written once, straight into it (only where
-	 * one thread at a time uses the CQ: ep_lockless domains) */
+	 * has room: completions are written once, straight into it (only
+	 * where one thread at a time uses the CQ: ep_lockless domains) */
 	uint8_t *direct;
 	fi_addr_t *direct_src;
 	size_t direct_cap, direct_n, esz;
@@ -391,9 +391,27 @@ static inline int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags,
 			      size_t len, void *buf, uint64_t data,
 			      uint64_t tag, fi_addr_t src)
 {
-	if (!cq->direct || cq->direct_n >= cq->direct_cap)
-		return ntx_cq_push_ring(cq, ctx, flags, len, buf, data, tag,
-					src);
+	if (!cq->direct || cq->direct_n >= cq->direct_cap) {
+		struct ntx_cq_ent *e;
+		size_t i = cq->head + cq->count;
+
+		/* no lock to take, and the ring already holds entries (so
+		 * a waiter was told) and has room: append here */
+		if (!cq->domain->ep_lockless || !cq->count ||
+		    cq->count == cq->cap)
+			return ntx_cq_push_ring(cq, ctx, flags, len, buf, data,
+						tag, src);
+		e = &cq->ring[i < cq->cap ? i : i - cq->cap];
+		e->e.op_context = ctx;
+		e->e.flags = flags;
+		e->e.len = len;
+		e->e.buf = buf;
+		e->e.data = data;
+		e->e.tag = tag;
+		e->src = src;
+		cq->count++;
+		return 0;
+	}
 	ntx_cq_put(cq, cq->direct + cq->direct_n * cq->esz, ctx, flags, len,
 		   buf, data, tag);
 	if (cq->direct_src)

@@ -21,19 +21,28 @@ ntx_cq_do_read(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src)
 
 	if (count && !buf)
 		return -FI_EINVAL;
-	/* one thread at a time reads this CQ and nothing waits in its
-	 * ring: let progress write completions straight into buf */
-	if (cq->domain->ep_lockless && count && !cq->count &&
-	    ntx_list_empty(&cq->errs)) {
-		cq->direct = buf;
-		cq->direct_src = src;
-		cq->direct_cap = count;
+	/* one thread at a time reads this CQ: what waits in its ring
+	 * first (the completions of sends, written when they were posted),
+	 * then progress writes new completions straight into the rest of
+	 * buf */
+	if (cq->domain->ep_lockless && count && ntx_list_empty(&cq->errs)) {
+		size_t n = 0;
+
+		if (cq->count) {
+			n = (size_t)ntx_cq_ring_read(cq, buf, count, src);
+			if (n == count)
+				return (ssize_t)n;
+		}
+		cq->direct = (uint8_t *)buf + n * cq->esz;
+		cq->direct_src = src ? src + n : NULL;
+		cq->direct_cap = count - n;
 		cq->direct_n = 0;
 		ntx_scope_progress(cq->domain, &cq->scope);
 		cq->direct = NULL;
 		ntx_trig_run(cq->domain);
-		if (cq->direct_n)
-			return (ssize_t)cq->direct_n;
+		n += cq->direct_n;
+		if (n)
+			return (ssize_t)n;
 		return ntx_list_empty(&cq->errs) ? -FI_EAGAIN : -FI_EAVAIL;
 	}
 	/* the thread-hot path: only this CQ's endpoints */

@@ -359,10 +359,11 @@ static uint64_t ntx_rx_flags(const struct ntx_wire_hdr *h)
 
 static void ntx_send_ack(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 {
-	struct ntx_wire_hdr a = { .op = NTX_OP_ACK, .sreq = h->sreq };
+	if (h->flags & NTX_PF_ACK) {
+		struct ntx_wire_hdr a = { .op = NTX_OP_ACK, .sreq = h->sreq };
 
-	if (h->flags & NTX_PF_ACK)
 		ntx_vc_ctrl(vc, &a);
+	}
 }
 
 /* Delivers an eager message (payload in hand) into a matched receive.
@@ -807,7 +808,10 @@ ssize_t ntx_proto_post_recv(struct ntx_ep *ep, const struct iovec *iov,
 
 	if (!r)
 		return -FI_EAGAIN;
-	memcpy(r->iov, iov, count * sizeof(*iov));
+	if (count == 1) /* no call to memcpy for the common case */
+		r->iov[0] = iov[0];
+	else
+		memcpy(r->iov, iov, count * sizeof(*iov));
 	r->iov_count = count;
 	r->len = ntx_iov_len(iov, count);
 	r->addr = src;
