@@ -56,7 +56,15 @@ static inline void ntx_signal_arm(struct ntx_signal *s)
 {
 	atomic_store(&s->armed, true);
 }
-void ntx_signal_drain(struct ntx_signal *s);
+void ntx_signal_drain_slow(struct ntx_signal *s);
+/* Empties the eventfd after the news was taken; no syscall unless
+ * somebody can have written it. */
+static inline void ntx_signal_drain(struct ntx_signal *s)
+{
+	if (atomic_load_explicit(&s->armed, memory_order_relaxed) ||
+	    atomic_load_explicit(&s->sleepers, memory_order_relaxed))
+		ntx_signal_drain_slow(s);
+}
 /* Waits until readable or timeout (ms, -1 = forever); 0, -FI_EAGAIN */
 int ntx_signal_wait(struct ntx_signal *s, int timeout_ms);
 
@@ -351,10 +359,6 @@ struct ntx_cq {
 };
 /* Bytes of one entry in a CQ format (0: not a format ntx offers). */
 size_t ntx_cq_entry_size(enum fi_cq_format f);
-/* Up to count entries into buf (and their sources into src); CQ lock
- * held. -FI_EAVAIL while an error entry waits, -FI_EAGAIN when empty. */
-ssize_t ntx_cq_ring_read(struct ntx_cq *cq, void *buf, size_t count,
-			 fi_addr_t *src);
 /* Entries a CQ may hold before peers' remote CQ data is refused (the
  * peer's connection fails): a peer cannot grow it without bound. */
 #define NTX_CQ_REMOTE_MAX (1u << 20)
@@ -380,6 +384,32 @@ static inline void ntx_cq_put(const struct ntx_cq *cq, void *dst, void *ctx,
 		return;
 	e->tag = tag;
 }
+/* Up to count entries into buf (and their sources into src); CQ lock
+ * held. -FI_EAVAIL while an error entry waits, -FI_EAGAIN when empty.
+ * Inline: fi_cq_read takes send completions from the ring. */
+static inline ssize_t ntx_cq_ring_read(struct ntx_cq *cq, void *buf,
+				       size_t count, fi_addr_t *src)
+{
+	size_t esz = cq->esz, n;
+
+	ntx_assert_cmutex_locked(cq->domain, &cq->lock);
+	if (!ntx_list_empty(&cq->errs))
+		return -FI_EAVAIL;
+	for (n = 0; n < count && cq->count; n++) {
+		struct ntx_cq_ent *e = &cq->ring[cq->head];
+
+		ntx_cq_put(cq, (uint8_t *)buf + n * esz, e->e.op_context,
+			   e->e.flags, e->e.len, e->e.buf, e->e.data, e->e.tag);
+		if (src)
+			src[n] = e->src;
+		if (++cq->head == cq->cap)
+			cq->head = 0;
+		cq->count--;
+	}
+	if (!cq->count && ntx_list_empty(&cq->errs))
+		ntx_signal_drain(&cq->sig);
+	return n ? (ssize_t)n : -FI_EAGAIN;
+}
 /* ntx_cq_push when the entry goes to the ring (takes the CQ's lock). */
 int ntx_cq_push_ring(struct ntx_cq *cq, void *ctx, uint64_t flags,
 		     size_t len, void *buf, uint64_t data, uint64_t tag,
@@ -395,10 +425,8 @@ static inline int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags,
 		struct ntx_cq_ent *e;
 		size_t i = cq->head + cq->count;
 
-		/* no lock to take, and the ring already holds entries (so
-		 * a waiter was told) and has room: append here */
-		if (!cq->domain->ep_lockless || !cq->count ||
-		    cq->count == cq->cap)
+		/* no lock to take and room in the ring: append here */
+		if (!cq->domain->ep_lockless || cq->count == cq->cap)
 			return ntx_cq_push_ring(cq, ctx, flags, len, buf, data,
 						tag, src);
 		e = &cq->ring[i < cq->cap ? i : i - cq->cap];
@@ -409,7 +437,8 @@ static inline int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags,
 		e->e.data = data;
 		e->e.tag = tag;
 		e->src = src;
-		cq->count++;
+		if (cq->count++ == 0)
+			ntx_signal_raise(&cq->sig);
 		return 0;
 	}
 	ntx_cq_put(cq, cq->direct + cq->direct_n * cq->esz, ctx, flags, len,

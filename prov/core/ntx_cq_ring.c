@@ -105,27 +105,3 @@ int ntx_cq_push_err(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 	ntx_cmutex_unlock(cq->domain, &cq->lock);
 	return 0;
 }
-
-ssize_t ntx_cq_ring_read(struct ntx_cq *cq, void *buf, size_t count,
-				  fi_addr_t *src)
-{
-	size_t esz = cq->esz, n;
-
-	ntx_assert_cmutex_locked(cq->domain, &cq->lock);
-	if (!ntx_list_empty(&cq->errs))
-		return -FI_EAVAIL;
-	for (n = 0; n < count && cq->count; n++) {
-		struct ntx_cq_ent *e = &cq->ring[cq->head];
-
-		ntx_cq_put(cq, (uint8_t *)buf + n * esz, e->e.op_context,
-			   e->e.flags, e->e.len, e->e.buf, e->e.data, e->e.tag);
-		if (src)
-			src[n] = e->src;
-		if (++cq->head == cq->cap)
-			cq->head = 0;
-		cq->count--;
-	}
-	if (!cq->count && ntx_list_empty(&cq->errs))
-		ntx_signal_drain(&cq->sig);
-	return n ? (ssize_t)n : -FI_EAGAIN;
-}

@@ -36,13 +36,10 @@ void ntx_signal_raise_slow(struct ntx_signal *s)
 		NTX_WARN(FI_LOG_CORE, "eventfd write: %s\n", strerror(errno));
 }
 
-void ntx_signal_drain(struct ntx_signal *s)
+void ntx_signal_drain_slow(struct ntx_signal *s)
 {
 	uint64_t v;
 
-	if (!atomic_load_explicit(&s->armed, memory_order_relaxed) &&
-	    !atomic_load_explicit(&s->sleepers, memory_order_relaxed))
-		return; /* nothing can have been written */
 	if (s->fd >= 0 && read(s->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		NTX_WARN(FI_LOG_CORE, "eventfd read: %s\n", strerror(errno));
 }
