@@ -395,8 +395,8 @@ static inline bool ntx_comp_wanted(bool selective, uint64_t op_flags)
 }
 /* A send done without a request (ntx_proto_send_small). Inline, like
  * ntx_comp_rx: every message completes. */
-static inline void ntx_comp_send(struct ntx_ep *ep, void *context,
-				 uint64_t flags)
+static inline __attribute__((always_inline)) void
+ntx_comp_send(struct ntx_ep *ep, void *context, uint64_t flags)
 {
 	if (ep->tx_cq && ntx_comp_wanted(ep->tx_selective, flags))
 		ntx_cq_push(ep->tx_cq, context, FI_SEND | ntx_comp_kind(flags),
@@ -650,19 +650,100 @@ ssize_t ntx_proto_post_send(struct ntx_ep *ep, const struct iovec *iov,
 			    size_t count, size_t len, fi_addr_t dest,
 			    uint64_t tag, uint64_t data, void *context,
 			    uint64_t flags);
-ssize_t ntx_proto_post_recv(struct ntx_ep *ep, const struct iovec *iov,
-			    size_t count, fi_addr_t src, uint64_t tag,
-			    uint64_t ignore, void *context, uint64_t flags);
+/* A receive request from the caller's arguments (the API checked them). */
+static inline struct ntx_req *ntx_req_get_recv(struct ntx_ep *ep,
+					       const struct iovec *iov,
+					       size_t count, fi_addr_t src,
+					       uint64_t tag, uint64_t ignore,
+					       void *context, uint64_t flags)
+{
+	struct ntx_req *r = ntx_req_get(ep, NTX_REQ_RECV);
+
+	if (!r)
+		return NULL;
+	if (count == 1) /* no call to memcpy for the common case */
+		r->iov[0] = iov[0];
+	else
+		memcpy(r->iov, iov, count * sizeof(*iov));
+	r->iov_count = count;
+	r->len = ntx_iov_len(iov, count);
+	r->addr = src;
+	r->tag = tag;
+	r->ignore = ignore;
+	r->context = context;
+	r->flags = flags;
+	return r;
+}
+/* ntx_proto_post_recv in every case: peeks, claims, multi-receive
+ * buffers, unexpected messages waiting. */
+ssize_t ntx_proto_post_recv_any(struct ntx_ep *ep, const struct iovec *iov,
+				size_t count, fi_addr_t src, uint64_t tag,
+				uint64_t ignore, void *context,
+				uint64_t flags);
+/* A receive (the API checked the arguments and holds the endpoint
+ * lock). Inline: with no unexpected message waiting, a plain receive is
+ * a request posted in order. -FI_EAGAIN when the pool cannot grow. */
+static inline ssize_t ntx_proto_post_recv(struct ntx_ep *ep,
+					  const struct iovec *iov,
+					  size_t count, fi_addr_t src,
+					  uint64_t tag, uint64_t ignore,
+					  void *context, uint64_t flags)
+{
+	struct ntx_tme *tme = &ep->rx->tme;
+	struct ntx_req *r;
+
+	if ((flags & (FI_PEEK | FI_CLAIM | FI_MULTI_RECV)) ||
+	    !ntx_list_empty(&tme->unexp[!!(flags & FI_TAGGED)]))
+		return ntx_proto_post_recv_any(ep, iov, count, src, tag,
+					       ignore, context, flags);
+	r = ntx_req_get_recv(ep, iov, count, src, tag, ignore, context,
+			     flags);
+	if (!r)
+		return -FI_EAGAIN;
+	ntx_tme_post(tme, r);
+	return 0;
+}
 ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
 			 fi_addr_t dest, uint64_t tag, uint64_t data,
 			 uint64_t flags);
+/* The wire flags of a message's op flags. */
+static inline uint8_t ntx_pkt_flags(uint64_t op_flags)
+{
+	return (op_flags & FI_TAGGED ? NTX_PF_TAGGED : 0) |
+	       (op_flags & FI_REMOTE_CQ_DATA ? NTX_PF_DATA : 0);
+}
 /* The message-rate path: a send of at most NTX_INLINE_MAX bytes to a
  * connected peer with nothing queued, written into the header and
  * completed at once, without a request. 1 when it does not apply (the
- * caller takes the general path), else 0 or a negative error. */
-int ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
-			 fi_addr_t dest, uint64_t tag, uint64_t data,
-			 void *context, uint64_t flags);
+ * caller takes the general path), else 0 or a negative error. Inline:
+ * fi_tsenddata's own path. */
+static inline __attribute__((always_inline)) int
+ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
+		     fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
+		     uint64_t flags)
+{
+	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab, ep->cm ? ep->msg_dest
+							  : ntx_vc_key(ep, dest));
+	struct ntx_wire_hdr h = {
+		.op = NTX_OP_EAGER,
+		.flags = NTX_PF_INLINE | ntx_pkt_flags(flags),
+		.tag = tag,
+		.cq_data = data,
+		.msg_len = len,
+	};
+
+	/* anything that needs a request, or order behind queued work */
+	if (len > NTX_INLINE_MAX || !vc || vc->state != NTX_VC_CONNECTED ||
+	    !ntx_list_empty(&vc->backlog) ||
+	    (flags & (FI_DELIVERY_COMPLETE | FI_FENCE)))
+		return 1;
+	ntx_copy16(&h.rreq, buf, len);
+	if (vc->ops->send(vc->conn, &h, NULL, 0, 0))
+		return 1; /* full or failed: the general path queues or
+			   * reports it */
+	ntx_comp_send(ep, context, flags);
+	return 0;
+}
 /* Sends what req still has to send; 0 when done, -FI_EAGAIN to retry */
 int ntx_proto_tx(struct ntx_req *req);
 void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,

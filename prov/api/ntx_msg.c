@@ -62,10 +62,9 @@ ssize_t ntx_msg_post_send(struct ntx_ep *ep, const struct iovec *iov,
  * connected peer goes straight to the engine's inline send (no iovec, no
  * request); anything it cannot take now goes the general way, which
  * queues it or reports why not. */
-static inline ssize_t ntx_send_one(struct ntx_ep *ep, const void *buf,
-				   size_t len, fi_addr_t dest, uint64_t tag,
-				   uint64_t data, void *context,
-				   uint64_t flags)
+static inline __attribute__((always_inline)) ssize_t
+ntx_send_one(struct ntx_ep *ep, const void *buf, size_t len, fi_addr_t dest,
+	     uint64_t tag, uint64_t data, void *context, uint64_t flags)
 {
 	struct iovec iov = { (void *)buf, len };
 	ssize_t ret;

@@ -44,12 +44,6 @@ size_t ntx_vc_mtu(const struct ntx_vc *vc)
 	return ntx_params.eager_max < m ? ntx_params.eager_max : m;
 }
 
-static uint8_t ntx_pkt_flags(uint64_t op_flags)
-{
-	return (op_flags & FI_TAGGED ? NTX_PF_TAGGED : 0) |
-	       (op_flags & FI_REMOTE_CQ_DATA ? NTX_PF_DATA : 0);
-}
-
 /* ---- send side ------------------------------------------------------------ */
 
 void ntx_proto_send_done(struct ntx_req *r)
@@ -241,33 +235,6 @@ ssize_t ntx_proto_send(struct ntx_ep *ep, struct ntx_req *r)
 	    ntx_proto_tx(r) != -FI_EAGAIN)
 		return 0;
 	ntx_vc_queue(r->vc, r);
-	return 0;
-}
-
-int ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
-			 fi_addr_t dest, uint64_t tag, uint64_t data,
-			 void *context, uint64_t flags)
-{
-	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab, ep->cm ? ep->msg_dest
-							  : ntx_vc_key(ep, dest));
-	struct ntx_wire_hdr h = {
-		.op = NTX_OP_EAGER,
-		.flags = NTX_PF_INLINE | ntx_pkt_flags(flags),
-		.tag = tag,
-		.cq_data = data,
-		.msg_len = len,
-	};
-
-	/* anything that needs a request, or order behind queued work */
-	if (len > NTX_INLINE_MAX || !vc || vc->state != NTX_VC_CONNECTED ||
-	    !ntx_list_empty(&vc->backlog) ||
-	    (flags & (FI_DELIVERY_COMPLETE | FI_FENCE)))
-		return 1;
-	ntx_copy16(&h.rreq, buf, len);
-	if (vc->ops->send(vc->conn, &h, NULL, 0, 0))
-		return 1; /* full or failed: the general path queues or
-			   * reports it */
-	ntx_comp_send(ep, context, flags);
 	return 0;
 }
 
@@ -800,25 +767,16 @@ ssize_t ntx_proto_post_send(struct ntx_ep *ep, const struct iovec *iov,
 	return ret;
 }
 
-ssize_t ntx_proto_post_recv(struct ntx_ep *ep, const struct iovec *iov,
-			    size_t count, fi_addr_t src, uint64_t tag,
-			    uint64_t ignore, void *context, uint64_t flags)
+ssize_t ntx_proto_post_recv_any(struct ntx_ep *ep, const struct iovec *iov,
+				size_t count, fi_addr_t src, uint64_t tag,
+				uint64_t ignore, void *context,
+				uint64_t flags)
 {
-	struct ntx_req *r = ntx_req_get(ep, NTX_REQ_RECV);
+	struct ntx_req *r = ntx_req_get_recv(ep, iov, count, src, tag, ignore,
+					     context, flags);
 
 	if (!r)
 		return -FI_EAGAIN;
-	if (count == 1) /* no call to memcpy for the common case */
-		r->iov[0] = iov[0];
-	else
-		memcpy(r->iov, iov, count * sizeof(*iov));
-	r->iov_count = count;
-	r->len = ntx_iov_len(iov, count);
-	r->addr = src;
-	r->tag = tag;
-	r->ignore = ignore;
-	r->context = context;
-	r->flags = flags;
 	return flags & FI_PEEK ? ntx_proto_peek(ep, r) : ntx_proto_recv(ep, r);
 }
 
