@@ -683,11 +683,10 @@ ssize_t ntx_proto_post_recv_any(struct ntx_ep *ep, const struct iovec *iov,
 /* A receive (the API checked the arguments and holds the endpoint
  * lock). Inline: with no unexpected message waiting, a plain receive is
  * a request posted in order. -FI_EAGAIN when the pool cannot grow. */
-static inline ssize_t ntx_proto_post_recv(struct ntx_ep *ep,
-					  const struct iovec *iov,
-					  size_t count, fi_addr_t src,
-					  uint64_t tag, uint64_t ignore,
-					  void *context, uint64_t flags)
+static inline __attribute__((always_inline)) ssize_t
+ntx_proto_post_recv(struct ntx_ep *ep, const struct iovec *iov, size_t count,
+		    fi_addr_t src, uint64_t tag, uint64_t ignore, void *context,
+		    uint64_t flags)
 {
 	struct ntx_tme *tme = &ep->rx->tme;
 	struct ntx_req *r;

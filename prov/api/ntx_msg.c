@@ -82,9 +82,10 @@ ntx_send_one(struct ntx_ep *ep, const void *buf, size_t len, fi_addr_t dest,
 	return ntx_msg_post_send(ep, &iov, 1, dest, tag, data, context, flags);
 }
 
-static ssize_t ntx_post_recv(struct ntx_ep *ep, const struct iovec *iov,
-			     size_t count, fi_addr_t src, uint64_t tag,
-			     uint64_t ignore, void *context, uint64_t flags)
+static inline __attribute__((always_inline)) ssize_t
+ntx_post_recv(struct ntx_ep *ep, const struct iovec *iov, size_t count,
+	      fi_addr_t src, uint64_t tag, uint64_t ignore, void *context,
+	      uint64_t flags)
 {
 	ssize_t ret;
 

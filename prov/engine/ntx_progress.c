@@ -84,7 +84,8 @@ void ntx_ep_poll(struct ntx_ep *ep)
  * polled on every call. */
 #define NTX_NET_IDLE_POLLS 8
 
-static void ntx_ep_poll_be(struct ntx_ep *ep)
+static inline __attribute__((always_inline)) void
+ntx_ep_poll_be(struct ntx_ep *ep)
 {
 	struct ntx_ep_be *shm = &ep->be[NTX_BE_SHM], *net = &ep->be[NTX_BE_NET];
 

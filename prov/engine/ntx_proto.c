@@ -1073,11 +1073,11 @@ static int ntx_proto_cm_filter(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	return 1;
 }
 
-void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
-			 const void *payload, size_t len)
+/* Every packet but the message path's case (ntx_proto_on_packet). */
+static __attribute__((noinline)) void
+ntx_proto_on_packet_any(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+			const void *payload, size_t len)
 {
-	if (vc->state == NTX_VC_ERROR)
-		return;
 	if (h->op == 0 || h->op >= NTX_OP_MAX || (h->flags & ~NTX_PF_ALL)) {
 		ntx_vc_fail(vc, -FI_EREMOTEIO);
 		return;
@@ -1121,6 +1121,34 @@ void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_on_ack(vc, h);
 		break;
 	}
+}
+
+/* A packet from a peer. The message path's case first, in a frame of its
+ * own: an eager message of at most NTX_INLINE_MAX bytes carried in the
+ * header, no ack asked for, on an endpoint without connection management
+ * (checked the same way ntx_msg_parse does; anything else, well formed or
+ * not, takes the general path). */
+void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+			 const void *payload, size_t len)
+{
+	struct ntx_ep *ep = vc->ep;
+	struct ntx_req *r;
+
+	if (vc->state == NTX_VC_ERROR)
+		return;
+	if (h->op != NTX_OP_EAGER || len || h->msg_len > NTX_INLINE_MAX ||
+	    (h->flags & ~(NTX_PF_TAGGED | NTX_PF_DATA)) != NTX_PF_INLINE ||
+	    ep->cm) {
+		ntx_proto_on_packet_any(vc, h, payload, len);
+		return;
+	}
+	r = ntx_tme_match_posted(&ep->rx->tme, h->flags & NTX_PF_TAGGED,
+				 ntx_vc_fi_addr(vc), h->tag);
+	if (!r) {
+		ntx_msg_unexpected(vc, h, &h->rreq, h->msg_len, NULL, 0);
+		return;
+	}
+	ntx_rx_eager(r, vc, h, &h->rreq, h->msg_len);
 }
 
 /* Completes everything the VC still owes with its error. */
