@@ -423,12 +423,13 @@ static inline int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags,
 {
 	if (!cq->direct || cq->direct_n >= cq->direct_cap) {
 		struct ntx_cq_ent *e;
-		size_t i = cq->head + cq->count;
+		size_t i;
 
 		/* no lock to take and room in the ring: append here */
 		if (!cq->domain->ep_lockless || cq->count == cq->cap)
 			return ntx_cq_push_ring(cq, ctx, flags, len, buf, data,
 						tag, src);
+		i = cq->head + cq->count;
 		e = &cq->ring[i < cq->cap ? i : i - cq->cap];
 		e->e.op_context = ctx;
 		e->e.flags = flags;

@@ -87,8 +87,7 @@ static ssize_t ntx_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
 	cq->last_err = e; /* err_data stays valid until the next read */
 	if (!cq->count && ntx_list_empty(&cq->errs))
 		ntx_signal_drain(&cq->sig);
-	ntx_cmutex_unlock(cq->domain, &cq->lock);
-
+	/* copied under the lock: another thread's readerr frees e */
 	user_data = buf->err_data;
 	user_size = buf->err_data_size;
 	*buf = e->e;
@@ -100,6 +99,7 @@ static ssize_t ntx_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
 		buf->err_data = user_data;
 		buf->err_data_size = n;
 	}
+	ntx_cmutex_unlock(cq->domain, &cq->lock);
 	return 1;
 }
 
