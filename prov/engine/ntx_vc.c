@@ -199,7 +199,7 @@ int ntx_vc_get_slot(struct ntx_ep *ep, fi_addr_t addr, struct ntx_vc **out)
 {
 	struct ntx_addr peer;
 	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab, addr);
-	struct ntx_ep_be *be;
+	struct ntx_ep_be *be = NULL;
 	bool fresh = false;
 	int ret;
 
