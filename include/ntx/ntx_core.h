@@ -410,6 +410,26 @@ static inline ssize_t ntx_cq_ring_read(struct ntx_cq *cq, void *buf,
 		ntx_signal_drain(&cq->sig);
 	return n ? (ssize_t)n : -FI_EAGAIN;
 }
+/* Appends an entry to a ring with room (CQ lock held, or none needed);
+ * the first entry tells a waiter. No division on the data path:
+ * head + count < 2 * cap. */
+static inline void ntx_cq_append(struct ntx_cq *cq, void *ctx, uint64_t flags,
+				 size_t len, void *buf, uint64_t data,
+				 uint64_t tag, fi_addr_t src)
+{
+	size_t i = cq->head + cq->count;
+	struct ntx_cq_ent *e = &cq->ring[i < cq->cap ? i : i - cq->cap];
+
+	e->e.op_context = ctx;
+	e->e.flags = flags;
+	e->e.len = len;
+	e->e.buf = buf;
+	e->e.data = data;
+	e->e.tag = tag;
+	e->src = src;
+	if (cq->count++ == 0)
+		ntx_signal_raise(&cq->sig);
+}
 /* ntx_cq_push when the entry goes to the ring (takes the CQ's lock). */
 int ntx_cq_push_ring(struct ntx_cq *cq, void *ctx, uint64_t flags,
 		     size_t len, void *buf, uint64_t data, uint64_t tag,
@@ -422,24 +442,11 @@ static inline int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags,
 			      uint64_t tag, fi_addr_t src)
 {
 	if (!cq->direct || cq->direct_n >= cq->direct_cap) {
-		struct ntx_cq_ent *e;
-		size_t i;
-
 		/* no lock to take and room in the ring: append here */
 		if (!cq->domain->ep_lockless || cq->count == cq->cap)
 			return ntx_cq_push_ring(cq, ctx, flags, len, buf, data,
 						tag, src);
-		i = cq->head + cq->count;
-		e = &cq->ring[i < cq->cap ? i : i - cq->cap];
-		e->e.op_context = ctx;
-		e->e.flags = flags;
-		e->e.len = len;
-		e->e.buf = buf;
-		e->e.data = data;
-		e->e.tag = tag;
-		e->src = src;
-		if (cq->count++ == 0)
-			ntx_signal_raise(&cq->sig);
+		ntx_cq_append(cq, ctx, flags, len, buf, data, tag, src);
 		return 0;
 	}
 	ntx_cq_put(cq, cq->direct + cq->direct_n * cq->esz, ctx, flags, len,

@@ -49,27 +49,13 @@ int ntx_cq_push_ring(struct ntx_cq *cq, void *ctx, uint64_t flags,
 		     size_t len, void *buf, uint64_t data, uint64_t tag,
 		     fi_addr_t src)
 {
-	struct ntx_cq_ent *e;
-
 	ntx_cmutex_lock(cq->domain, &cq->lock);
 	if (cq->count == cq->cap && ntx_cq_grow(cq)) {
 		ntx_cmutex_unlock(cq->domain, &cq->lock);
 		NTX_WARN(FI_LOG_CQ, "no memory to grow the CQ\n");
 		return -FI_ENOMEM;
 	}
-	/* no division on the data path: head + count < 2 * cap */
-	e = &cq->ring[cq->head + cq->count < cq->cap
-			      ? cq->head + cq->count
-			      : cq->head + cq->count - cq->cap];
-	e->e.op_context = ctx;
-	e->e.flags = flags;
-	e->e.len = len;
-	e->e.buf = buf;
-	e->e.data = data;
-	e->e.tag = tag;
-	e->src = src;
-	if (cq->count++ == 0)
-		ntx_signal_raise(&cq->sig);
+	ntx_cq_append(cq, ctx, flags, len, buf, data, tag, src);
 	ntx_cmutex_unlock(cq->domain, &cq->lock);
 	return 0;
 }
