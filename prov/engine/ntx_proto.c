@@ -872,23 +872,19 @@ static inline void ntx_msg_unexpected(struct ntx_vc *vc,
 	ntx_tme_add_unexp(&vc->ep->rx->tme, u);
 }
 
-static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
-		       const void *payload, size_t len)
+/* A parsed EAGER or RTS message: into the receive it matches, else
+ * waiting unexpected. Inline into both callers: ntx_proto_on_packet's
+ * message path passes an eager message in the header (no iovecs). */
+static inline __attribute__((always_inline)) void
+ntx_msg_deliver(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+		const void *payload, size_t len,
+		const struct ntx_wire_iov *riov, uint16_t niov)
 {
 	struct ntx_ep *ep = vc->ep;
-	bool tagged = h->flags & NTX_PF_TAGGED;
-	struct ntx_wire_iov riov[NTX_MAX_IOV];
-	uint16_t niov = 0;
 	struct ntx_req *r;
 
-	if (!ntx_msg_parse(h, &payload, &len, riov, &niov)) {
-		NTX_WARN(FI_LOG_EP_DATA, "malformed message from pid %u\n",
-			 vc->peer.pid);
-		ntx_vc_fail(vc, -FI_EREMOTEIO);
-		return;
-	}
-	r = ntx_tme_match_posted(&ep->rx->tme, tagged, ntx_vc_fi_addr(vc),
-				 h->tag);
+	r = ntx_tme_match_posted(&ep->rx->tme, h->flags & NTX_PF_TAGGED,
+				 ntx_vc_fi_addr(vc), h->tag);
 	if (!r) {
 		ntx_msg_unexpected(vc, h, payload, len, riov, niov);
 		return;
@@ -897,6 +893,21 @@ static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_rx_eager(r, vc, h, payload, len);
 	else
 		ntx_rx_rndv(r, vc, h, riov, niov);
+}
+
+static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+		       const void *payload, size_t len)
+{
+	struct ntx_wire_iov riov[NTX_MAX_IOV];
+	uint16_t niov = 0;
+
+	if (!ntx_msg_parse(h, &payload, &len, riov, &niov)) {
+		NTX_WARN(FI_LOG_EP_DATA, "malformed message from pid %u\n",
+			 vc->peer.pid);
+		ntx_vc_fail(vc, -FI_EREMOTEIO);
+		return;
+	}
+	ntx_msg_deliver(vc, h, payload, len, riov, niov);
 }
 
 /* A reply naming one of our requests: it must exist, belong to this VC
@@ -1131,24 +1142,15 @@ ntx_proto_on_packet_any(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 			 const void *payload, size_t len)
 {
-	struct ntx_ep *ep = vc->ep;
-	struct ntx_req *r;
-
 	if (vc->state == NTX_VC_ERROR)
 		return;
 	if (h->op != NTX_OP_EAGER || len || h->msg_len > NTX_INLINE_MAX ||
 	    (h->flags & ~(NTX_PF_TAGGED | NTX_PF_DATA)) != NTX_PF_INLINE ||
-	    ep->cm) {
+	    vc->ep->cm) {
 		ntx_proto_on_packet_any(vc, h, payload, len);
 		return;
 	}
-	r = ntx_tme_match_posted(&ep->rx->tme, h->flags & NTX_PF_TAGGED,
-				 ntx_vc_fi_addr(vc), h->tag);
-	if (!r) {
-		ntx_msg_unexpected(vc, h, &h->rreq, h->msg_len, NULL, 0);
-		return;
-	}
-	ntx_rx_eager(r, vc, h, &h->rreq, h->msg_len);
+	ntx_msg_deliver(vc, h, &h->rreq, h->msg_len, NULL, 0);
 }
 
 /* Completes everything the VC still owes with its error. */
