@@ -435,8 +435,9 @@ int ntx_cq_push_ring(struct ntx_cq *cq, void *ctx, uint64_t flags,
 		     size_t len, void *buf, uint64_t data, uint64_t tag,
 		     fi_addr_t src);
 /* Called from progress. Inline: while the reader is in fi_cq_read on
- * this thread with the ring empty, the entry goes straight to the
- * application's buffer, with no call. */
+ * this thread and its buffer has room, the entry goes straight to the
+ * application's buffer, else (lockless domains) to the ring, with no
+ * call. */
 static inline int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags,
 			      size_t len, void *buf, uint64_t data,
 			      uint64_t tag, fi_addr_t src)
