@@ -52,6 +52,15 @@ static const struct vcase cases[] = {
 	  .msg_len = 4, .raw = 4, .fails = true },
 	{ "eager inline: length", .op = NTX_OP_EAGER, .flags = NTX_PF_INLINE,
 	  .msg_len = NTX_INLINE_MAX + 1, .fails = true },
+	/* the message path's first check (ntx_proto_on_packet) takes the
+	 * first; the others must reach the general path's verdict */
+	{ "eager inline: in range", .op = NTX_OP_EAGER,
+	  .flags = NTX_PF_INLINE | NTX_PF_TAGGED | NTX_PF_DATA,
+	  .msg_len = NTX_INLINE_MAX },
+	{ "eager inline: ack asked", .op = NTX_OP_EAGER,
+	  .flags = NTX_PF_INLINE | NTX_PF_ACK, .msg_len = 4 },
+	{ "eager inline: unknown flag", .op = NTX_OP_EAGER,
+	  .flags = NTX_PF_INLINE | 0x80, .msg_len = 4, .fails = true },
 	/* RTS */
 	{ "rts: length", .op = NTX_OP_RTS, .niov = 2, .piov = 2, .each = 100,
 	  .msg_len = 200, .len_adj = 1, .fails = true },
