@@ -406,8 +406,14 @@ static inline ssize_t ntx_cq_ring_read(struct ntx_cq *cq, void *buf,
 			cq->head = 0;
 		cq->count--;
 	}
-	if (!cq->count && ntx_list_empty(&cq->errs))
-		ntx_signal_drain(&cq->sig);
+	/* an empty ring starts again at its first entry: a CQ read as fast
+	 * as it fills keeps writing the same few lines, which stay in the
+	 * cache, instead of walking the whole ring */
+	if (!cq->count) {
+		cq->head = 0;
+		if (ntx_list_empty(&cq->errs))
+			ntx_signal_drain(&cq->sig);
+	}
 	return n ? (ssize_t)n : -FI_EAGAIN;
 }
 /* Appends an entry to a ring with room (CQ lock held, or none needed);
