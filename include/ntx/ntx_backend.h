@@ -86,6 +86,12 @@ struct ntx_be_ops {
 	/* one packet; -FI_EAGAIN when the peer's ring is full */
 	int (*send)(struct ntx_be_conn *conn, const void *hdr,
 		    const struct iovec *iov, size_t iovcnt, size_t len);
+	/* an eager message of at most NTX_INLINE_MAX bytes in the header
+	 * (ntx_wire_hdr_inline), written where it goes rather than built
+	 * and copied (optional: send otherwise); as send */
+	int (*send_inline)(struct ntx_be_conn *conn, uint8_t pflags,
+			   uint64_t tag, uint64_t data, const void *buf,
+			   size_t len);
 	/* single-copy pull of a peer's memory into ours; returns bytes
 	 * moved, -FI_EOPNOTSUPP when this move cannot be single copy (the
 	 * engine then moves the bytes in packets) */

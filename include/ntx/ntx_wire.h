@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "ntx/ntx_base.h"
+
 enum ntx_op {
 	NTX_OP_EAGER = 1, /* whole message in the payload */
 	NTX_OP_RTS,       /* rendezvous: payload = sender's iovecs */
@@ -54,6 +56,7 @@ enum ntx_op {
 #define NTX_PF_ALL_MSG 0x0f
 #define NTX_INLINE_MAX 16
 
+
 struct ntx_wire_hdr {
 	uint8_t op;
 	uint8_t flags;
@@ -66,6 +69,7 @@ struct ntx_wire_hdr {
 	uint64_t rreq;     /* receiver's request id */
 	uint64_t offset;   /* DATA: where the segment goes */
 };
+
 /* One-sided packets use the same fields:
  *   tag     = the target's MR key
  *   offset  = remote address of this remote iovec (part) of the request
@@ -85,6 +89,27 @@ struct ntx_wire_hdr {
  * answered with niov = NTX_RMA_CHECK_PART. Its remote CQ data then
  * travels last in RMA_NOTIFY (msg_len = bytes of the whole request). */
 #define NTX_RMA_CHECK_PART 0xffff
+
+/* Writes every field of an eager message of at most NTX_INLINE_MAX bytes
+ * carried in the header (NTX_PF_INLINE; pflags: NTX_PF_TAGGED,
+ * NTX_PF_DATA): the bytes go to rreq and offset, the rest of those is
+ * zero. A back end with a ring writes it in place (send_inline). */
+static inline void ntx_wire_hdr_inline(struct ntx_wire_hdr *h, uint8_t pflags,
+				       uint64_t tag, uint64_t data,
+				       const void *buf, size_t len)
+{
+	h->op = NTX_OP_EAGER;
+	h->flags = NTX_PF_INLINE | pflags;
+	h->niov = 0;
+	h->status = 0;
+	h->tag = tag;
+	h->cq_data = data;
+	h->msg_len = len;
+	h->sreq = 0;
+	h->rreq = 0;
+	h->offset = 0;
+	ntx_copy16(&h->rreq, buf, len);
+}
 
 /* NTX_OP_AUTH stages (in status) */
 #define NTX_AUTH_CHAL 1   /* payload: struct ntx_wire_auth */

@@ -260,12 +260,11 @@ ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
 	if (ret)
 		return ret;
 	if (vc->state == NTX_VC_CONNECTED && ntx_list_empty(&vc->backlog)) {
-		if (len <= NTX_INLINE_MAX) {
-			h.flags |= NTX_PF_INLINE;
-			ntx_copy16(&h.rreq, buf, len);
-			iov.iov_len = 0;
-		}
-		ret = vc->ops->send(vc->conn, &h, &iov, 1, iov.iov_len);
+		if (len <= NTX_INLINE_MAX)
+			ret = ntx_vc_send_inline(vc, h.flags, tag, data, buf,
+						 len);
+		else
+			ret = vc->ops->send(vc->conn, &h, &iov, 1, len);
 		if (ret != -FI_EAGAIN) {
 			if (!ret && ep->send_cntr)
 				ntx_cntr_inc(ep->send_cntr);
