@@ -762,8 +762,9 @@ ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 }
 /* Sends what req still has to send; 0 when done, -FI_EAGAIN to retry */
 int ntx_proto_tx(struct ntx_req *req);
-void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr,
-			 const void *payload, size_t len);
+/* A packet from a back end: the ntx_be_cb recv callback of every VC. */
+void ntx_proto_on_recv(void *vc, const void *hdr, const void *payload,
+		       size_t len);
 void ntx_proto_vc_failed(struct ntx_vc *vc);
 /* Frees the unexpected messages and their pool (endpoint close). */
 void ntx_proto_unexp_fini(struct ntx_ep *ep);

@@ -111,6 +111,19 @@ static inline void ntx_wire_hdr_inline(struct ntx_wire_hdr *h, uint8_t pflags,
 	ntx_copy16(&h->rreq, buf, len);
 }
 
+/* Copies a header out of memory a peer can write, in the pieces the
+ * engine then reads it in (the first word; tag and cq_data; msg_len and
+ * sreq; rreq and offset): a load that spans two stores cannot be
+ * forwarded from the store buffer and waits for both to reach the cache. */
+static inline void ntx_wire_hdr_load(struct ntx_wire_hdr *d,
+				     const struct ntx_wire_hdr *s)
+{
+	memcpy(d, s, 8);
+	memcpy(&d->tag, &s->tag, 16);
+	memcpy(&d->msg_len, &s->msg_len, 16);
+	memcpy(&d->rreq, &s->rreq, 16);
+}
+
 /* NTX_OP_AUTH stages (in status) */
 #define NTX_AUTH_CHAL 1   /* payload: struct ntx_wire_auth */
 #define NTX_AUTH_PROOF 2  /* payload: HMAC-SHA256, 32 bytes */

@@ -1138,8 +1138,9 @@ ntx_proto_on_packet_any(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
  * header, no ack asked for, on an endpoint without connection management
  * (checked the same way ntx_msg_parse does; anything else, well formed or
  * not, takes the general path). */
-void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
-			 const void *payload, size_t len)
+static inline __attribute__((always_inline)) void
+ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+		    const void *payload, size_t len)
 {
 	if (vc->state == NTX_VC_ERROR)
 		return;
@@ -1150,6 +1151,28 @@ void ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		return;
 	}
 	ntx_msg_deliver(vc, h, &h->rreq, h->msg_len, NULL, 0);
+}
+
+/* A packet from a back end (ntx_vc_callbacks.recv): nothing but the
+ * job-key exchange before the peer proved it, then the protocols. The
+ * back end hands us a private header (its contract), read in place; one
+ * that is not aligned for its fields is copied first. */
+void ntx_proto_on_recv(void *arg, const void *hdr, const void *payload,
+		       size_t len)
+{
+	struct ntx_vc *vc = arg;
+	const struct ntx_wire_hdr *h = hdr;
+	struct ntx_wire_hdr copy;
+
+	ntx_assert_ep_locked(vc->ep);
+	if ((uintptr_t)hdr % _Alignof(struct ntx_wire_hdr)) {
+		memcpy(&copy, hdr, sizeof(copy));
+		h = &copy;
+	}
+	if (vc->state == NTX_VC_AUTH || h->op == NTX_OP_AUTH)
+		ntx_auth_on_packet(vc, h, payload, len);
+	else
+		ntx_proto_on_packet(vc, h, payload, len);
 }
 
 /* Completes everything the VC still owes with its error. */

@@ -528,21 +528,6 @@ static void ntx_vc_connected(void *arg)
 	ntx_vc_pump(vc);
 }
 
-static void ntx_vc_recv(void *arg, const void *hdr, const void *payload,
-			size_t len)
-{
-	struct ntx_vc *vc = arg;
-	struct ntx_wire_hdr h;
-
-	ntx_assert_ep_locked(vc->ep);
-	memcpy(&h, hdr, sizeof(h));
-	/* nothing but the job-key exchange before the peer proved it */
-	if (vc->state == NTX_VC_AUTH || h.op == NTX_OP_AUTH)
-		ntx_auth_on_packet(vc, &h, payload, len);
-	else
-		ntx_proto_on_packet(vc, &h, payload, len);
-}
-
 static void ntx_vc_failed(void *arg, int err)
 {
 	ntx_assert_ep_locked(((struct ntx_vc *)arg)->ep);
@@ -552,6 +537,6 @@ static void ntx_vc_failed(void *arg, int err)
 const struct ntx_be_cb ntx_vc_callbacks = {
 	.accept = ntx_vc_accept,
 	.connected = ntx_vc_connected,
-	.recv = ntx_vc_recv,
+	.recv = ntx_proto_on_recv,
 	.failed = ntx_vc_failed,
 };

@@ -1444,7 +1444,7 @@ static int ntx_ntb_drain(struct ntx_shm_conn *c)
 			ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
 			return cnt;
 		}
-		memcpy(&hdr, &e->hdr, sizeof(hdr));
+		ntx_wire_hdr_load(&hdr, &e->hdr);
 		c->rx_pos = ntx_ring_advance(c->rx_pos, lines, n);
 		be->cb.recv(c->vc, &hdr, e->payload, len);
 		ntx_ntb_clear_payload(e, lines);
