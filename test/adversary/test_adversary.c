@@ -485,7 +485,7 @@ Test(adversary, a_service_name_taken_by_another_user, .timeout = 60)
 	if (geteuid() != 0)
 		cr_skip_test("needs root to act as another user");
 	setenv("NTX_TEST_DOMAIN", "shm", 1);
-	snprintf(g_svc9, sizeof(g_svc9), "%d", 41000 + getpid() % 9000);
+	cr_assert_eq(t_free_service(g_svc9, sizeof(g_svc9), 41000, 9000), 0);
 	squatter = t_fork(&sq, adv_squatter);
 	client = t_fork(&cl, adv_service_client);
 	cr_assert_eq(t_sock_write(sq, &me, sizeof(me)), 0);

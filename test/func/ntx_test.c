@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <poll.h>
 #include <stdio.h>
@@ -714,4 +715,24 @@ const char *t_dgram_domain(void)
 	const char *d = getenv("NTX_TEST_DGRAM_DOMAIN");
 
 	return d && *d ? d : "udp";
+}
+
+int t_free_service(char *svc, size_t n, int lo, int span)
+{
+	for (int k = 0; k < 100; k++) {
+		int port = lo + (int)((getpid() + k * 7919) % span);
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_port = htons((uint16_t)port) };
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		bool free_now = fd >= 0 &&
+				!bind(fd, (struct sockaddr *)&a, sizeof(a));
+
+		if (fd >= 0)
+			close(fd);
+		if (free_now) {
+			snprintf(svc, n, "%d", port);
+			return 0;
+		}
+	}
+	return -1;
 }

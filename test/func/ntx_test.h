@@ -79,6 +79,11 @@ int t_sync(int sock); /* one byte each way */
 /* The same while driving progress; fails if a completion shows up. */
 int t_sync_progress(struct tctx *t, int sock, int timeout_ms);
 
+/* A service number in [lo, lo + span) whose TCP port nobody holds now
+ * (a number picked blindly can be another suite's ephemeral port while
+ * the suites run in parallel); 0, or -1 when none is free. */
+int t_free_service(char *svc, size_t n, int lo, int span);
+
 /* Whole transfers on a stream socket. */
 int t_sock_read(int sock, void *buf, size_t len);
 int t_sock_write(int sock, const void *buf, size_t len);

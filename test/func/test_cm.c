@@ -232,7 +232,7 @@ Test(cm, fabtests_style_service_names_the_passive_endpoint, .timeout = 60)
 
 	/* the server asks for its service with FI_SOURCE, the client
 	 * names node and service */
-	snprintf(svc, sizeof(svc), "%u", 20000 + (unsigned)getpid() % 20000);
+	cr_assert_eq(t_free_service(svc, sizeof(svc), 20000, 12000), 0);
 	memset(&c, 0, sizeof(c));
 	cr_assert_eq(fi_getinfo(T_VERSION, NULL, svc, FI_SOURCE, h, &c.pfi), 0);
 	cr_assert_eq(fi_fabric(c.pfi->fabric_attr, &c.fab, NULL), 0);

@@ -640,7 +640,7 @@ Test(msg, restarted_peer_behind_a_service, .timeout = 60)
 	int sock, ret;
 	pid_t pid, spawner;
 
-	snprintf(g_svc, sizeof(g_svc), "%d", 20000 + getpid() % 20000);
+	cr_assert_eq(t_free_service(g_svc, sizeof(g_svc), 20000, 12000), 0);
 	spawner = t_fork(&sock, child_spawner);
 	cr_assert_eq(t_open(&t, CAPS), 0);
 	for (int life = 1; life <= 2; life++) {

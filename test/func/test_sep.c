@@ -402,7 +402,7 @@ static void by_service(const char *path)
 	ssize_t r;
 
 	use_path(path);
-	snprintf(svc, sizeof(svc), "%d", 40000 + getpid() % 20000);
+	cr_assert_eq(t_free_service(svc, sizeof(svc), 40000, 20000), 0);
 	h = t_hints(FI_MSG | FI_NAMED_RX_CTX | FI_SOURCE);
 	h->ep_attr->tx_ctx_cnt = NCTX;
 	h->ep_attr->rx_ctx_cnt = NCTX;
