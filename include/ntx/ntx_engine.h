@@ -738,13 +738,14 @@ ntx_vc_send_inline(struct ntx_vc *vc, uint8_t pflags, uint64_t tag,
 }
 /* The message-rate path: a send of at most NTX_INLINE_MAX bytes to a
  * connected peer with nothing queued, written into the header and
- * completed at once, without a request. 1 when it does not apply (the
+ * completed at once, without a request (inject: fi_inject's, which
+ * counts but never writes a CQ entry). 1 when it does not apply (the
  * caller takes the general path), else 0 or a negative error. Inline:
- * fi_tsenddata's own path. */
+ * fi_tsenddata's and fi_tinjectdata's own path. */
 static inline __attribute__((always_inline)) int
 ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 		     fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
-		     uint64_t flags)
+		     uint64_t flags, bool inject)
 {
 	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab, ep->cm ? ep->msg_dest
 							  : ntx_vc_key(ep, dest));
@@ -757,7 +758,10 @@ ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 	if (ntx_vc_send_inline(vc, ntx_pkt_flags(flags), tag, data, buf, len))
 		return 1; /* full or failed: the general path queues or
 			   * reports it */
-	ntx_comp_send(ep, context, flags);
+	if (!inject)
+		ntx_comp_send(ep, context, flags);
+	else if (ep->send_cntr)
+		ntx_cntr_inc(ep->send_cntr);
 	return 0;
 }
 /* Sends what req still has to send; 0 when done, -FI_EAGAIN to retry */

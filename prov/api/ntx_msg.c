@@ -39,7 +39,7 @@ ssize_t ntx_msg_post_send(struct ntx_ep *ep, const struct iovec *iov,
 	if (count <= 1 && len <= NTX_INLINE_MAX && !(flags & FI_INJECT)) {
 		ret = ntx_proto_send_small(ep, count ? iov[0].iov_base : NULL,
 					   len, dest, tag, data, context,
-					   flags);
+					   flags, false);
 		if (ret <= 0) {
 			ntx_ep_unlock(ep);
 			return ret;
@@ -74,7 +74,7 @@ ntx_send_one(struct ntx_ep *ep, const void *buf, size_t len, fi_addr_t dest,
 	    !(flags & ~((NTX_SEND_FLAGS | FI_TAGGED) & ~FI_INJECT))) {
 		ntx_ep_lock(ep);
 		ret = ntx_proto_send_small(ep, buf, len, dest, tag, data,
-					   context, flags);
+					   context, flags, false);
 		ntx_ep_unlock(ep);
 		if (ret <= 0)
 			return ret;
@@ -176,12 +176,14 @@ static ssize_t ntx_senddata(struct fid_ep *fep, const void *buf, size_t len,
 			    (ntx_fep_tx_flags(fep) & ~FI_INJECT) | FI_REMOTE_CQ_DATA);
 }
 
-static ssize_t ntx_do_inject(struct fid_ep *fep, const void *buf, size_t len,
-			     fi_addr_t dest, uint64_t tag, uint64_t data,
-			     uint64_t flags)
+/* fi_inject and its forms: a small message to a connected peer takes the
+ * engine's inline send, the rest ntx_proto_inject. Inline into each. */
+static inline __attribute__((always_inline)) ssize_t
+ntx_do_inject(struct fid_ep *fep, const void *buf, size_t len,
+	      fi_addr_t dest, uint64_t tag, uint64_t data, uint64_t flags)
 {
 	struct ntx_ep *ep = ntx_ep_of(fep);
-	ssize_t ret;
+	ssize_t ret = 1;
 
 	if (!ep->enabled)
 		return -FI_EOPBADSTATE;
@@ -190,7 +192,11 @@ static ssize_t ntx_do_inject(struct fid_ep *fep, const void *buf, size_t len,
 	if (len && !buf)
 		return -FI_EINVAL;
 	ntx_ep_lock(ep);
-	ret = ntx_proto_inject(ep, buf, len, dest, tag, data, flags);
+	if (len <= NTX_INLINE_MAX)
+		ret = ntx_proto_send_small(ep, buf, len, dest, tag, data, NULL,
+					   flags, true);
+	if (ret > 0)
+		ret = ntx_proto_inject(ep, buf, len, dest, tag, data, flags);
 	ntx_ep_unlock(ep);
 	return ret;
 }
