@@ -841,6 +841,77 @@ int ntx_scope_trywait(struct ntx_domain *d, struct ntx_scope *s,
 		      void *arg);
 
 /* ---- progress (ntx_progress.c) ---- */
+/* The rare parts of an endpoint's progress, out of line. */
+void ntx_ep_check_peers_now(struct ntx_ep *ep);
+void ntx_ep_arm_locked(struct ntx_ep *ep, bool arm);
+void ntx_ep_pump(struct ntx_ep *ep);
+void ntx_ep_reap(struct ntx_ep *ep);
+
+static inline void ntx_ep_check_peers(struct ntx_ep *ep)
+{
+	/* the clock is read on one progress call in 64: off the fast path */
+	if (!(++ep->progress_calls & 63))
+		ntx_ep_check_peers_now(ep);
+}
+
+/* Next to the shm window, the network back end of an endpoint whose
+ * last look found nothing is looked at on one progress call in
+ * NTX_NET_IDLE_POLLS: with every peer on this host its poll is pure
+ * overhead on each shm message (an indirect call, the socket watch), and a
+ * frame that arrives meanwhile waits a few hundred nanoseconds at most,
+ * nothing next to a network's latency. A look that finds work keeps it
+ * polled on every call. */
+#define NTX_NET_IDLE_POLLS 8
+
+static inline __attribute__((always_inline)) void
+ntx_ep_poll_be(struct ntx_ep *ep)
+{
+	struct ntx_ep_be *shm = &ep->be[NTX_BE_SHM], *net = &ep->be[NTX_BE_NET];
+
+	if (shm->ops)
+		shm->ops->poll(shm->be);
+	if (!net->ops)
+		return;
+	if (shm->ops && ep->net_skip) {
+		ep->net_skip--;
+		return;
+	}
+	ep->net_skip = net->ops->poll(net->be) ? 0 : NTX_NET_IDLE_POLLS - 1;
+}
+
+/* An endpoint's progress: what every call runs is inline, so that a
+ * CQ's scope progresses its endpoints without a call per endpoint; the
+ * rare work (disarming, backlogs, liveness, failed VCs) is out of line. */
+static inline __attribute__((always_inline)) void
+ntx_ep_progress_inline(struct ntx_ep *ep)
+{
+	ntx_assert_ep_locked(ep);
+	if (ep->progress_busy) /* a completion callback calling back in */
+		return;
+	ep->progress_busy = true;
+	if (ep->armed) { /* awake again after fi_trywait */
+		ep->armed = false;
+		ntx_ep_arm_locked(ep, false);
+	}
+	ntx_ep_poll_be(ep);
+	if (!ntx_list_empty(&ep->busy_vcs))
+		ntx_ep_pump(ep);
+	ntx_ep_check_peers(ep);
+	if (ep->reap)
+		ntx_ep_reap(ep);
+	ep->progress_busy = false;
+}
+
+/* A scope's progress where one thread at a time uses the CQ or counter
+ * and its endpoints and no helper thread exists (ep_lockless, not the
+ * whole domain): no lock, no note for the helper. Inline: fi_cq_read's
+ * poll loop runs it on every call. */
+static inline __attribute__((always_inline)) void
+ntx_scope_progress_lockless(struct ntx_scope *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		ntx_ep_progress_inline(s->eps[i]);
+}
 /* Endpoint lock held. */
 void ntx_ep_progress(struct ntx_ep *ep);
 /* The same, taking the endpoint lock. */

@@ -37,7 +37,10 @@ ntx_cq_do_read(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src)
 		cq->direct_src = src ? src + n : NULL;
 		cq->direct_cap = count - n;
 		cq->direct_n = 0;
-		ntx_scope_progress(cq->domain, &cq->scope);
+		if (!cq->scope.whole_domain)
+			ntx_scope_progress_lockless(&cq->scope);
+		else
+			ntx_scope_progress(cq->domain, &cq->scope);
 		cq->direct = NULL;
 		ntx_trig_run(cq->domain);
 		n += cq->direct_n;

@@ -10,7 +10,7 @@
 #include "ntx/ntx_engine.h"
 
 /* Peer liveness and back-end housekeeping, every FI_NTX_PEER_CHECK_MS. */
-static void ntx_ep_check_peers_now(struct ntx_ep *ep)
+void ntx_ep_check_peers_now(struct ntx_ep *ep)
 {
 	uint64_t now = ntx_now_ns();
 
@@ -22,13 +22,6 @@ static void ntx_ep_check_peers_now(struct ntx_ep *ep)
 	for (int i = 0; i < NTX_BE_MAX; i++)
 		if (ep->be[i].ops)
 			ep->be[i].ops->check_peers(ep->be[i].be);
-}
-
-static inline void ntx_ep_check_peers(struct ntx_ep *ep)
-{
-	/* the clock is read on one progress call in 64: off the fast path */
-	if (!(++ep->progress_calls & 63))
-		ntx_ep_check_peers_now(ep);
 }
 
 struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a)
@@ -46,7 +39,7 @@ struct ntx_ep_be *ntx_ep_be_for(struct ntx_ep *ep, const struct ntx_addr *a)
 	return NULL;
 }
 
-static void ntx_ep_arm_locked(struct ntx_ep *ep, bool arm)
+void ntx_ep_arm_locked(struct ntx_ep *ep, bool arm)
 {
 	ntx_assert_ep_locked(ep);
 	ep->net_skip = 0; /* the re-check after arming looks everywhere */
@@ -75,33 +68,8 @@ void ntx_ep_poll(struct ntx_ep *ep)
 	ntx_ep_unlock(ep);
 }
 
-/* Next to the shm window, the network back end of an endpoint whose
- * last look found nothing is looked at on one progress call in
- * NTX_NET_IDLE_POLLS: with every peer on this host its poll is pure
- * overhead on each shm message (an indirect call, the socket watch), and a
- * frame that arrives meanwhile waits a few hundred nanoseconds at most,
- * nothing next to a network's latency. A look that finds work keeps it
- * polled on every call. */
-#define NTX_NET_IDLE_POLLS 8
-
-static inline __attribute__((always_inline)) void
-ntx_ep_poll_be(struct ntx_ep *ep)
-{
-	struct ntx_ep_be *shm = &ep->be[NTX_BE_SHM], *net = &ep->be[NTX_BE_NET];
-
-	if (shm->ops)
-		shm->ops->poll(shm->be);
-	if (!net->ops)
-		return;
-	if (shm->ops && ep->net_skip) {
-		ep->net_skip--;
-		return;
-	}
-	ep->net_skip = net->ops->poll(net->be) ? 0 : NTX_NET_IDLE_POLLS - 1;
-}
-
 /* The VCs with a backlog: send what their rings take now. */
-static void ntx_ep_pump(struct ntx_ep *ep)
+void ntx_ep_pump(struct ntx_ep *ep)
 {
 	struct ntx_list *it, *tmp;
 
@@ -118,7 +86,7 @@ static void ntx_ep_pump(struct ntx_ep *ep)
 }
 
 /* Disconnects the VCs that failed. */
-static void ntx_ep_reap(struct ntx_ep *ep)
+void ntx_ep_reap(struct ntx_ep *ep)
 {
 	struct ntx_list *it, *tmp;
 
@@ -131,29 +99,6 @@ static void ntx_ep_reap(struct ntx_ep *ep)
 		if (vc->state == NTX_VC_ERROR)
 			ntx_vc_destroy(vc);
 	}
-}
-
-/* An endpoint's progress: what every call runs is inline, so that a
- * CQ's scope progresses its endpoints without a call per endpoint; the
- * rare work (disarming, backlogs, liveness, failed VCs) is out of line. */
-static inline __attribute__((always_inline)) void
-ntx_ep_progress_inline(struct ntx_ep *ep)
-{
-	ntx_assert_ep_locked(ep);
-	if (ep->progress_busy) /* a completion callback calling back in */
-		return;
-	ep->progress_busy = true;
-	if (ep->armed) { /* awake again after fi_trywait */
-		ep->armed = false;
-		ntx_ep_arm_locked(ep, false);
-	}
-	ntx_ep_poll_be(ep);
-	if (!ntx_list_empty(&ep->busy_vcs))
-		ntx_ep_pump(ep);
-	ntx_ep_check_peers(ep);
-	if (ep->reap)
-		ntx_ep_reap(ep);
-	ep->progress_busy = false;
 }
 
 void ntx_ep_progress(struct ntx_ep *ep)
@@ -223,11 +168,8 @@ void ntx_scope_progress(struct ntx_domain *d, struct ntx_scope *s)
 	struct ntx_list *it;
 	bool whole;
 
-	/* one thread at a time uses this CQ or counter and its endpoints,
-	 * and no helper thread exists: no lock, no note for the helper */
 	if (d->ep_lockless && !s->whole_domain) {
-		for (size_t i = 0; i < s->n; i++)
-			ntx_ep_progress_inline(s->eps[i]);
+		ntx_scope_progress_lockless(s);
 		return;
 	}
 	ntx_domain_note_poll(d);

@@ -1575,12 +1575,31 @@ static int ntx_ntb_bits_clear(struct ntx_shm_ep *be)
 	return cnt;
 }
 
-static int ntx_ntb_poll(struct ntx_be_ep *bep)
+/* Drains the ready rings of be's connections from 'it' on (a ring whose
+ * drain fails its connection takes it off the list: the next is taken
+ * first). */
+static __attribute__((noinline)) int ntx_ntb_poll_from(struct ntx_shm_ep *be,
+							struct ntx_list *it)
 {
-	struct ntx_shm_ep *be = ntx_shm_ep_of(bep);
-	struct ntx_list *it, *tmp;
+	struct ntx_list *tmp;
+	int cnt = 0;
+
+	for (tmp = it->next; it != &be->conns; it = tmp, tmp = it->next) {
+		struct ntx_shm_conn *c =
+			ntx_container_of(it, struct ntx_shm_conn, entry);
+		if (c->state != NTX_CONN_CONNECTED || !ntx_ntb_rx_ready(c))
+			continue;
+		cnt += ntx_ntb_drain(c);
+	}
+	return cnt;
+}
+
+/* ntx_ntb_poll whenever there is more to do than read each ring's next
+ * header line. */
+static __attribute__((noinline)) int ntx_ntb_poll_any(struct ntx_shm_ep *be)
+{
 	uint64_t bell;
-	int cnt = 0, got;
+	int cnt = 0;
 
 	if (be->check) /* a peer died while we slept */
 		ntx_ntb_check_peers(&be->head);
@@ -1612,15 +1631,30 @@ static int ntx_ntb_poll(struct ntx_be_ep *bep)
 			cnt += ntx_ntb_bits_clear(be);
 		return cnt;
 	}
-	ntx_list_foreach_safe(&be->conns, it, tmp) {
+	return cnt + ntx_ntb_poll_from(be, be->conns.next);
+}
+
+/* The common poll, a few loads with no call and no frame: nothing new
+ * on the connect bell, few peers (no bitmap), and each ring's next header
+ * line read directly; the first ready ring and any other case go out of
+ * line. */
+static int ntx_ntb_poll(struct ntx_be_ep *bep)
+{
+	struct ntx_shm_ep *be = ntx_shm_ep_of(bep);
+	struct ntx_list *it;
+
+	if (be->check || be->rescan || be->bits_on ||
+	    be->nconns > NTX_NTB_DIRECT_POLL ||
+	    atomic_load_explicit(&ntx_win_hdr(&be->win)->conn_bell,
+				 memory_order_acquire) != be->conn_bell_seen)
+		return ntx_ntb_poll_any(be);
+	ntx_list_foreach(&be->conns, it) {
 		struct ntx_shm_conn *c =
 			ntx_container_of(it, struct ntx_shm_conn, entry);
-		if (c->state != NTX_CONN_CONNECTED || !ntx_ntb_rx_ready(c))
-			continue;
-		got = ntx_ntb_drain(c);
-		cnt += got;
+		if (c->state == NTX_CONN_CONNECTED && ntx_ntb_rx_ready(c))
+			return ntx_ntb_poll_from(be, it);
 	}
-	return cnt;
+	return 0;
 }
 
 /* The entry at tx_pos, taking 'lines', is written: publish it. */
