@@ -1418,8 +1418,10 @@ static inline bool ntx_ntb_rx_ready(const struct ntx_shm_conn *c)
 }
 
 /* Drains the peer's ring in our window; returns entries handled, at most
- * NTX_NTB_DRAIN_MAX, so one busy peer cannot hold the poll. */
-static int ntx_ntb_drain(struct ntx_shm_conn *c)
+ * NTX_NTB_DRAIN_MAX, so one busy peer cannot hold the poll. Inline into
+ * the poll of few peers (ntx_ntb_poll_from), out of line elsewhere. */
+static inline __attribute__((always_inline)) int
+ntx_ntb_drain_inline(struct ntx_shm_conn *c)
 {
 	struct ntx_shm_ep *be = c->be;
 	struct ntx_win_entry *e;
@@ -1454,6 +1456,11 @@ static int ntx_ntb_drain(struct ntx_shm_conn *c)
 	if (c->rx_seq != seq0 && c->state == NTX_CONN_CONNECTED)
 		ntx_ntb_publish_cons(c);
 	return cnt;
+}
+
+static int ntx_ntb_drain(struct ntx_shm_conn *c)
+{
+	return ntx_ntb_drain_inline(c);
 }
 
 /* About to sleep: from now on senders write our eventfd. The caller then
@@ -1589,7 +1596,7 @@ static __attribute__((noinline)) int ntx_ntb_poll_from(struct ntx_shm_ep *be,
 			ntx_container_of(it, struct ntx_shm_conn, entry);
 		if (c->state != NTX_CONN_CONNECTED || !ntx_ntb_rx_ready(c))
 			continue;
-		cnt += ntx_ntb_drain(c);
+		cnt += ntx_ntb_drain_inline(c);
 	}
 	return cnt;
 }
