@@ -87,6 +87,7 @@ struct ntx_shm_conn {
 	uint32_t tx_pos;  /* next line we write in the ring in pwin */
 	uint32_t tx_seq;  /* entries we wrote, free running */
 	uint32_t tx_cons; /* last consumer position the peer published */
+	struct ntx_win_entry *tx_ring; /* line 0 of our ring in pwin */
 	struct ntx_win_entry *rx_ring; /* line 0 of the ring in my_slot */
 	uint32_t rx_pos;  /* next line we read in the ring in my_slot */
 	uint32_t rx_seq;  /* entries we consumed, free running */
@@ -1003,6 +1004,7 @@ static void ntx_ntb_ring_zero(struct ntx_shm_ep *be, uint32_t slot)
 static void ntx_ntb_peer_slot(struct ntx_shm_conn *c, uint32_t slot)
 {
 	c->peer_slot = slot;
+	c->tx_ring = ntx_win_entry(&c->pwin, slot, 0);
 	c->peered = true;
 	c->peer_bits = ntx_win_bits(&c->pwin) + slot / 64;
 	c->peer_bit = 1ull << (slot % 64);
@@ -1109,7 +1111,8 @@ static void ntx_ntb_wake(struct ntx_shm_conn *c)
 
 /* After an entry: marks our ring ready in the peer's bitmap when the peer
  * drains by bitmap, and wakes the peer if it sleeps. */
-static void ntx_ntb_ring_bell_conn(struct ntx_shm_conn *c)
+static inline __attribute__((always_inline)) void
+ntx_ntb_ring_bell_conn(struct ntx_shm_conn *c)
 {
 	struct ntx_win_hdr *ph = ntx_win_hdr(&c->pwin);
 
@@ -1665,6 +1668,14 @@ static int ntx_ntb_poll(struct ntx_be_ep *bep)
 	return 0;
 }
 
+/* The line at our position in our ring in the peer's window. */
+static inline struct ntx_win_entry *ntx_ntb_tx_entry(
+	const struct ntx_shm_conn *c)
+{
+	return (struct ntx_win_entry *)((uint8_t *)c->tx_ring +
+					(size_t)c->tx_pos * NTX_CACHELINE);
+}
+
 /* The entry at tx_pos, taking 'lines', is written: publish it. */
 static inline __attribute__((always_inline)) void
 ntx_ntb_commit(struct ntx_shm_conn *c, struct ntx_win_entry *e,
@@ -1679,7 +1690,7 @@ ntx_ntb_commit(struct ntx_shm_conn *c, struct ntx_win_entry *e,
 	 * message). A read prefetch: one for writing (prefetchw) would take
 	 * the line from a receiver that is polling it, and cost a ping-pong
 	 * 10 to 20 % */
-	__builtin_prefetch(ntx_win_entry(&c->pwin, c->peer_slot, c->tx_pos));
+	__builtin_prefetch(ntx_ntb_tx_entry(c));
 }
 
 /* Writes one entry (or a skip) at tx_pos: payload, then the cleared
@@ -1689,8 +1700,7 @@ static inline __attribute__((always_inline)) void
 ntx_ntb_put(struct ntx_shm_conn *c, uint32_t lines, uint32_t len,
 	    const void *hdr, const struct iovec *iov, size_t iovcnt)
 {
-	struct ntx_win_entry *e = ntx_win_entry(&c->pwin, c->peer_slot,
-						c->tx_pos);
+	struct ntx_win_entry *e = ntx_ntb_tx_entry(c);
 	uint8_t *dst = e->payload;
 
 	e->len = len;
@@ -1778,7 +1788,7 @@ static int ntx_ntb_send_inline(struct ntx_be_conn *conn, uint8_t pflags,
 	ret = ntx_ntb_reserve(c, lines);
 	if (ret)
 		return ret;
-	e = ntx_win_entry(&c->pwin, c->peer_slot, c->tx_pos);
+	e = ntx_ntb_tx_entry(c);
 	e->len = 0;
 	ntx_wire_hdr_inline(&e->hdr, pflags, tag, data, buf, len);
 	ntx_ntb_commit(c, e, lines);
