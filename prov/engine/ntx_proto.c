@@ -332,10 +332,10 @@ static void ntx_send_ack(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 	}
 }
 
-/* Delivers an eager message (payload in hand) into a matched receive.
- * Inline: the message path's case. */
+/* Delivers an eager message (payload in hand) from src, vc's address,
+ * into a matched receive. Inline: the message path's case. */
 static inline __attribute__((always_inline)) void
-ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc,
+ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc, fi_addr_t src,
 	     const struct ntx_wire_hdr *h, const void *payload, size_t len)
 {
 	size_t room, off, n;
@@ -348,7 +348,7 @@ ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc,
 	if (r->flags & FI_MULTI_RECV)
 		mflag = ntx_mrecv_consume(r, n);
 	ntx_comp_rx(r, vc, n, ntx_rx_flags(h) | mflag, h->tag, h->cq_data,
-		    ntx_vc_fi_addr(vc), buf, len - n, &vc->peer);
+		    src, buf, len - n, &vc->peer);
 	ntx_send_ack(vc, h);
 	if (!(r->flags & FI_MULTI_RECV))
 		ntx_req_put_lean(r); /* posted, matched, filled: no tail */
@@ -667,7 +667,8 @@ void ntx_proto_unexp_fini(struct ntx_ep *ep)
 static void ntx_unexp_deliver(struct ntx_req *r, struct ntx_unexp *u)
 {
 	if (u->hdr.op == NTX_OP_EAGER)
-		ntx_rx_eager(r, u->vc, &u->hdr, u->data, u->len);
+		ntx_rx_eager(r, u->vc, ntx_vc_fi_addr(u->vc), &u->hdr, u->data,
+			     u->len);
 	else
 		ntx_rx_rndv(r, u->vc, &u->hdr, u->riov, u->niov);
 	ntx_unexp_free(u);
@@ -871,25 +872,27 @@ static inline void ntx_msg_unexpected(struct ntx_vc *vc,
 	ntx_tme_add_unexp(&vc->ep->rx->tme, u);
 }
 
-/* A parsed EAGER or RTS message: into the receive it matches, else
- * waiting unexpected. Inline into both callers: ntx_proto_on_packet's
- * message path passes an eager message in the header (no iovecs). */
+/* A parsed EAGER or RTS message (eager: known to be EAGER): into the
+ * receive it matches, else waiting unexpected. Inline into both callers:
+ * ntx_proto_on_packet's message path passes an eager message in the
+ * header (no iovecs). */
 static inline __attribute__((always_inline)) void
 ntx_msg_deliver(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		const void *payload, size_t len,
-		const struct ntx_wire_iov *riov, uint16_t niov)
+		const struct ntx_wire_iov *riov, uint16_t niov, bool eager)
 {
 	struct ntx_ep *ep = vc->ep;
+	fi_addr_t src = ntx_vc_fi_addr(vc);
 	struct ntx_req *r;
 
-	r = ntx_tme_match_posted(&ep->rx->tme, h->flags & NTX_PF_TAGGED,
-				 ntx_vc_fi_addr(vc), h->tag);
+	r = ntx_tme_match_posted(&ep->rx->tme, h->flags & NTX_PF_TAGGED, src,
+				 h->tag);
 	if (!r) {
 		ntx_msg_unexpected(vc, h, payload, len, riov, niov);
 		return;
 	}
-	if (h->op == NTX_OP_EAGER)
-		ntx_rx_eager(r, vc, h, payload, len);
+	if (eager || h->op == NTX_OP_EAGER)
+		ntx_rx_eager(r, vc, src, h, payload, len);
 	else
 		ntx_rx_rndv(r, vc, h, riov, niov);
 }
@@ -906,7 +909,7 @@ static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_vc_fail(vc, -FI_EREMOTEIO);
 		return;
 	}
-	ntx_msg_deliver(vc, h, payload, len, riov, niov);
+	ntx_msg_deliver(vc, h, payload, len, riov, niov, false);
 }
 
 /* A reply naming one of our requests: it must exist, belong to this VC
@@ -1150,7 +1153,7 @@ ntx_proto_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_proto_on_packet_any(vc, h, payload, len);
 		return;
 	}
-	ntx_msg_deliver(vc, h, &h->rreq, h->msg_len, NULL, 0);
+	ntx_msg_deliver(vc, h, &h->rreq, h->msg_len, NULL, 0, true);
 }
 
 /* A packet from a back end (ntx_vc_callbacks.recv): nothing but the
