@@ -1425,7 +1425,7 @@ static inline bool ntx_ntb_rx_ready(const struct ntx_shm_conn *c)
  * NTX_NTB_DRAIN_MAX, so one busy peer cannot hold the poll. Inline into
  * the poll of few peers (ntx_ntb_poll_from), out of line elsewhere. */
 static inline __attribute__((always_inline)) int
-ntx_ntb_drain_inline(struct ntx_shm_conn *c)
+ntx_ntb_drain_inline(struct ntx_shm_conn *c, bool ready)
 {
 	struct ntx_shm_ep *be = c->be;
 	struct ntx_win_entry *e;
@@ -1434,8 +1434,10 @@ ntx_ntb_drain_inline(struct ntx_shm_conn *c)
 	int cnt = 0;
 
 	while (c->state == NTX_CONN_CONNECTED && cnt < NTX_NTB_DRAIN_MAX) {
-		if (!ntx_ntb_rx_ready(c))
+		/* ready: the caller saw the first entry there */
+		if (!ready && !ntx_ntb_rx_ready(c))
 			break;
+		ready = false;
 		e = ntx_ntb_rx_entry(c);
 		c->rx_seq++;
 		len = e->len;
@@ -1464,7 +1466,7 @@ ntx_ntb_drain_inline(struct ntx_shm_conn *c)
 
 static int ntx_ntb_drain(struct ntx_shm_conn *c)
 {
-	return ntx_ntb_drain_inline(c);
+	return ntx_ntb_drain_inline(c, false);
 }
 
 /* About to sleep: from now on senders write our eventfd. The caller then
@@ -1588,9 +1590,10 @@ static int ntx_ntb_bits_clear(struct ntx_shm_ep *be)
 
 /* Drains the ready rings of be's connections from 'it' on (a ring whose
  * drain fails its connection takes it off the list: the next is taken
- * first). */
+ * first); ready: the caller saw the first one's next entry there. */
 static __attribute__((noinline)) int ntx_ntb_poll_from(struct ntx_shm_ep *be,
-							struct ntx_list *it)
+							struct ntx_list *it,
+							bool ready)
 {
 	struct ntx_list *tmp;
 	int cnt = 0;
@@ -1598,9 +1601,10 @@ static __attribute__((noinline)) int ntx_ntb_poll_from(struct ntx_shm_ep *be,
 	for (tmp = it->next; it != &be->conns; it = tmp, tmp = it->next) {
 		struct ntx_shm_conn *c =
 			ntx_container_of(it, struct ntx_shm_conn, entry);
-		if (c->state != NTX_CONN_CONNECTED || !ntx_ntb_rx_ready(c))
-			continue;
-		cnt += ntx_ntb_drain_inline(c);
+		if (ready || (c->state == NTX_CONN_CONNECTED &&
+			      ntx_ntb_rx_ready(c)))
+			cnt += ntx_ntb_drain_inline(c, ready);
+		ready = false;
 	}
 	return cnt;
 }
@@ -1642,7 +1646,7 @@ static __attribute__((noinline)) int ntx_ntb_poll_any(struct ntx_shm_ep *be)
 			cnt += ntx_ntb_bits_clear(be);
 		return cnt;
 	}
-	return cnt + ntx_ntb_poll_from(be, be->conns.next);
+	return cnt + ntx_ntb_poll_from(be, be->conns.next, false);
 }
 
 /* The common poll, a few loads with no call and no frame: nothing new
@@ -1663,7 +1667,7 @@ static int ntx_ntb_poll(struct ntx_be_ep *bep)
 		struct ntx_shm_conn *c =
 			ntx_container_of(it, struct ntx_shm_conn, entry);
 		if (c->state == NTX_CONN_CONNECTED && ntx_ntb_rx_ready(c))
-			return ntx_ntb_poll_from(be, it);
+			return ntx_ntb_poll_from(be, it, true);
 	}
 	return 0;
 }
