@@ -394,8 +394,9 @@ static int msg_inject_arrive(struct tctx *a, struct tctx *b, int want)
 
 /* fi_inject and fi_injectdata, untagged and tagged: the first while the
  * VC still connects (queued), then 8 bytes each untagged and tagged (the
- * inline send) and 100 (a copy in the ring): every one arrives, counts
- * once on the send counter and writes no completion. */
+ * inline send where the ring has room) and 100 (a copy in the ring):
+ * every one arrives, counts once on the send counter and writes no
+ * completion. */
 Test(msg, injects_count_and_complete_nothing, .timeout = 60)
 {
 	struct tctx a, b;
@@ -420,8 +421,6 @@ Test(msg, injects_count_and_complete_nothing, .timeout = 60)
 			      FI_ADDR_UNSPEC, 6, 0, NULL), 0);
 	cr_assert_eq(T_RETRY(&a, fi_injectdata(a.ep, &v, 8, 7, to_b)), 0);
 	cr_assert_eq(T_RETRY(&a, fi_tinjectdata(a.ep, &v, 8, 8, to_b, 5)), 0);
-	/* the two inline sends counted at once */
-	cr_assert_eq(fi_cntr_read(a.c[T_C_SEND]), 3);
 	cr_assert_eq(T_RETRY(&a, fi_tinject(a.ep, big, sizeof(big), to_b, 6)),
 		     0);
 	cr_assert_eq(msg_inject_arrive(&a, &b, 3), 3,
