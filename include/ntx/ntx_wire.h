@@ -56,7 +56,6 @@ enum ntx_op {
 #define NTX_PF_ALL_MSG 0x0f
 #define NTX_INLINE_MAX 16
 
-
 struct ntx_wire_hdr {
 	uint8_t op;
 	uint8_t flags;
@@ -69,7 +68,6 @@ struct ntx_wire_hdr {
 	uint64_t rreq;     /* receiver's request id */
 	uint64_t offset;   /* DATA: where the segment goes */
 };
-
 /* One-sided packets use the same fields:
  *   tag     = the target's MR key
  *   offset  = remote address of this remote iovec (part) of the request
