@@ -41,14 +41,6 @@ static uint64_t rnd(void)
 	return g_rng;
 }
 
-static uint64_t ms_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- the victim ---------------------------------------------------------- */
 
 static uint8_t g_rbuf[NRECV][RBUF];
@@ -372,7 +364,7 @@ static void victim_end(struct fz *f, pid_t pid)
 Test(fuzz, shm_ring_entries_connect_cells_and_control_lines, .timeout = 240)
 {
 	const char *sec = getenv("NTX_FUZZ_SECONDS"), *seed = getenv("NTX_FUZZ_SEED");
-	uint64_t end = ms_now() + 1000 * (uint64_t)(sec ? atoi(sec) : 3);
+	uint64_t end = t_ms() + 1000 * (uint64_t)(sec ? atoi(sec) : 3);
 	struct fz f = { 0 };
 	unsigned n = 0;
 	pid_t pid;
@@ -382,7 +374,7 @@ Test(fuzz, shm_ring_entries_connect_cells_and_control_lines, .timeout = 240)
 	cr_log_info("fuzz: seed 0x%llx (NTX_FUZZ_SEED repeats it)\n",
 		    (unsigned long long)g_rng);
 	pid = victim_start(&f);
-	while (ms_now() < end) {
+	while (t_ms() < end) {
 		unsigned k = (unsigned)(rnd() % 4);
 
 		if (k < 2)
@@ -453,7 +445,7 @@ Test(fuzz, a_connect_request_in_the_victims_own_name_ends_nothing,
 static int fuzz_tcp_attacker(int sock)
 {
 	const char *sec = getenv("NTX_FUZZ_SECONDS");
-	uint64_t end = ms_now() + 1000 * (uint64_t)(sec ? atoi(sec) : 3);
+	uint64_t end = t_ms() + 1000 * (uint64_t)(sec ? atoi(sec) : 3);
 	static uint8_t pay[NTX_TCP_MAX_PAYLOAD + 64];
 	struct ntx_wire_hdr h = { .op = NTX_OP_READ, .tag = VKEY, .msg_len = 8,
 				  .cq_data = 8, .flags = NTX_PF_LAST,
@@ -465,7 +457,7 @@ static int fuzz_tcp_attacker(int sock)
 	int fd, type;
 
 	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
-	while (ms_now() < end) {
+	while (t_ms() < end) {
 		struct ntx_tcp_frame fr = { .magic = NTX_TCP_MAGIC };
 		uint32_t len;
 

@@ -15,7 +15,7 @@
 
 #include "ntx_test.h"
 
-static uint64_t t_ms(void)
+uint64_t t_ms(void)
 {
 	struct timespec ts;
 

@@ -79,6 +79,9 @@ int t_sync(int sock); /* one byte each way */
 /* The same while driving progress; fails if a completion shows up. */
 int t_sync_progress(struct tctx *t, int sock, int timeout_ms);
 
+/* Milliseconds of CLOCK_MONOTONIC. */
+uint64_t t_ms(void);
+
 /* A service number in [lo, lo + span) whose TCP port nobody holds now
  * (a number picked blindly can be another suite's ephemeral port while
  * the suites run in parallel); 0, or -1 when none is free. */

@@ -367,23 +367,15 @@ Test(msg, tag_matching_and_unexpected, .timeout = 60)
 	t_close(&t);
 }
 
-static uint64_t msg_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Progresses both until b has 'want' more completions; a, whose sends
  * are all injects, must have none. */
 static int msg_inject_arrive(struct tctx *a, struct tctx *b, int want)
 {
-	uint64_t end = msg_now_ms() + WAIT_MS;
+	uint64_t end = t_ms() + WAIT_MS;
 	struct fi_cq_tagged_entry e;
 	int got = 0;
 
-	while (got < want && msg_now_ms() < end) {
+	while (got < want && t_ms() < end) {
 		if (fi_cq_read(a->cq, &e, 1) != -FI_EAGAIN)
 			return -1;
 		if (fi_cq_read(b->cq, &e, 1) == 1)

@@ -16,14 +16,6 @@
 #define QUIET_MS 25 /* longer than the 10 ms after which flags are taken back */
 #define CAPS (FI_MSG | FI_TAGGED | FI_SOURCE)
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Message k of sender p: its sequence number, and p, in the first 16
  * bytes; every other message is 1 KiB, so entries take several lines. */
 static size_t msg_len(unsigned k)
@@ -66,8 +58,8 @@ static int child_senders(int sock)
 			}
 		}
 		/* a quiet spell, still making progress */
-		end = now_ms() + QUIET_MS;
-		while (now_ms() < end)
+		end = t_ms() + QUIET_MS;
+		while (t_ms() < end)
 			for (int p = 0; p < NPEER; p++)
 				fi_cq_read(t[p].cq, NULL, 0);
 	}
@@ -79,7 +71,7 @@ static int child_senders(int sock)
 	 * So every endpoint is progressed until all the answers are in. */
 	static uint64_t got[NPEER];
 	unsigned answered = 0;
-	uint64_t end = now_ms() + T_WAIT_MS;
+	uint64_t end = t_ms() + T_WAIT_MS;
 
 	for (int p = 0; p < NPEER; p++) {
 		got[p] = UINT64_MAX;
@@ -87,7 +79,7 @@ static int child_senders(int sock)
 			     9, 0, &got[p]) == 0);
 	}
 	while (answered < NPEER) {
-		CHK(now_ms() < end);
+		CHK(t_ms() < end);
 		for (int p = 0; p < NPEER; p++) {
 			struct fi_cq_tagged_entry e;
 			ssize_t n = fi_cq_read(t[p].cq, &e, 1);

@@ -42,14 +42,6 @@ static void use_path(const char *path)
 	}
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void side_open(struct pair *p, struct side *s)
 {
 	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED };
@@ -140,7 +132,7 @@ static void pair_close(struct pair *p)
 static void wait_one(struct pair *p, struct fid_cq *cq,
 		     struct fi_cq_tagged_entry *e, fi_addr_t *src)
 {
-	uint64_t end = now_ms() + WAIT_MS;
+	uint64_t end = t_ms() + WAIT_MS;
 
 	for (;;) {
 		ssize_t n = fi_cq_readfrom(cq, e, 1, src);
@@ -153,7 +145,7 @@ static void wait_one(struct pair *p, struct fid_cq *cq,
 				fi_cq_read(p->s[k].txcq[i], NULL, 0);
 				fi_cq_read(p->s[k].rxcq[i], NULL, 0);
 			}
-		cr_assert_lt(now_ms(), end, "no completion in time");
+		cr_assert_lt(t_ms(), end, "no completion in time");
 	}
 }
 
@@ -431,7 +423,7 @@ static void by_service(const char *path)
 
 	for (int j = 0; j < NCTX; j++) {
 		int j2 = (j + 1) % NCTX; /* the first context last */
-		uint64_t end = now_ms() + WAIT_MS;
+		uint64_t end = t_ms() + WAIT_MS;
 
 		t_fill(sbuf, sizeof(sbuf), (unsigned)j2);
 		cr_assert_eq(fi_recv(p.s[1].rx[j2], rbuf, sizeof(rbuf), NULL,
@@ -440,7 +432,7 @@ static void by_service(const char *path)
 				    fi_rx_addr(peer, j2, BITS), sbuf)) ==
 		       -FI_EAGAIN) {
 			progress_all(&p);
-			cr_assert_lt(now_ms(), end, "contexts never learnt");
+			cr_assert_lt(t_ms(), end, "contexts never learnt");
 		}
 		cr_assert_eq(r, 0, "send to context %d: %zd", j2, r);
 		wait_one(&p, p.s[1].rxcq[j2], &e, &from);

@@ -31,14 +31,6 @@ static void use_udp(void)
 	setenv("NTX_TEST_DOMAIN", t_dgram_domain(), 1);
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Takes one message, then stops taking anything (it is killed). */
 static int child_then_dies(int sock)
 {
@@ -82,7 +74,7 @@ Test(udp, a_dead_peer_fails_what_is_owed_within_the_timeout, .timeout = 60)
 	cr_assert_eq(t_sync(sock), 0);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	t0 = now_ms();
+	t0 = t_ms();
 	cr_assert_eq(fi_send(t.ep, buf, len, NULL, peer, (void *)1), 0);
 	while ((ret = t_wait(&t, &e, NULL, &err, WAIT_MS)) != -FI_ETIMEDOUT) {
 		if (ret == -FI_EAVAIL) {
@@ -94,8 +86,8 @@ Test(udp, a_dead_peer_fails_what_is_owed_within_the_timeout, .timeout = 60)
 	cr_assert_eq(err.op_context, (void *)1);
 	/* the dead time, one retransmit timeout at most past it (1 s cap)
 	 * and a check period */
-	cr_assert_lt(now_ms() - t0, DEAD_MS + 2500, "took %llu ms",
-		     (unsigned long long)(now_ms() - t0));
+	cr_assert_lt(t_ms() - t0, DEAD_MS + 2500, "took %llu ms",
+		     (unsigned long long)(t_ms() - t0));
 	close(sock);
 	t_close(&t);
 	free(buf);
@@ -144,8 +136,8 @@ static int child_peers(int sock)
 	CHK(t_sock_read(sock, hub, sizeof(hub)) == 0);
 	CHK(t_insert(&t, hub, &hub_addr) == 0);
 	CHK(t_sock_write(sock, names, sizeof(names)) == 0);
-	for (uint64_t end = now_ms() + SETTLE_MS; got < NPEER &&
-	     now_ms() < end;) {
+	for (uint64_t end = t_ms() + SETTLE_MS; got < NPEER &&
+	     t_ms() < end;) {
 		struct fi_cq_tagged_entry c;
 
 		if (fi_cq_read(t.cq, &c, 1) != 1 || !(c.flags & FI_RECV))
@@ -206,8 +198,8 @@ static void hub_round(struct tctx *t, const fi_addr_t *addr, uint64_t *out,
 		cr_assert_eq(T_RETRY(t, fi_inject(t->ep, &out[i], sizeof(out[i]),
 						  addr[i])), 0);
 	}
-	for (uint64_t end = now_ms() + 30000; got < to - from &&
-	     now_ms() < end;) {
+	for (uint64_t end = t_ms() + 30000; got < to - from &&
+	     t_ms() < end;) {
 		struct fi_cq_tagged_entry c;
 
 		if (fi_cq_read(t->cq, &c, 1) == 1 && (c.flags & FI_RECV))
@@ -292,12 +284,12 @@ Test(udp, a_thousand_peers_cost_under_a_kib_each_when_idle, .timeout = 400)
 static void wait_ctx(struct tctx *t, void *ctx)
 {
 	struct fi_cq_tagged_entry e;
-	uint64_t end = now_ms() + WAIT_MS;
+	uint64_t end = t_ms() + WAIT_MS;
 
 	do {
 		if (fi_cq_read(t->cq, &e, 1) == 1 && e.op_context == ctx)
 			return;
-	} while (now_ms() < end);
+	} while (t_ms() < end);
 	cr_assert_fail("no completion for context %p", ctx);
 }
 
