@@ -83,6 +83,11 @@ struct ntx_be_ops {
 	/* the peer's FI_NTX_EAGER_MAX, learnt at connect, where it does not
 	 * bound conn_mtu (optional; 0: not known) */
 	size_t (*conn_eager)(const struct ntx_be_conn *conn);
+	/* the largest message sent eagerly on this connection, where the
+	 * back end agrees a size of its own with the peer at connect (tcp:
+	 * both sides' FI_NTX_TCP_EAGER_MAX; optional: the engine's
+	 * FI_NTX_EAGER_MAX bound otherwise) */
+	size_t (*conn_msg_eager)(const struct ntx_be_conn *conn);
 	/* one packet; -FI_EAGAIN when the peer's ring is full */
 	int (*send)(struct ntx_be_conn *conn, const void *hdr,
 		    const struct iovec *iov, size_t iovcnt, size_t len);

@@ -16,6 +16,7 @@ struct ntx_params ntx_params = {
 	.peer_pidfd = 1,
 	.tcp_hello_ms = 30000,
 	.tcp_timeout_ms = 15000,
+	.tcp_eager_max = 65536,
 	.udp_mtu = 1472, /* an Ethernet frame: 1500 - IPv4 20 - UDP 8 */
 	.udp_timeout_ms = 20000,
 	.udp_max_peers = 65536,
@@ -121,6 +122,11 @@ static void ntx_params_init_tcp(void)
 		       "whose host vanished), or take to connect, before it "
 		       "fails with error completions",
 		       &ntx_params.tcp_timeout_ms, 1000, 3600000);
+	ntx_param_size("tcp_eager_max",
+		       "tcp: largest message in bytes sent eagerly in one frame "
+		       "(the smaller of both sides', at most a frame's 65472); "
+		       "larger ones use rendezvous",
+		       &ntx_params.tcp_eager_max, 4096, 65536);
 }
 
 static void ntx_params_init_udp(void)

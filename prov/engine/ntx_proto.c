@@ -44,6 +44,22 @@ size_t ntx_vc_mtu(const struct ntx_vc *vc)
 	return ntx_params.eager_max < m ? ntx_params.eager_max : m;
 }
 
+/* The largest message sent eagerly to this peer: the back end's agreed
+ * size where it has one (tcp: a frame costs the same whatever it holds,
+ * and a rendezvous two more crossings of the network), else
+ * ntx_vc_mtu. Packets other than messages keep ntx_vc_mtu: an RMA
+ * answer may have to wait in a copy of NTX_BOUNCE_SIZE. */
+static size_t ntx_vc_eager(const struct ntx_vc *vc)
+{
+	size_t m, e;
+
+	if (!vc->ops->conn_msg_eager || !vc->conn)
+		return ntx_vc_mtu(vc);
+	m = ntx_vc_seg_max(vc);
+	e = vc->ops->conn_msg_eager(vc->conn);
+	return e < m ? e : m;
+}
+
 /* ---- send side ------------------------------------------------------------ */
 
 void ntx_proto_send_done(struct ntx_req *r)
@@ -211,7 +227,7 @@ int ntx_proto_tx(struct ntx_req *r)
 		return ntx_rma_tx(r);
 	if (r->state == NTX_RS_STREAM)
 		return ntx_tx_stream(r);
-	if (r->len <= ntx_vc_mtu(r->vc))
+	if (r->len <= ntx_vc_eager(r->vc))
 		return ntx_tx_eager(r);
 	return ntx_tx_rts(r);
 }

@@ -22,7 +22,9 @@ static const size_t sizes[] = { 0, 1, 4096, 8192, 8193, 12000, 16384,
 				65536, 1 << 20, 16 << 20 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 static bool g_tagged;
-static const char *g_child_eager; /* the receiver's FI_NTX_EAGER_MAX */
+static const char *g_child_eager; /* the receiver's eager size */
+/* its variable: FI_NTX_EAGER_MAX, or the tcp domain's own */
+static const char *g_eager_var = "FI_NTX_EAGER_MAX";
 
 /* Receives every size, checks the bytes, then echoes a 1-byte ack. */
 static int child_recv_sizes(int sock)
@@ -33,7 +35,7 @@ static int child_recv_sizes(int sock)
 	char *buf = malloc(16 << 20);
 
 	if (g_child_eager)
-		setenv("FI_NTX_EAGER_MAX", g_child_eager, 1);
+		setenv(g_eager_var, g_child_eager, 1);
 	CHK(buf && t_open(&t, CAPS) == 0);
 	CHK(t_xchg_name(&t, sock, &peer) == 0);
 	for (size_t i = 0; i < NSIZES; i++) {
@@ -122,15 +124,17 @@ Test(msg, receiver_with_a_smaller_eager_size, .timeout = 60)
 	send_sizes(true);
 }
 
-/* Peers started with different FI_NTX_EAGER_MAX (issue #13, item 10):
- * messages at both sizes and between them, over shm and tcp. */
+/* Peers started with different eager sizes (issue #13, item 10):
+ * messages at both sizes and between them, over shm (FI_NTX_EAGER_MAX)
+ * and tcp (FI_NTX_TCP_EAGER_MAX). */
 static void eager_mismatch(const char *mine, const char *child, bool tcp)
 {
 	if (tcp) {
 		setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
 		setenv("NTX_TEST_DOMAIN", "tcp", 1);
+		g_eager_var = "FI_NTX_TCP_EAGER_MAX";
 	}
-	setenv("FI_NTX_EAGER_MAX", mine, 1); /* before the provider loads */
+	setenv(g_eager_var, mine, 1); /* before the provider loads */
 	g_child_eager = child;
 	send_sizes(true);
 }
@@ -156,6 +160,64 @@ Test(msg, tcp_path_all_sizes, .timeout = 60)
 	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
 	setenv("NTX_TEST_DOMAIN", "tcp", 1);
 	send_sizes(true);
+}
+
+/* tcp: a message up to both sides' FI_NTX_TCP_EAGER_MAX leaves in one
+ * frame, so its send completes before the receiver has posted a receive
+ * (a rendezvous waits for the receive), and lands whole once it has. The
+ * child progresses, taking it as unexpected, until the parent says its
+ * send completed. */
+#define LATE_LEN 60000
+static int child_late_recv(int sock)
+{
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	struct pollfd pfd = { .fd = sock, .events = POLLIN };
+	fi_addr_t peer;
+	char *buf = malloc(LATE_LEN), go;
+
+	CHK(buf && t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	while (poll(&pfd, 1, 0) == 0)
+		CHK(fi_cq_read(t.cq, &e, 1) == -FI_EAGAIN);
+	CHK(read(sock, &go, 1) == 1);
+	memset(buf, 0, LATE_LEN);
+	CHK(fi_recv(t.ep, buf, LATE_LEN, NULL, peer, NULL) == 0);
+	CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+	CHK(e.len == LATE_LEN && t_check(buf, LATE_LEN, 7) == 0);
+	CHK(fi_send(t.ep, "k", 1, NULL, peer, NULL) == 0);
+	CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+	t_close(&t);
+	free(buf);
+	return 0;
+}
+
+Test(msg, tcp_eager_send_completes_before_the_receive, .timeout = 60)
+{
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	fi_addr_t peer;
+	char *buf = malloc(LATE_LEN), ack;
+	int sock;
+	pid_t pid;
+
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	setenv("NTX_TEST_DOMAIN", "tcp", 1);
+	pid = t_fork(&sock, child_late_recv);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	t_fill(buf, LATE_LEN, 7);
+	cr_assert_eq(fi_send(t.ep, buf, LATE_LEN, NULL, peer, NULL), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, 5000), 1,
+		     "a %d-byte send on tcp waited for the receive",
+		     LATE_LEN);
+	cr_assert(e.flags & FI_SEND);
+	cr_assert_eq(write(sock, "g", 1), 1);
+	cr_assert_eq(fi_recv(t.ep, &ack, 1, NULL, peer, NULL), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_join(pid), 0, "child failed");
+	t_close(&t);
+	free(buf);
 }
 
 /* The udp domain, or the ud domain NTX_TEST_DGRAM_DOMAIN names (DESIGN

@@ -59,7 +59,7 @@ struct ntx_tcp_conn {
 	uint64_t deadline_ns; /* until OPEN: when it fails */
 	struct ntx_addr peer; /* ours: whom we dial; VERIFY: the claim */
 	uint8_t nonce[NTX_TCP_NONCE]; /* VERIFY: what the claimant echoes */
-	uint32_t peer_eager;  /* the peer's FI_NTX_EAGER_MAX, once OPEN */
+	uint32_t peer_eager;  /* the peer's FI_NTX_TCP_EAGER_MAX, once OPEN */
 	uint8_t misses;       /* VERIFY: echoes of other connections */
 	bool probe;           /* carries a PROVE, never reaches the engine */
 	bool broken;          /* a send failed: fails once read to the end */
@@ -450,7 +450,8 @@ static void ntx_tcp_on_hello(struct ntx_tcp_conn *c, const uint8_t *p,
 static void ntx_tcp_on_prove(struct ntx_tcp_conn *c, const uint8_t *p,
 			     size_t len)
 {
-	struct ntx_tcp_params e = { .eager_max = (uint32_t)ntx_params.eager_max };
+	struct ntx_tcp_params e = { .eager_max =
+					    (uint32_t)ntx_params.tcp_eager_max };
 	struct ntx_tcp_ep *be = c->be;
 	struct ntx_addr claimed, prover;
 	struct ntx_tcp_prove pr;
@@ -479,13 +480,14 @@ static void ntx_tcp_on_prove(struct ntx_tcp_conn *c, const uint8_t *p,
 	}
 }
 
-/* The peer's FI_NTX_EAGER_MAX from its ECHO or WELCOME, within the
+/* The peer's FI_NTX_TCP_EAGER_MAX from its ECHO or WELCOME, within the
  * parameter's range; false (the connection failed) when it is not. */
 static bool ntx_tcp_take_eager(struct ntx_tcp_conn *c, uint32_t v)
 {
 	if (v < 4096 || v > 65536) {
-		NTX_WARN(FI_LOG_EP_CTRL, "peer pid %u says FI_NTX_EAGER_MAX is "
-			 "%u: refused\n", c->peer.pid, v);
+		NTX_WARN(FI_LOG_EP_CTRL, "peer pid %u says "
+			 "FI_NTX_TCP_EAGER_MAX is %u: refused\n", c->peer.pid,
+			 v);
 		ntx_tcp_fail(c, -FI_EREMOTEIO);
 		return false;
 	}
@@ -497,7 +499,7 @@ static void ntx_tcp_on_echo(struct ntx_tcp_conn *c, const uint8_t *p,
 			    size_t len)
 {
 	struct ntx_tcp_params e, w = { .eager_max =
-					       (uint32_t)ntx_params.eager_max };
+					       (uint32_t)ntx_params.tcp_eager_max };
 
 	if (len != sizeof(e))
 		return ntx_tcp_fail(c, -FI_EREMOTEIO);
@@ -883,13 +885,24 @@ static void ntx_tcp_setname(struct ntx_be_ep *bep, const struct ntx_addr *addr)
 	be->addr = *addr;
 }
 
-/* The peer's FI_NTX_EAGER_MAX, from the welcome or its echo. */
+/* The peer's FI_NTX_TCP_EAGER_MAX, from the welcome or its echo. */
 static size_t ntx_tcp_conn_eager(const struct ntx_be_conn *conn)
 {
 	const struct ntx_tcp_conn *c =
 		ntx_container_of(conn, const struct ntx_tcp_conn, head);
 
 	return c->peer_eager;
+}
+
+/* Messages up to the smaller of both sides' FI_NTX_TCP_EAGER_MAX go in
+ * one frame: the receiver reads any frame whole, so only the sender's
+ * copy when the socket is full (NTX_TCP_OUT_MAX) and the receiver's
+ * unexpected copy (FI_NTX_PEER_UNEXP_MAX) depend on it. */
+static size_t ntx_tcp_conn_msg_eager(const struct ntx_be_conn *conn)
+{
+	size_t peer = ntx_tcp_conn_eager(conn);
+
+	return peer < ntx_params.tcp_eager_max ? peer : ntx_params.tcp_eager_max;
 }
 
 static int ntx_tcp_resolve(struct ntx_addr *addr)
@@ -909,6 +922,7 @@ static const struct ntx_be_ops ntx_ntb_tcp_ops = {
 	.connect = ntx_tcp_connect,
 	.disconnect = ntx_tcp_disconnect,
 	.conn_eager = ntx_tcp_conn_eager,
+	.conn_msg_eager = ntx_tcp_conn_msg_eager,
 	.send = ntx_tcp_send,
 	.poll = ntx_tcp_poll,
 	.check_peers = ntx_tcp_check_peers,

@@ -11,7 +11,7 @@
  * listener the claimed name names; the owner, which has a connection of
  * its own waiting for a WELCOME from us, sends the nonce back over it
  * (ECHO). Then we answer WELCOME and the connection carries ENTRY
- * frames. ECHO and WELCOME also carry each side's FI_NTX_EAGER_MAX.
+ * frames. ECHO and WELCOME also carry each side's FI_NTX_TCP_EAGER_MAX.
  */
 #ifndef NTX_TCP_WIRE_H
 #define NTX_TCP_WIRE_H
@@ -48,7 +48,7 @@ struct ntx_tcp_prove {
  * nonce unused): parameters both sides must know of each other. */
 struct ntx_tcp_params {
 	uint8_t nonce[NTX_TCP_NONCE];
-	uint32_t eager_max; /* FI_NTX_EAGER_MAX of the sender */
+	uint32_t eager_max; /* FI_NTX_TCP_EAGER_MAX of the sender */
 	uint32_t pad;
 };
 
