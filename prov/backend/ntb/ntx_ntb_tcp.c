@@ -98,6 +98,11 @@ static const struct ntx_be_ops ntx_ntb_tcp_ops;
  * no system call per poll. */
 #define NTX_TCP_BUSY_NS 2000000u
 
+/* Room a read asks for: a partial frame (at most the largest less one
+ * byte) and one read fit in 128 KiB, the receive buffer's size. */
+#define NTX_TCP_READ                                                       \
+	(131072 - sizeof(struct ntx_tcp_frame) - NTX_TCP_MAX_PAYLOAD + 1)
+
 static int ntx_buf_reserve(struct ntx_buf *b, size_t more)
 {
 	size_t need = b->len + more, cap = b->cap ? b->cap : 65536;
@@ -596,7 +601,7 @@ static int ntx_tcp_read(struct ntx_tcp_conn *c)
 	ssize_t n;
 
 	do {
-		if (ntx_buf_reserve(&c->in, 65536)) {
+		if (ntx_buf_reserve(&c->in, NTX_TCP_READ)) {
 			ntx_tcp_fail(c, -FI_ENOMEM);
 			return cnt;
 		}

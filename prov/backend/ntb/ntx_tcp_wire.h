@@ -27,7 +27,9 @@
 #define NTX_TCP_ECHO 4    /* the claimant's answer, on its connection */
 #define NTX_TCP_WELCOME 5 /* the acceptor's: the name is proven */
 #define NTX_TCP_NONCE 16
-#define NTX_TCP_MAX_PAYLOAD (65536 - 64) /* a frame is at most 64 KiB */
+/* payload bytes of a frame after its 64-byte prefix: a 64 KiB message
+ * goes in one */
+#define NTX_TCP_MAX_PAYLOAD 65536
 
 struct ntx_tcp_frame {
 	uint16_t magic;
