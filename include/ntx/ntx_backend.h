@@ -80,8 +80,9 @@ struct ntx_be_ops {
 	/* the largest payload this peer accepts in one packet, when peers
 	 * may differ (optional: max_payload otherwise) */
 	size_t (*conn_mtu)(const struct ntx_be_conn *conn);
-	/* the peer's FI_NTX_EAGER_MAX, learnt at connect, where it does not
-	 * bound conn_mtu (optional; 0: not known) */
+	/* the peer's eager size (FI_NTX_EAGER_MAX; tcp: its own
+	 * FI_NTX_TCP_EAGER_MAX), learnt at connect, where it does not bound
+	 * conn_mtu (optional; 0: not known) */
 	size_t (*conn_eager)(const struct ntx_be_conn *conn);
 	/* the largest message sent eagerly on this connection, where the
 	 * back end agrees a size of its own with the peer at connect (tcp:

@@ -123,8 +123,8 @@ static void ntx_params_init_tcp(void)
 		       "fails with error completions",
 		       &ntx_params.tcp_timeout_ms, 1000, 3600000);
 	ntx_param_size("tcp_eager_max",
-		       "tcp: largest message in bytes sent eagerly in one frame "
-		       "(the smaller of both sides'); "
+		       "tcp: largest message in bytes sent eagerly in one "
+		       "frame (the smaller of both sides'); "
 		       "larger ones use rendezvous",
 		       &ntx_params.tcp_eager_max, 4096, 65536);
 }

@@ -455,8 +455,8 @@ static void ntx_tcp_on_hello(struct ntx_tcp_conn *c, const uint8_t *p,
 static void ntx_tcp_on_prove(struct ntx_tcp_conn *c, const uint8_t *p,
 			     size_t len)
 {
-	struct ntx_tcp_params e = { .eager_max =
-					    (uint32_t)ntx_params.tcp_eager_max };
+	uint32_t mine = (uint32_t)ntx_params.tcp_eager_max;
+	struct ntx_tcp_params e = { .eager_max = mine };
 	struct ntx_tcp_ep *be = c->be;
 	struct ntx_addr claimed, prover;
 	struct ntx_tcp_prove pr;
@@ -503,8 +503,8 @@ static bool ntx_tcp_take_eager(struct ntx_tcp_conn *c, uint32_t v)
 static void ntx_tcp_on_echo(struct ntx_tcp_conn *c, const uint8_t *p,
 			    size_t len)
 {
-	struct ntx_tcp_params e, w = { .eager_max =
-					       (uint32_t)ntx_params.tcp_eager_max };
+	uint32_t mine = (uint32_t)ntx_params.tcp_eager_max;
+	struct ntx_tcp_params e, w = { .eager_max = mine };
 
 	if (len != sizeof(e))
 		return ntx_tcp_fail(c, -FI_EREMOTEIO);
@@ -905,9 +905,9 @@ static size_t ntx_tcp_conn_eager(const struct ntx_be_conn *conn)
  * unexpected copy (FI_NTX_PEER_UNEXP_MAX) depend on it. */
 static size_t ntx_tcp_conn_msg_eager(const struct ntx_be_conn *conn)
 {
-	size_t peer = ntx_tcp_conn_eager(conn);
+	size_t peer = ntx_tcp_conn_eager(conn), mine = ntx_params.tcp_eager_max;
 
-	return peer < ntx_params.tcp_eager_max ? peer : ntx_params.tcp_eager_max;
+	return peer < mine ? peer : mine;
 }
 
 static int ntx_tcp_resolve(struct ntx_addr *addr)
