@@ -103,11 +103,13 @@ static int adv_listen(uint16_t *port)
 }
 
 /* Proves a name of our own: the victim's PROVE arrives on our listener,
- * its nonce goes back over fd, and the victim welcomes us. */
-static int adv_prove(int lfd, int fd)
+ * its nonce goes back over fd with our eager size, and the victim
+ * welcomes us (0); 1 when it closed the connection after our ECHO
+ * instead, -1 for anything else. */
+static int adv_prove(int lfd, int fd, uint32_t eager)
 {
 	struct pollfd p = { .fd = lfd, .events = POLLIN };
-	struct ntx_tcp_params e = { .eager_max = 8192 };
+	struct ntx_tcp_params e = { .eager_max = eager };
 	struct ntx_tcp_prove pr;
 	struct ntx_tcp_frame f;
 	struct ntx_wire_hdr h;
@@ -118,9 +120,12 @@ static int adv_prove(int lfd, int fd)
 	if (!t_sock_read(pfd, &f, sizeof(f)) && f.type == NTX_TCP_PROVE &&
 	    f.len == sizeof(pr) && !t_sock_read(pfd, &pr, sizeof(pr))) {
 		memcpy(e.nonce, pr.nonce, sizeof(e.nonce));
-		if (!adv_frame(fd, NTX_TCP_ECHO, NULL, &e, sizeof(e)) &&
-		    adv_next(fd, &h) == NTX_TCP_WELCOME)
-			ret = 0;
+		if (!adv_frame(fd, NTX_TCP_ECHO, NULL, &e, sizeof(e)))
+			switch (adv_next(fd, &h)) {
+			case NTX_TCP_WELCOME: ret = 0; break;
+			case -1: ret = 1; break;
+			default: break;
+			}
 	}
 	close(pfd);
 	return ret;
@@ -138,7 +143,7 @@ static int adv_connect_as(const struct ntx_addr *victim, int lfd,
 
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
 	    adv_frame(fd, NTX_TCP_HELLO, NULL, me, sizeof(*me)) ||
-	    adv_prove(lfd, fd)) {
+	    adv_prove(lfd, fd, 8192)) {
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -315,6 +320,43 @@ Test(adversary, a_connection_without_hello_is_closed, .timeout = 60)
 {
 	setenv("FI_NTX_TCP_HELLO_MS", "1000", 1); /* default 30 s */
 	victim_attacked(adv_silent, "the silent connection stayed open");
+}
+
+/* An ECHO whose FI_NTX_TCP_EAGER_MAX is out of range (below 4096, above
+ * 65536): the victim closes the connection instead of welcoming it. */
+static int adv_bad_eager(int sock)
+{
+	static const uint32_t bad[] = { 100, 65537, UINT32_MAX };
+	struct ntx_addr v;
+	char verdict = 'k';
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct sockaddr_in sin = {
+			.sin_family = AF_INET,
+			.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+			.sin_port = v.port };
+		uint16_t port = 0;
+		int lfd = adv_listen(&port);
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		struct ntx_addr me = adv_name(port);
+
+		CHK(lfd >= 0 && fd >= 0);
+		CHK(connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+		CHK(adv_frame(fd, NTX_TCP_HELLO, NULL, &me, sizeof(me)) == 0);
+		if (adv_prove(lfd, fd, bad[i]) != 1)
+			verdict = 'x';
+		close(fd);
+		close(lfd);
+	}
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+Test(adversary, an_out_of_range_tcp_eager_size_is_refused, .timeout = 60)
+{
+	victim_attacked(adv_bad_eager,
+			"a bad FI_NTX_TCP_EAGER_MAX was welcomed");
 }
 
 /* 4. A receiver that answers a rendezvous RTS over tcp with SPLIT (a
