@@ -6,6 +6,7 @@
 #ifndef NTX_WIRE_H
 #define NTX_WIRE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -106,7 +107,9 @@ static inline void ntx_wire_hdr_inline(struct ntx_wire_hdr *h, uint8_t pflags,
 	h->sreq = 0;
 	h->rreq = 0;
 	h->offset = 0;
-	ntx_copy16(&h->rreq, buf, len);
+	/* rreq and offset as one 16-byte field, from the header's base */
+	ntx_copy16((uint8_t *)h + offsetof(struct ntx_wire_hdr, rreq), buf,
+		   len);
 }
 
 /* Copies a header out of memory a peer can write, in the pieces the

@@ -197,11 +197,31 @@ static void mutate_hdr(struct fz *f, struct ntx_wire_hdr *h)
 	}
 }
 
-/* One entry at pos with sequence number seq: payload, header line, then
- * the sequence number with release, as a sender writes it. Returns the
- * next position, or 0 when the ring has no room left for more. */
+/* A half entry (struct ntx_win_half): a kind that is mostly well formed,
+ * mutated fields, then the sequence number with release. */
+static void write_half(struct fz *f, struct ntx_win_half *w, uint32_t seq)
+{
+	uint32_t kind = NTX_WIN_HALF | (uint32_t)(rnd() % 4) << 8 |
+			(uint32_t)(rnd() % (NTX_WIN_HALF_MAX + 1));
+
+	if (rnd() % 4 == 0)
+		kind = rnd() % 2 ? (uint32_t)edgy(f) | NTX_WIN_HALF
+				 : kind ^ (1u << (rnd() % 31));
+	w->kind = kind;
+	w->tag = rnd() % 2 ? rnd() % 4 : edgy(f);
+	w->data = edgy(f);
+	for (size_t i = 0; i < sizeof(w->bytes); i++)
+		w->bytes[i] = (uint8_t)rnd();
+	atomic_store_explicit(&w->seq, rnd() % 16 ? seq : (uint32_t)rnd(),
+			      memory_order_release);
+}
+
+/* One entry at pos with sequence number *seq (advanced past it): payload,
+ * header line, then the sequence number with release, as a sender writes
+ * it; or one or two half entries in the line at pos. Returns the next
+ * position, or 0 when the ring has no room left for more. */
 static uint32_t write_entry(struct fz *f, uint32_t slot, uint32_t pos,
-			    uint32_t seq)
+			    uint32_t *seq)
 {
 	struct ntx_win_entry *e = entry_at(f, slot, pos);
 	uint32_t len = rnd() % 4 ? (uint32_t)(rnd() % (f->max_payload + 1))
@@ -209,14 +229,24 @@ static uint32_t write_entry(struct fz *f, uint32_t slot, uint32_t pos,
 	uint32_t lines = ntx_ring_lines(len);
 	size_t room = (size_t)(f->g.ring_lines - pos - 1) * NTX_CACHELINE;
 
+	if (rnd() % 4 == 0) {
+		atomic_store(&ntx_win_half(e, 1)->seq, 0);
+		write_half(f, ntx_win_half(e, 0), (*seq)++);
+		if (rnd() % 2)
+			write_half(f, ntx_win_half(e, 1), (*seq)++);
+		return pos + NTX_RING_ALIGN < f->g.ring_lines
+			       ? pos + NTX_RING_ALIGN
+			       : 0;
+	}
 	for (size_t i = 0; i < len && i < room; i++)
 		e->payload[i] = (uint8_t)rnd();
 	if (rnd() % 8 == 0)
 		len = NTX_WIN_SKIP;
 	e->len = len;
 	mutate_hdr(f, &e->hdr);
-	atomic_store_explicit(&e->seq, rnd() % 16 ? seq : (uint32_t)rnd(),
+	atomic_store_explicit(&e->seq, rnd() % 16 ? *seq : (uint32_t)rnd(),
 			      memory_order_release);
+	(*seq)++;
 	if (len == NTX_WIN_SKIP || lines >= f->g.ring_lines - pos)
 		return 0;
 	return pos + lines;
@@ -230,8 +260,10 @@ static uint32_t first_entry_slot(struct fz *f, uint64_t tag)
 
 	for (uint32_t s = 0; s < f->g.nslots; s++) {
 		struct ntx_win_entry *e = entry_at(f, s, 0);
+		uint64_t t = ntx_win_is_half(e->len) ? ntx_win_half(e, 0)->tag
+						     : e->hdr.tag;
 
-		if (atomic_load(&e->seq) == 1 && e->hdr.tag == tag)
+		if (atomic_load(&e->seq) == 1 && t == tag)
 			slot = s;
 	}
 	return slot;
@@ -258,7 +290,7 @@ static void fuzz_ring(struct fz *f, unsigned ncase)
 			"ring\n", ncase);
 	}
 	for (unsigned n = 1 + rnd() % 3; n && pos && slot != UINT32_MAX; n--)
-		pos = write_entry(f, slot, pos, seq++);
+		pos = write_entry(f, slot, pos, &seq);
 	ping(f);
 	t_close(&t);
 }

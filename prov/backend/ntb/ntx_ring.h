@@ -13,7 +13,8 @@
  * A ring is a run of cache lines, a multiple of 2 * NTX_RING_ALIGN. An
  * entry takes one header line (length, sequence number, engine header)
  * and as many lines as its payload needs, and starts on a multiple of
- * NTX_RING_ALIGN lines; a small message writes one line. Entries never
+ * NTX_RING_ALIGN lines; a small message writes one line, and a message
+ * of at most 8 bytes half of one (struct ntx_win_half). Entries never
  * wrap: one that would cross the end is preceded by a skip entry that
  * covers the rest of the lap. The receiver looks for the next entry where
  * the last one ended; what it finds there from an earlier lap is an old
@@ -35,7 +36,7 @@
 #include "ntx/ntx_wire.h"
 
 #define NTX_WIN_MAGIC 0x4e54584857494e31ull /* "NTXHWIN1" */
-#define NTX_WIN_VERSION 2
+#define NTX_WIN_VERSION 3 /* 3: half entries (struct ntx_win_half) */
 #define NTX_WIN_CELLS 64
 #define NTX_WIN_PAGE 4096
 
@@ -117,6 +118,40 @@ struct ntx_win_entry {
 _Static_assert(sizeof(struct ntx_win_entry) == NTX_CACHELINE,
 	       "an entry header is one cache line");
 #define NTX_WIN_SKIP UINT32_MAX /* the rest of the lap is unused */
+
+/* A message of at most NTX_WIN_HALF_MAX bytes (tagged or not, with or
+ * without CQ data, no ack asked for) in half a header line, so that two
+ * share a line: a sender writes the second half of the line of its last
+ * entry when that entry was a first half and nothing came after it; else
+ * a first half starts a new entry and its second half's sequence word is
+ * cleared with it. The receiver, after a first half, looks for the next
+ * number in that second half and at its position. kind is
+ * NTX_WIN_HALF | flags << 8 | bytes (NTX_PF_TAGGED, NTX_PF_DATA; no other
+ * bit), which no length of a whole entry can be; seq is where a whole
+ * entry has its own. */
+struct ntx_win_half {
+	uint32_t kind;
+	_Atomic uint32_t seq;
+	uint64_t tag;
+	uint64_t data; /* remote CQ data */
+	uint8_t bytes[8];
+};
+_Static_assert(2 * sizeof(struct ntx_win_half) == NTX_CACHELINE,
+	       "two half entries fill a line");
+#define NTX_WIN_HALF 0x80000000u
+#define NTX_WIN_HALF_MAX 8
+
+static inline bool ntx_win_is_half(uint32_t len)
+{
+	return len != NTX_WIN_SKIP && (len & NTX_WIN_HALF);
+}
+
+/* Half h (0 or 1) of the header line e. */
+static inline struct ntx_win_half *ntx_win_half(struct ntx_win_entry *e,
+						int h)
+{
+	return (struct ntx_win_half *)e + h;
+}
 
 /* Where each part of a window lies; computed the same way on both sides
  * from (nslots, ring_lines), so a peer's header is checked, not trusted. */
