@@ -131,10 +131,8 @@ static int adv_prove(int lfd, int fd, uint32_t eager)
 	return ret;
 }
 
-/* Connects to the victim, says hello as *me (a name on our listener
- * lfd) and proves it. */
-static int adv_connect_as(const struct ntx_addr *victim, int lfd,
-			  const struct ntx_addr *me)
+/* Connects to the victim and says hello as *me; the socket, or -1. */
+static int adv_hello(const struct ntx_addr *victim, const struct ntx_addr *me)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
@@ -142,10 +140,23 @@ static int adv_connect_as(const struct ntx_addr *victim, int lfd,
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
-	    adv_frame(fd, NTX_TCP_HELLO, NULL, me, sizeof(*me)) ||
-	    adv_prove(lfd, fd, 8192)) {
+	    adv_frame(fd, NTX_TCP_HELLO, NULL, me, sizeof(*me))) {
 		if (fd >= 0)
 			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Connects to the victim, says hello as *me (a name on our listener
+ * lfd) and proves it. */
+static int adv_connect_as(const struct ntx_addr *victim, int lfd,
+			  const struct ntx_addr *me)
+{
+	int fd = adv_hello(victim, me);
+
+	if (fd >= 0 && adv_prove(lfd, fd, 8192)) {
+		close(fd);
 		return -1;
 	}
 	return fd;
@@ -332,18 +343,13 @@ static int adv_bad_eager(int sock)
 
 	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct sockaddr_in sin = {
-			.sin_family = AF_INET,
-			.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-			.sin_port = v.port };
 		uint16_t port = 0;
-		int lfd = adv_listen(&port);
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		int lfd = adv_listen(&port), fd;
 		struct ntx_addr me = adv_name(port);
 
-		CHK(lfd >= 0 && fd >= 0);
-		CHK(connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
-		CHK(adv_frame(fd, NTX_TCP_HELLO, NULL, &me, sizeof(me)) == 0);
+		CHK(lfd >= 0);
+		fd = adv_hello(&v, &me);
+		CHK(fd >= 0);
 		if (adv_prove(lfd, fd, bad[i]) != 1)
 			verdict = 'x';
 		close(fd);

@@ -1452,6 +1452,14 @@ static inline bool ntx_ntb_rx_ready(const struct ntx_shm_conn *c)
 	return ntx_ntb_rx_pair_ready(c) || ntx_ntb_rx_line_ready(c);
 }
 
+/* An entry no sender of ours writes: the connection fails. */
+static void ntx_ntb_bad_entry(struct ntx_shm_conn *c)
+{
+	NTX_WARN(FI_LOG_EP_DATA, "peer pid %u sent a bad entry\n",
+		 c->peer.pid);
+	ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
+}
+
 /* A half entry: its fields copied out once (the peer can still write
  * them), checked, and handed on as the eager message it stands for;
  * false when it failed the connection. */
@@ -1465,9 +1473,7 @@ ntx_ntb_rx_half(struct ntx_shm_conn *c, const struct ntx_win_half *w)
 
 	if ((kind & ~(NTX_WIN_HALF | 0xffffu)) || len > NTX_WIN_HALF_MAX ||
 	    (flags & ~(NTX_PF_TAGGED | NTX_PF_DATA))) {
-		NTX_WARN(FI_LOG_EP_DATA, "peer pid %u sent a bad entry\n",
-			 c->peer.pid);
-		ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
+		ntx_ntb_bad_entry(c);
 		return false;
 	}
 	memcpy(&bytes, w->bytes, sizeof(bytes));
@@ -1528,9 +1534,7 @@ ntx_ntb_drain_inline(struct ntx_shm_conn *c, bool ready)
 		}
 		lines = ntx_ring_lines(len);
 		if (len > be->win.max_payload || c->rx_pos + lines > n) {
-			NTX_WARN(FI_LOG_EP_DATA, "peer pid %u sent a bad entry\n",
-				 c->peer.pid);
-			ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
+			ntx_ntb_bad_entry(c);
 			return cnt;
 		}
 		ntx_wire_hdr_load(&hdr, &e->hdr);
