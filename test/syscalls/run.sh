@@ -20,7 +20,8 @@ count() { # domain iterations -> "calls seconds" inside both loops
     rm -f "$out"; echo -1 0; return
   fi
   # "PID getppid(" also matches the <unfinished ...> form of the line
-  awk 'function t(s, f) { split(s, f, ":"); return f[1] * 3600 + f[2] * 60 + f[3] }
+  awk 'function t(s, f) {
+         split(s, f, ":"); return f[1] * 3600 + f[2] * 60 + f[3] }
        / getppid\(/ { inside[$1] = 1; from[$1] = t($2); next }
        / getpgrp\(/ { inside[$1] = 0; secs += t($2) - from[$1] }
        inside[$1] && !/resumed>/ { n++ }
