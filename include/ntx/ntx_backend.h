@@ -45,6 +45,12 @@ struct ntx_be_cb {
 	 * memory only we write; valid until the callback returns */
 	void (*recv)(void *vc, const void *hdr, const void *payload,
 		     size_t len);
+	/* a message of at most 8 bytes that asks for no ack, as a ring's
+	 * half entry carries it (pflags: NTX_PF_TAGGED, NTX_PF_DATA; the
+	 * bytes in the low len bytes of 'bytes'): the same as recv of the
+	 * header ntx_wire_hdr_inline builds, without building it */
+	void (*recv_small)(void *vc, uint8_t pflags, uint64_t tag,
+			   uint64_t data, uint64_t bytes, size_t len);
 	/* the peer died, closed or broke the protocol: fail the VC */
 	void (*failed)(void *vc, int err);
 };

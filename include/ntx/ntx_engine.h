@@ -769,6 +769,9 @@ int ntx_proto_tx(struct ntx_req *req);
 /* A packet from a back end: the ntx_be_cb recv callback of every VC. */
 void ntx_proto_on_recv(void *vc, const void *hdr, const void *payload,
 		       size_t len);
+/* A half entry's message: the ntx_be_cb recv_small callback. */
+void ntx_proto_on_small(void *vc, uint8_t pflags, uint64_t tag,
+			uint64_t data, uint64_t bytes, size_t len);
 void ntx_proto_vc_failed(struct ntx_vc *vc);
 /* Frees the unexpected messages and their pool (endpoint close). */
 void ntx_proto_unexp_fini(struct ntx_ep *ep);

@@ -348,11 +348,13 @@ static void ntx_send_ack(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 	}
 }
 
-/* Delivers an eager message (payload in hand) from src, vc's address,
- * into a matched receive. Inline: the message path's case. */
+/* Delivers an eager message's bytes (in hand; pflags, tag and data as
+ * its header gives them) from src, vc's address, into a matched
+ * receive. Inline: the message path's case. */
 static inline __attribute__((always_inline)) void
-ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc, fi_addr_t src,
-	     const struct ntx_wire_hdr *h, const void *payload, size_t len)
+ntx_rx_fill(struct ntx_req *r, struct ntx_vc *vc, fi_addr_t src,
+	    uint8_t pflags, uint64_t tag, uint64_t data, const void *payload,
+	    size_t len)
 {
 	size_t room, off, n;
 	uint64_t mflag = 0;
@@ -363,13 +365,23 @@ ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc, fi_addr_t src,
 			    len < room ? len : room);
 	if (r->flags & FI_MULTI_RECV)
 		mflag = ntx_mrecv_consume(r, n);
-	ntx_comp_rx(r, vc, n, ntx_rx_flags(h) | mflag, h->tag, h->cq_data,
-		    src, buf, len - n, &vc->peer);
-	ntx_send_ack(vc, h);
+	ntx_comp_rx(r, vc, n,
+		    (pflags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA : 0) | mflag,
+		    tag, data, src, buf, len - n, &vc->peer);
 	if (!(r->flags & FI_MULTI_RECV))
 		ntx_req_put_lean(r); /* posted, matched, filled: no tail */
 	else if (mflag)
 		ntx_req_put(r);
+}
+
+/* An eager message with its header: filled, then acknowledged if the
+ * sender asked. */
+static inline __attribute__((always_inline)) void
+ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc, fi_addr_t src,
+	     const struct ntx_wire_hdr *h, const void *payload, size_t len)
+{
+	ntx_rx_fill(r, vc, src, h->flags, h->tag, h->cq_data, payload, len);
+	ntx_send_ack(vc, h);
 }
 
 static void ntx_rx_done(struct ntx_req *r, struct ntx_vc *vc)
@@ -1194,7 +1206,40 @@ void ntx_proto_on_recv(void *arg, const void *hdr, const void *payload,
 		ntx_proto_on_packet(vc, h, payload, len);
 }
 
-/* Completes everything the VC still owes with its error. */
+/* A half entry's message (ntx_be_cb.recv_small): on a proven VC of an
+ * endpoint without connection management, straight into the receive it
+ * matches (the back end checked pflags and len), else unexpected; in
+ * any other state, the header ntx_proto_on_recv would have been given,
+ * through it. */
+void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
+			uint64_t data, uint64_t bytes, size_t len)
+{
+	struct ntx_vc *vc = arg;
+	struct ntx_ep *ep = vc->ep;
+	struct ntx_wire_hdr h;
+	struct ntx_req *r;
+	fi_addr_t src;
+
+	ntx_assert_ep_locked(ep);
+	if (len > sizeof(bytes)) /* not from a back end that keeps to it */
+		len = sizeof(bytes);
+	if (vc->state == NTX_VC_CONNECTED && !ep->cm) {
+		src = ntx_vc_fi_addr(vc);
+		r = ntx_tme_match_posted(&ep->rx->tme, pflags & NTX_PF_TAGGED,
+					 src, tag);
+		if (r) {
+			ntx_rx_fill(r, vc, src, pflags, tag, data, &bytes,
+				    len);
+			return;
+		}
+	}
+	ntx_wire_hdr_inline(&h, pflags, tag, data, &bytes, len);
+	if (vc->state == NTX_VC_CONNECTED && !ep->cm)
+		ntx_msg_unexpected(vc, &h, &h.rreq, len, NULL, 0);
+	else
+		ntx_proto_on_recv(vc, &h, NULL, 0);
+}
+
 /* A failed peer's unexpected messages: its rendezvous data can no longer
  * be pulled, but an eager message is whole here and was sent (a peer
  * that exits right after its send completes is no rarer than one that

@@ -538,5 +538,6 @@ const struct ntx_be_cb ntx_vc_callbacks = {
 	.accept = ntx_vc_accept,
 	.connected = ntx_vc_connected,
 	.recv = ntx_proto_on_recv,
+	.recv_small = ntx_proto_on_small,
 	.failed = ntx_vc_failed,
 };

@@ -1466,7 +1466,6 @@ static void ntx_ntb_bad_entry(struct ntx_shm_conn *c)
 static inline __attribute__((always_inline)) bool
 ntx_ntb_rx_half(struct ntx_shm_conn *c, const struct ntx_win_half *w)
 {
-	struct ntx_wire_hdr hdr;
 	uint32_t kind = w->kind, len = kind & 0xff;
 	uint8_t flags = (uint8_t)(kind >> 8);
 	uint64_t bytes;
@@ -1477,8 +1476,7 @@ ntx_ntb_rx_half(struct ntx_shm_conn *c, const struct ntx_win_half *w)
 		return false;
 	}
 	memcpy(&bytes, w->bytes, sizeof(bytes));
-	ntx_wire_hdr_inline(&hdr, flags, w->tag, w->data, &bytes, len);
-	c->be->cb.recv(c->vc, &hdr, NULL, 0);
+	c->be->cb.recv_small(c->vc, flags, w->tag, w->data, bytes, len);
 	return true;
 }
 
