@@ -217,4 +217,22 @@ static inline void ntx_copy16(void *dst, const void *src, size_t len)
 	}
 }
 
+/* Up to 8 bytes as a word, in memory order (what memcpy of len bytes
+ * into a zeroed word makes), without a call for a length known only at
+ * run time; 8 bytes, the common case, are one load. */
+static inline uint64_t ntx_word_of(const void *src, size_t len)
+{
+	uint8_t t[8] = { 0 };
+	uint64_t v;
+
+	assert(len <= 8);
+	if (len == 8) {
+		memcpy(&v, src, 8);
+		return v;
+	}
+	ntx_copy16(t, src, len & 7);
+	memcpy(&v, t, 8);
+	return v;
+}
+
 #endif /* NTX_BASE_H */

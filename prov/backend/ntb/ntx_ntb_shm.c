@@ -1871,9 +1871,8 @@ static inline void ntx_ntb_half_put(struct ntx_win_half *w, uint8_t pflags,
 				    uint64_t tag, uint64_t data,
 				    const void *buf, size_t len)
 {
-	uint64_t bytes = 0;
+	uint64_t bytes = ntx_word_of(buf, len);
 
-	memcpy(&bytes, buf, len);
 	w->kind = NTX_WIN_HALF | (uint32_t)pflags << 8 | (uint32_t)len;
 	w->tag = tag;
 	w->data = data;
