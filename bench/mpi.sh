@@ -5,7 +5,8 @@
 # Builds bench/mpi_bench.c, runs its modes (lat bw rate coll init rss) at
 # np 2 and coll/init/rss also at np = number of cores, REPEAT times each
 # (stacks interleaved), keeps the best value of every metric, prints a
-# table with the ratio ntx/vader, writes bench/out/mpi.csv (and the raw
+# table with the ratio ntx/vader of the best values and the median of the
+# runs' own ratios (paired), writes bench/out/mpi.csv (and the raw
 # results in bench/out/mpi-raw.csv, logs in bench/out/mpi-logs/) and, with
 # gnuplot, bench/out/mpi.png.
 #
@@ -253,6 +254,22 @@ awk -F, -v stacks="$stacks" '
     if (!(k in unit)) { order[++n] = k; unit[k] = $7 }
     c = k SUBSEP $1; v = $6 + 0
     if (!(c in best) || (lower($7) ? v < best[c] : v > best[c])) best[c] = v
+    val[c, $3] = v; if ($3 > nrep) nrep = $3
+  }
+  # the median over the repeats of the ratio of each repeat: the stacks of
+  # a repeat run back to back, so a machine whose speed drifts between
+  # repeats moves both sides of each ratio alike
+  function paired(a, b,   i, m, t, r, x) {
+    m = 0
+    for (i = 1; i <= nrep; i++)
+      if ((a, i) in val && (b, i) in val && val[b, i] > 0)
+        r[++m] = val[a, i] / val[b, i]
+    if (!m) return "n/a"
+    for (i = 2; i <= m; i++)
+      for (t = i; t > 1 && r[t - 1] > r[t]; t--) {
+        x = r[t]; r[t] = r[t - 1]; r[t - 1] = x
+      }
+    return sprintf("%.3f", m % 2 ? r[(m + 1) / 2] : (r[m / 2] + r[m / 2 + 1]) / 2)
   }
   END {
     ns = split(stacks, st, " ")
@@ -260,6 +277,8 @@ awk -F, -v stacks="$stacks" '
     for (i = 1; i <= ns; i++) printf ",%s", (st[i] == "mpich" ? "mpich-ntx" : st[i])
     printf ",ntx/vader"
     if (ns > 2) printf ",mpich-ntx/vader"
+    printf ",paired"
+    if (ns > 2) printf ",mpich-paired"
     printf "\n"
     for (j = 1; j <= n; j++) {
       split(order[j], f, SUBSEP)
@@ -274,6 +293,8 @@ awk -F, -v stacks="$stacks" '
         ok = a in best && b in best && best[b] > 0
         printf ",%s", ok ? sprintf("%.3f", best[a] / best[b]) : "n/a"
       }
+      for (i = 2; i <= ns; i++)
+        printf ",%s", paired(order[j] SUBSEP st[i], order[j] SUBSEP "vader")
       printf "\n"
     }
   }' "$raw" > "$csv"
@@ -318,6 +339,8 @@ say "best of $REPEAT run(s) per configuration; ranks pinned one per core"
 say "ratio = ntx / vader:"
 say "  time and memory (us, ms, MiB; 'better' = lower): ratio < 1 means ntx is faster / smaller"
 say "  throughput (MB/s, msg/s; 'better' = higher):     ratio > 1 means ntx is faster"
+say "paired = median over the runs of each run's ratio (the stacks of a run go"
+say "  back to back: robust to this machine's speed changing between runs)"
 say "lat = median rtt/2, lat_min = minimum rtt/2; bw = window of 64 sends + ack;"
 say "rate = 64 Isends in flight; allreduce/alltoall size = bytes per call / per rank;"
 say "init = MPI_Init + first 8 B MPI_Alltoall from main(), init_launch = same from"
