@@ -1216,6 +1216,7 @@ void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
 {
 	struct ntx_vc *vc = arg;
 	struct ntx_ep *ep = vc->ep;
+	bool proven = vc->state == NTX_VC_CONNECTED && !ep->cm;
 	struct ntx_wire_hdr h;
 	struct ntx_req *r;
 	fi_addr_t src;
@@ -1223,7 +1224,7 @@ void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
 	ntx_assert_ep_locked(ep);
 	if (len > sizeof(bytes)) /* not from a back end that keeps to it */
 		len = sizeof(bytes);
-	if (vc->state == NTX_VC_CONNECTED && !ep->cm) {
+	if (proven) {
 		src = ntx_vc_fi_addr(vc);
 		r = ntx_tme_match_posted(&ep->rx->tme, pflags & NTX_PF_TAGGED,
 					 src, tag);
@@ -1234,7 +1235,7 @@ void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
 		}
 	}
 	ntx_wire_hdr_inline(&h, pflags, tag, data, &bytes, len);
-	if (vc->state == NTX_VC_CONNECTED && !ep->cm)
+	if (proven)
 		ntx_msg_unexpected(vc, &h, &h.rreq, len, NULL, 0);
 	else
 		ntx_proto_on_recv(vc, &h, NULL, 0);
