@@ -468,6 +468,32 @@ Test(fuzz, a_connect_request_in_the_victims_own_name_ends_nothing,
 	victim_end(&f, pid);
 }
 
+/* Connect requests in names made up around the victim's real window
+ * (its pid, window fd and epoch, another endpoint number or service),
+ * more of them than it has slots: refused, so a new peer still gets a
+ * slot. (Taken, each held a slot for as long as the window lived, and
+ * the fuzzer above ran the victim out of slots after a few minutes.) */
+Test(fuzz, made_up_names_around_a_real_window_hold_no_slot, .timeout = 60)
+{
+	struct fz f = { 0 };
+	pid_t pid;
+
+	pid = victim_start(&f);
+	for (uint32_t i = 0; i < f.g.nslots + 8; i++) {
+		struct ntx_addr made_up = f.victim;
+
+		if (i % 2)
+			made_up.service = 1000 + i;
+		else
+			made_up.ep_id = (uint16_t)(f.victim.ep_id + 1 + i);
+		cr_assert(forge_cell(&f, i % NTX_WIN_CELLS, &made_up,
+				     i % f.g.nslots));
+		ping(&f);
+	}
+	still_serves(&f);
+	victim_end(&f, pid);
+}
+
 /* ---- tcp frames ---------------------------------------------------------- */
 
 /* After a proved hello, frames of every type with mutated prefixes,

@@ -61,6 +61,8 @@ struct ntx_ntb_pwin {
 	uint32_t pid;
 	int32_t win_fd;
 	uint32_t epoch;
+	uint32_t service;
+	uint16_t ep_id;
 	struct ntx_ntb_proc *proc; /* its owner; NULL: this process */
 	uint32_t refs;             /* connections */
 };
@@ -361,6 +363,7 @@ static int ntx_ntb_win_create(struct ntx_shm_ep *be)
 	hdr->ring_lines = be->win.g.ring_lines;
 	hdr->max_payload = be->win.max_payload;
 	hdr->ep_id = be->addr.ep_id;
+	hdr->service = be->addr.service;
 	hdr->flags = ntx_ntb_membarrier_init() ? NTX_WIN_F_MEMBARRIER : 0;
 	hdr->wake_key = be->win.wake_key;
 
@@ -375,6 +378,10 @@ close_fd:
 
 /* ---- peer windows ----------------------------------------------------------- */
 
+/* The header must name the very endpoint the name does (pid, epoch, ep_id
+ * and service): else a connect request could name a real window under
+ * made-up names, and each would hold one of our slots for as long as that
+ * window lives. */
 static bool ntx_win_hdr_valid(const struct ntx_win_hdr *h, size_t fsize,
 			      const struct ntx_addr *peer)
 {
@@ -382,6 +389,7 @@ static bool ntx_win_hdr_valid(const struct ntx_win_hdr *h, size_t fsize,
 
 	if (h->magic != NTX_WIN_MAGIC || h->version != NTX_WIN_VERSION ||
 	    h->epoch != peer->epoch || h->pid != peer->pid ||
+	    h->ep_id != peer->ep_id || h->service != peer->service ||
 	    h->nslots == 0 || h->nslots > NTX_WIN_SLOTS_MAX ||
 	    !ntx_ring_lines_valid(h->ring_lines) ||
 	    h->ring_lines > NTX_WIN_RING_LINES_MAX ||
@@ -687,7 +695,8 @@ static struct ntx_ntb_pwin *ntx_ntb_pwin_find(const struct ntx_addr *peer)
 			ntx_container_of(it, struct ntx_ntb_pwin, entry);
 
 		if (pw->pid == peer->pid && pw->win_fd == peer->win_fd &&
-		    pw->epoch == peer->epoch)
+		    pw->epoch == peer->epoch && pw->ep_id == peer->ep_id &&
+		    pw->service == peer->service)
 			return pw;
 	}
 	return NULL;
@@ -724,6 +733,8 @@ static int ntx_ntb_pwin_map(const struct ntx_addr *peer, uint32_t self,
 	pw->pid = peer->pid;
 	pw->win_fd = peer->win_fd;
 	pw->epoch = peer->epoch;
+	pw->ep_id = peer->ep_id;
+	pw->service = peer->service;
 	pw->refs = 1;
 	ntx_list_insert_tail(ntx_ntb_win_bucket(peer), &pw->entry);
 	*out = pw;

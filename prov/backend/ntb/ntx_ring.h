@@ -36,7 +36,8 @@
 #include "ntx/ntx_wire.h"
 
 #define NTX_WIN_MAGIC 0x4e54584857494e31ull /* "NTXHWIN1" */
-#define NTX_WIN_VERSION 3 /* 3: half entries (struct ntx_win_half) */
+#define NTX_WIN_VERSION 4 /* 3: half entries (struct ntx_win_half); 4: the
+			    * owner's service in the header */
 #define NTX_WIN_CELLS 64
 #define NTX_WIN_PAGE 4096
 
@@ -59,7 +60,7 @@ struct ntx_win_hdr {
 	uint32_t max_payload; /* largest entry payload the owner accepts */
 	uint32_t ep_id;
 	uint32_t flags;       /* NTX_WIN_F_* */
-	uint32_t pad0;
+	uint32_t service;     /* the owner's service, 0 for none */
 	/* random part of the owner's wake-up socket name: only processes
 	 * that can map the window (same user) can name it, so no other
 	 * user can take the name first */
