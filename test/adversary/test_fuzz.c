@@ -63,6 +63,20 @@ static int repost(struct tctx *t, void *ctx)
 	return 0; /* a send of ours, or nothing */
 }
 
+/* A job key for the next victim, or NULL (read in the forked victim). */
+static const char *g_victim_key;
+
+static int victim_open(struct tctx *t)
+{
+	struct fi_info *h = t_hints(CAPS);
+
+	if (g_victim_key) {
+		h->domain_attr->auth_key = (uint8_t *)strdup(g_victim_key);
+		h->domain_attr->auth_key_size = strlen(g_victim_key);
+	}
+	return t_open_hints(t, h);
+}
+
 static int fuzz_victim(int sock)
 {
 	struct pollfd p = { .fd = sock, .events = POLLIN };
@@ -73,7 +87,7 @@ static int fuzz_victim(int sock)
 	size_t len = T_NAMELEN;
 	char name[T_NAMELEN], cmd;
 
-	CHK(t_open(&t, CAPS) == 0);
+	CHK(victim_open(&t) == 0);
 	CHK(fi_getname(&t.ep->fid, name, &len) == 0);
 	CHK(t_sock_write(sock, name, sizeof(name)) == 0);
 	for (int i = 0; i < NRECV; i++)
@@ -491,6 +505,83 @@ Test(fuzz, made_up_names_around_a_real_window_hold_no_slot, .timeout = 60)
 		ping(&f);
 	}
 	still_serves(&f);
+	victim_end(&f, pid);
+}
+
+/* The victim's slot for our endpoint: the connect response it wrote
+ * into our own window (ntx_win_ctl.resp, that slot + 1); and, in *closed,
+ * whether it has since closed the connection. UINT32_MAX: no answer. */
+static uint32_t our_slot_there(const struct ntx_addr *me, bool *closed)
+{
+	struct ntx_win_geom g;
+	struct ntx_win_hdr h;
+	uint32_t slot = UINT32_MAX;
+	char path[64];
+	uint8_t *base;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", me->win_fd);
+	fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0, "open %s", path);
+	cr_assert_eq(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	ntx_win_geom_init(&g, h.nslots, h.ring_lines);
+	base = mmap(NULL, g.size, PROT_READ, MAP_SHARED, fd, 0);
+	cr_assert_neq(base, MAP_FAILED);
+	close(fd);
+	for (uint32_t s = 0; s < g.nslots; s++) {
+		struct ntx_win_ctl *c = (struct ntx_win_ctl *)(base + g.ctl_off) + s;
+		uint32_t r = atomic_load(&c->resp);
+
+		if (r) {
+			slot = r - 1;
+			*closed = atomic_load(&c->closed) != 0;
+		}
+	}
+	munmap(base, g.size);
+	return slot;
+}
+
+/* A half entry from a peer that has not proved the job key: the keyed
+ * victim's connection to it is still in the key exchange (NTX_VC_AUTH),
+ * so the entry must end that connection, not complete a receive. Our
+ * endpoint has no key and is never progressed after its send, so it
+ * never answers the challenge; the half entry is written in its place. */
+Test(fuzz, a_half_entry_before_the_key_proof_completes_nothing,
+     .timeout = 60)
+{
+	struct fz f = { 0 };
+	struct ntx_win_half *w;
+	struct ntx_addr me;
+	struct tctx t;
+	fi_addr_t peer;
+	size_t len = sizeof(me);
+	uint64_t v = 1, tag = 0x300000ull;
+	uint32_t slot;
+	bool closed = false;
+	pid_t pid;
+
+	g_victim_key = "the job's key";
+	pid = victim_start(&f);
+	g_victim_key = NULL;
+	cr_assert(f.victim.flags & NTX_ADDR_F_KEYED);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(fi_getname(&t.ep->fid, &me, &len), 0);
+	cr_assert_eq(t_insert(&t, &f.victim, &peer), 0);
+	/* posts our connect request; the message waits for the key */
+	cr_assert_eq(fi_tsend(t.ep, &v, 8, NULL, peer, tag, NULL), 0);
+	ping(&f); /* the victim accepts and challenges us */
+	slot = our_slot_there(&me, &closed);
+	cr_assert_neq(slot, UINT32_MAX, "the victim answered our request");
+	cr_assert_not(closed);
+	w = ntx_win_half(entry_at(&f, slot, 0), 0);
+	w->kind = NTX_WIN_HALF | (uint32_t)NTX_PF_TAGGED << 8 | 8;
+	w->tag = tag + 1;
+	memcpy(w->bytes, "evil8byt", 8);
+	atomic_store_explicit(&w->seq, 1, memory_order_release);
+	cr_assert_neq(ping(&f), tag + 1, "a receive took the half entry");
+	cr_assert_neq(our_slot_there(&me, &closed), UINT32_MAX);
+	cr_assert(closed, "the victim kept the connection");
+	t_close(&t);
 	victim_end(&f, pid);
 }
 
