@@ -127,6 +127,12 @@ static int adv_prove(int lfd, int fd, uint32_t eager)
 			default: break;
 			}
 	}
+	/* reset, not closed: a close would leave our listener's port in
+	 * TIME_WAIT for a minute, out of the ephemeral ports that the
+	 * tcp fuzzer's thousand connections a second need */
+	setsockopt(pfd, SOL_SOCKET, SO_LINGER,
+		   &(struct linger){ .l_onoff = 1, .l_linger = 0 },
+		   sizeof(struct linger));
 	close(pfd);
 	return ret;
 }
