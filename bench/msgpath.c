@@ -1,0 +1,179 @@
+/*
+ * The message path of one process, without a second core: endpoint a
+ * sends windows of 64 tagged 8-byte messages (fi_tsenddata) to endpoint
+ * b of the same domain, whose receives (fi_trecv with an ignore mask and
+ * a source, as Open MPI's ofi MTL posts them) were posted first; each
+ * side reads its completions up to 100 at a time, as the MTL does. No
+ * other core takes part, so the time and the instruction count are the
+ * provider's work alone (bench/msgpath.sh runs it under callgrind for
+ * instructions per message, which do not drift with the machine).
+ *
+ * Usage: msgpath WINDOWS [empty]
+ *   prints "msgpath: X ns per message" after 100 warm-up windows; with
+ *   "empty", after the warm-up it times WINDOWS*64 fi_cq_read calls on
+ *   b's CQ with nothing to read instead (the cost of an empty poll).
+ */
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define WINDOW 64
+#define READ_MAX 100 /* the MTL's ofi_progress_event_count */
+#define TAG 0x1234
+#define IGNORE 0x0300000000000000ull /* like the MTL's sync-send bits */
+
+struct side {
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	fi_addr_t peer;
+	long got; /* completions read and not yet counted off */
+	char name[256];
+};
+
+static struct fid_domain *dom;
+static struct fid_av *av;
+static struct side a, b;
+
+static void check(int ret, const char *what)
+{
+	if (ret) {
+		fprintf(stderr, "msgpath: %s: %s\n", what, fi_strerror(-ret));
+		exit(1);
+	}
+}
+
+static void side_open(struct fi_info *fi, struct side *s)
+{
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED,
+				      .size = 4096 };
+	size_t len = sizeof(s->name);
+
+	check(fi_endpoint(dom, fi, &s->ep, NULL), "fi_endpoint");
+	check(fi_cq_open(dom, &cq_attr, &s->cq, NULL), "fi_cq_open");
+	check(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV),
+	      "fi_ep_bind cq");
+	check(fi_ep_bind(s->ep, &av->fid, 0), "fi_ep_bind av");
+	check(fi_enable(s->ep), "fi_enable");
+	check(fi_getname(&s->ep->fid, s->name, &len), "fi_getname");
+}
+
+/* One read of s's CQ; completions counted in s->got. */
+static void poke(struct side *s)
+{
+	struct fi_cq_tagged_entry wc[READ_MAX];
+	ssize_t n = fi_cq_read(s->cq, wc, READ_MAX);
+
+	if (n > 0)
+		s->got += n;
+	else if (n != -FI_EAGAIN)
+		check((int)n, "fi_cq_read");
+}
+
+/* Reads until n completions of s were seen; the other side is polled
+ * only when s has nothing (its connection set-up needs it). */
+static void drain(struct side *s, long n)
+{
+	while (s->got < n) {
+		long before = s->got;
+
+		poke(s);
+		if (s->got == before)
+			poke(s == &a ? &b : &a);
+	}
+	s->got -= n;
+}
+
+static void window(char *sbuf, char *rbuf)
+{
+	static struct fi_context ctx[WINDOW];
+
+	for (int i = 0; i < WINDOW; i++)
+		while (fi_trecv(b.ep, rbuf, 8, NULL, b.peer, TAG, IGNORE,
+				&ctx[i]) == -FI_EAGAIN)
+			poke(&b);
+	for (int i = 0; i < WINDOW; i++)
+		while (fi_tsenddata(a.ep, sbuf, 8, NULL, i, a.peer, TAG,
+				    &ctx[i]) == -FI_EAGAIN) {
+			poke(&a);
+			poke(&b);
+		}
+	drain(&a, WINDOW);
+	drain(&b, WINDOW);
+}
+
+static double now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+	struct fi_info *hints, *fi;
+	struct fid_fabric *fab;
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	char sbuf[8] = { 0 }, rbuf[8];
+	long nwin, w;
+	int empty;
+	double t0;
+
+	if (argc < 2 || (nwin = atol(argv[1])) < 1) {
+		fprintf(stderr, "usage: %s WINDOWS [empty]\n", argv[0]);
+		return 2;
+	}
+	empty = argc > 2 && !strcmp(argv[2], "empty");
+	hints = fi_allocinfo();
+	hints->caps = FI_TAGGED | FI_DIRECTED_RECV;
+	hints->mode = FI_CONTEXT;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	hints->domain_attr->av_type = FI_AV_TABLE;
+	hints->fabric_attr->prov_name = strdup("ntx");
+	check(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &fi),
+	      "fi_getinfo");
+	check(fi_fabric(fi->fabric_attr, &fab, NULL), "fi_fabric");
+	check(fi_domain(fab, fi, &dom, NULL), "fi_domain");
+	check(fi_av_open(dom, &av_attr, &av, NULL), "fi_av_open");
+	side_open(fi, &a);
+	side_open(fi, &b);
+	if (fi_av_insert(av, b.name, 1, &a.peer, 0, NULL) != 1 ||
+	    fi_av_insert(av, a.name, 1, &b.peer, 0, NULL) != 1)
+		check(-FI_EINVAL, "fi_av_insert");
+	for (w = 0; w < 100; w++) /* connects, warms the pools */
+		window(sbuf, rbuf);
+	t0 = now_ns();
+	if (empty) {
+		for (w = 0; w < nwin * WINDOW; w++)
+			poke(&b);
+		if (b.got)
+			check(-FI_EOTHER, "an empty CQ returned a completion");
+		printf("msgpath: %.2f ns per empty fi_cq_read (domain %s)\n",
+		       (now_ns() - t0) / nwin / WINDOW,
+		       fi->domain_attr->name);
+	} else {
+		for (w = 0; w < nwin; w++)
+			window(sbuf, rbuf);
+		printf("msgpath: %.2f ns per message (domain %s)\n",
+		       (now_ns() - t0) / nwin / WINDOW,
+		       fi->domain_attr->name);
+	}
+	fi_close(&a.ep->fid);
+	fi_close(&b.ep->fid);
+	fi_close(&a.cq->fid);
+	fi_close(&b.cq->fid);
+	fi_close(&av->fid);
+	fi_close(&dom->fid);
+	fi_close(&fab->fid);
+	fi_freeinfo(fi);
+	fi_freeinfo(hints);
+	return 0;
+}
