@@ -113,44 +113,35 @@ extern struct fi_ops_atomic ntx_atomic_ops;
 extern struct fi_ops_tagged ntx_tagged_ops;
 
 /* ---- endpoints and their aliases (ntx_trigger.c) ------------------------- */
-/* fi_ep_alias: the same endpoint with its own operation flags. */
+/* fi_ep_alias: the same endpoint with its own operation flags. An
+ * alias, a scalable endpoint and its contexts (DESIGN §3, "Scalable
+ * endpoints") start with one; its head is an endpoint's (struct
+ * ntx_fep). */
 struct ntx_alias {
-	struct fid_ep ep;
-	struct ntx_ep *real;
-	uint64_t tx_op_flags, rx_op_flags;
+	union {
+		struct ntx_fep fep;
+		struct {
+			NTX_FEP_FIELDS;
+		};
+	};
 };
 extern struct fi_ops ntx_alias_fi_ops;
 
-/* An alias, a scalable endpoint or one of its contexts (DESIGN §3,
- * "Scalable endpoints") starts with a struct ntx_alias. */
-static inline bool ntx_fep_is_alias(const struct fid_ep *fep)
-{
-	return fep->fid.ops == &ntx_alias_fi_ops ||
-	       fep->fid.fclass == FI_CLASS_TX_CTX ||
-	       fep->fid.fclass == FI_CLASS_RX_CTX ||
-	       fep->fid.fclass == FI_CLASS_SEP;
-}
-
+/* The endpoint an operation posted through fep acts on, and the default
+ * flags of its operations: one load each, whatever fep is. */
 static inline struct ntx_ep *ntx_ep_of(struct fid_ep *fep)
 {
-	if (ntx_fep_is_alias(fep))
-		return ntx_container_of(fep, struct ntx_alias, ep)->real;
-	return ntx_container_of(fep, struct ntx_ep, ep);
+	return ntx_container_of(fep, struct ntx_fep, ep)->real;
 }
 
-/* The default flags of operations posted through fep. */
 static inline uint64_t ntx_fep_tx_flags(struct fid_ep *fep)
 {
-	if (ntx_fep_is_alias(fep))
-		return ntx_container_of(fep, struct ntx_alias, ep)->tx_op_flags;
-	return ntx_container_of(fep, struct ntx_ep, ep)->tx_op_flags;
+	return ntx_container_of(fep, struct ntx_fep, ep)->tx_op_flags;
 }
 
 static inline uint64_t ntx_fep_rx_flags(struct fid_ep *fep)
 {
-	if (ntx_fep_is_alias(fep))
-		return ntx_container_of(fep, struct ntx_alias, ep)->rx_op_flags;
-	return ntx_container_of(fep, struct ntx_ep, ep)->rx_op_flags;
+	return ntx_container_of(fep, struct ntx_fep, ep)->rx_op_flags;
 }
 
 /* FI_ALIAS (fi_ep_alias) of an endpoint. */

@@ -191,8 +191,26 @@ struct ntx_cm_hooks {
 /* the shm window, and the domain's network back end (tcp or verbs) */
 enum { NTX_BE_SHM, NTX_BE_NET, NTX_BE_MAX };
 
+/* The head of every fid_ep ntx hands out: an endpoint (real is itself),
+ * an alias, a scalable endpoint or one of its contexts (real is the
+ * endpoint they act on); the operation calls take the endpoint and the
+ * default flags from it without asking which kind of fid they were
+ * given. */
+#define NTX_FEP_FIELDS                                                      \
+	struct fid_ep ep;                                                  \
+	struct ntx_ep *real;                                               \
+	uint64_t tx_op_flags, rx_op_flags
+struct ntx_fep {
+	NTX_FEP_FIELDS;
+};
+
 struct ntx_ep {
-	struct fid_ep ep;
+	union { /* the head as a whole, or its fields by name */
+		struct ntx_fep fep;
+		struct {
+			NTX_FEP_FIELDS;
+		};
+	};
 	struct ntx_domain *domain;
 	pthread_mutex_t lock; /* engine state below (see ntx_domain) */
 	/* the lock taken: lock, or that of the shared receive context the
@@ -213,7 +231,6 @@ struct ntx_ep {
 	atomic_int ref;
 	struct ntx_list dom_entry;
 	uint64_t caps;
-	uint64_t tx_op_flags, rx_op_flags;
 	bool enabled;
 	struct ntx_av *av;
 	struct ntx_cq *tx_cq, *rx_cq;

@@ -446,6 +446,7 @@ static struct fi_ops_cm ntx_ep_cm_ops = {
 void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
 		 const struct fi_info *info)
 {
+	ep->real = ep; /* fi calls through ep->ep act on it (ntx_ep_of) */
 	ep->domain = dom;
 	pthread_mutex_init(&ep->lock, NULL);
 	ep->lockp = &ep->lock;
