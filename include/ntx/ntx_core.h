@@ -371,6 +371,11 @@ static inline void ntx_cq_put(const struct ntx_cq *cq, void *dst, void *ctx,
 {
 	struct fi_cq_tagged_entry *e = dst;
 
+	if (cq->format == FI_CQ_FORMAT_TAGGED) { /* MPI's: one test */
+		*e = (struct fi_cq_tagged_entry){ ctx, flags, len, buf, data,
+						  tag };
+		return;
+	}
 	e->op_context = ctx;
 	if (cq->format == FI_CQ_FORMAT_CONTEXT)
 		return;
@@ -444,9 +449,9 @@ int ntx_cq_push_ring(struct ntx_cq *cq, void *ctx, uint64_t flags,
  * this thread and its buffer has room, the entry goes straight to the
  * application's buffer, else (lockless domains) to the ring, with no
  * call. */
-static inline int ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags,
-			      size_t len, void *buf, uint64_t data,
-			      uint64_t tag, fi_addr_t src)
+static inline __attribute__((always_inline)) int
+ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
+	    void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
 {
 	if (!cq->direct || cq->direct_n >= cq->direct_cap) {
 		/* no lock to take and room in the ring: append here */
