@@ -8,10 +8,14 @@
  * provider's work alone (bench/msgpath.sh runs it under callgrind for
  * instructions per message, which do not drift with the machine).
  *
- * Usage: msgpath WINDOWS [empty]
+ * Usage: msgpath WINDOWS [empty|pingpong]
  *   prints "msgpath: X ns per message" after 100 warm-up windows; with
  *   "empty", after the warm-up it times WINDOWS*64 fi_cq_read calls on
- *   b's CQ with nothing to read instead (the cost of an empty poll).
+ *   b's CQ with nothing to read instead (the cost of an empty poll);
+ *   with "pingpong", WINDOWS*32 round trips of an 8-byte fi_tinjectdata
+ *   each way, each side's receive posted before the send it answers
+ *   and its completion read before it answers (as MPI_Send and
+ *   MPI_Recv do through the MTL): the work on a ping-pong's path.
  */
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -108,6 +112,25 @@ static void window(char *sbuf, char *rbuf)
 	drain(&b, WINDOW);
 }
 
+/* One round trip: a to b and back, each receive posted first. */
+static void round_trip(char *sbuf, char *rbuf)
+{
+	static struct fi_context ctx[2];
+
+	while (fi_trecv(b.ep, rbuf, 8, NULL, b.peer, TAG, IGNORE,
+			&ctx[0]) == -FI_EAGAIN)
+		poke(&b);
+	while (fi_trecv(a.ep, rbuf, 8, NULL, a.peer, TAG, IGNORE,
+			&ctx[1]) == -FI_EAGAIN)
+		poke(&a);
+	while (fi_tinjectdata(a.ep, sbuf, 8, 1, a.peer, TAG) == -FI_EAGAIN)
+		poke(&a);
+	drain(&b, 1);
+	while (fi_tinjectdata(b.ep, sbuf, 8, 2, b.peer, TAG) == -FI_EAGAIN)
+		poke(&b);
+	drain(&a, 1);
+}
+
 static double now_ns(void)
 {
 	struct timespec t;
@@ -123,14 +146,14 @@ int main(int argc, char **argv)
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
 	char sbuf[8] = { 0 }, rbuf[8];
 	long nwin, w;
-	int empty;
+	const char *mode = argc > 2 ? argv[2] : "";
 	double t0;
 
 	if (argc < 2 || (nwin = atol(argv[1])) < 1) {
-		fprintf(stderr, "usage: %s WINDOWS [empty]\n", argv[0]);
+		fprintf(stderr, "usage: %s WINDOWS [empty|pingpong]\n",
+			argv[0]);
 		return 2;
 	}
-	empty = argc > 2 && !strcmp(argv[2], "empty");
 	hints = fi_allocinfo();
 	hints->caps = FI_TAGGED | FI_DIRECTED_RECV;
 	hints->mode = FI_CONTEXT;
@@ -151,12 +174,18 @@ int main(int argc, char **argv)
 	for (w = 0; w < 100; w++) /* connects, warms the pools */
 		window(sbuf, rbuf);
 	t0 = now_ns();
-	if (empty) {
+	if (!strcmp(mode, "empty")) {
 		for (w = 0; w < nwin * WINDOW; w++)
 			poke(&b);
 		if (b.got)
 			check(-FI_EOTHER, "an empty CQ returned a completion");
 		printf("msgpath: %.2f ns per empty fi_cq_read (domain %s)\n",
+		       (now_ns() - t0) / nwin / WINDOW,
+		       fi->domain_attr->name);
+	} else if (!strcmp(mode, "pingpong")) {
+		for (w = 0; w < nwin * WINDOW / 2; w++)
+			round_trip(sbuf, rbuf);
+		printf("msgpath: %.2f ns per message (domain %s)\n",
 		       (now_ns() - t0) / nwin / WINDOW,
 		       fi->domain_attr->name);
 	} else {

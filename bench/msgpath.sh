@@ -1,13 +1,13 @@
 #!/bin/bash
 # The provider's own message path (bench/msgpath.c: one process, two
-# endpoints, windows of 64 tagged 8-byte messages as Open MPI's ofi MTL
-# sends and receives them): nanoseconds per message and per empty
-# fi_cq_read (best of REPEAT), then, with valgrind, the instructions per
-# message (and per empty poll) of each ntx function and in all, from two
-# callgrind runs of WINDOWS and 2*WINDOWS windows (the
-# difference leaves start-up out).
-# Instruction counts do not drift with the machine: compare builds with
-# them. Environment: REPEAT (3), WINDOWS (2000), CALLGRIND (1; 0: skip).
+# endpoints, tagged 8-byte messages as Open MPI's ofi MTL sends and
+# receives them): nanoseconds per message in windows of 64 and in a
+# ping-pong, and per empty fi_cq_read (best of REPEAT), then, with
+# valgrind, the instructions of each ntx function and in all per message
+# (and per empty poll), from two callgrind runs of WINDOWS and 2*WINDOWS
+# windows (the difference leaves start-up out). Instruction counts do
+# not drift with the machine: compare builds with them. Environment:
+# REPEAT (3), WINDOWS (2000), CALLGRIND (1; 0: skip).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/bench/out
@@ -17,8 +17,8 @@ export FI_PROVIDER=ntx
 read -ra flags <<< "$(pkg-config --cflags --libs libfabric)"
 cc -O2 -g -Wall -o "$out/msgpath" "$top/bench/msgpath.c" "${flags[@]}"
 best() { sort -n | head -1; }
-for mode in message empty; do
-  arg=; [ $mode = empty ] && arg=empty
+for mode in message pingpong empty; do
+  arg=; [ $mode = message ] || arg=$mode
   for ((i = 0; i < ${REPEAT:-3}; i++)); do
     timeout 120 "$out/msgpath" 100000 $arg | awk '{ print $2 }'
   done | best | sed "s/^/best ns per $mode: /"
@@ -36,8 +36,8 @@ per_fn() { # callgrind output file -> "function count" lines
       / PROGRAM TOTALS/ { v = $1; gsub(",", "", v); c["(all)"] = v }
       END { for (f in c) print f, c[f] }'
 }
-for mode in message empty; do
-  arg=; [ $mode = empty ] && arg=empty
+for mode in message pingpong empty; do
+  arg=; [ $mode = message ] || arg=$mode
   for w in "$n" $((2 * n)); do
     valgrind --tool=callgrind --callgrind-out-file="$out/msgpath.cg" \
       "$out/msgpath" "$w" $arg > /dev/null 2>&1
