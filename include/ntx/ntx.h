@@ -125,6 +125,11 @@ struct ntx_alias {
 		};
 	};
 };
+_Static_assert(offsetof(struct ntx_alias, real) ==
+		       offsetof(struct ntx_alias, fep.real) &&
+	       offsetof(struct ntx_alias, rx_op_flags) ==
+		       offsetof(struct ntx_alias, fep.rx_op_flags),
+	       "an alias's head read as struct ntx_fep (ntx_ep_of)");
 extern struct fi_ops ntx_alias_fi_ops;
 
 /* The endpoint an operation posted through fep acts on, and the default

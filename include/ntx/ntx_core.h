@@ -372,8 +372,10 @@ static inline void ntx_cq_put(const struct ntx_cq *cq, void *dst, void *ctx,
 	struct fi_cq_tagged_entry *e = dst;
 
 	if (cq->format == FI_CQ_FORMAT_TAGGED) { /* MPI's: one test */
-		*e = (struct fi_cq_tagged_entry){ ctx, flags, len, buf, data,
-						  tag };
+		*e = (struct fi_cq_tagged_entry){ .op_context = ctx,
+						  .flags = flags, .len = len,
+						  .buf = buf, .data = data,
+						  .tag = tag };
 		return;
 	}
 	e->op_context = ctx;

@@ -280,6 +280,11 @@ struct ntx_ep {
 	 * fields above that progress reads stay on a few cache lines */
 	struct ntx_tme tme;
 };
+_Static_assert(offsetof(struct ntx_ep, real) ==
+		       offsetof(struct ntx_ep, fep.real) &&
+	       offsetof(struct ntx_ep, rx_op_flags) ==
+		       offsetof(struct ntx_ep, fep.rx_op_flags),
+	       "an endpoint's head read as struct ntx_fep (ntx_ep_of)");
 
 /* Counter slots of an endpoint, in fi_ep_bind flag order: send, recv,
  * read, write, remote read, remote write. */
