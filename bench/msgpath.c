@@ -8,7 +8,7 @@
  * provider's work alone (bench/msgpath.sh runs it under callgrind for
  * instructions per message, which do not drift with the machine).
  *
- * Usage: msgpath WINDOWS [empty|pingpong]
+ * Usage: msgpath WINDOWS [message|empty|pingpong]
  *   prints "msgpath: X ns per message" after 100 warm-up windows; with
  *   "empty", after the warm-up it times WINDOWS*64 fi_cq_read calls on
  *   b's CQ with nothing to read instead (the cost of an empty poll);
@@ -146,11 +146,13 @@ int main(int argc, char **argv)
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
 	char sbuf[8] = { 0 }, rbuf[8];
 	long nwin, w;
-	const char *mode = argc > 2 ? argv[2] : "";
+	const char *mode = argc > 2 ? argv[2] : "message", *what;
 	double t0;
 
-	if (argc < 2 || (nwin = atol(argv[1])) < 1) {
-		fprintf(stderr, "usage: %s WINDOWS [empty|pingpong]\n",
+	if (argc < 2 || (nwin = atol(argv[1])) < 1 ||
+	    (strcmp(mode, "message") && strcmp(mode, "empty") &&
+	     strcmp(mode, "pingpong"))) {
+		fprintf(stderr, "usage: %s WINDOWS [message|empty|pingpong]\n",
 			argv[0]);
 		return 2;
 	}
@@ -179,22 +181,18 @@ int main(int argc, char **argv)
 			poke(&b);
 		if (b.got)
 			check(-FI_EOTHER, "an empty CQ returned a completion");
-		printf("msgpath: %.2f ns per empty fi_cq_read (domain %s)\n",
-		       (now_ns() - t0) / nwin / WINDOW,
-		       fi->domain_attr->name);
+		what = "empty fi_cq_read";
 	} else if (!strcmp(mode, "pingpong")) {
 		for (w = 0; w < nwin * WINDOW / 2; w++)
 			round_trip(sbuf, rbuf);
-		printf("msgpath: %.2f ns per message (domain %s)\n",
-		       (now_ns() - t0) / nwin / WINDOW,
-		       fi->domain_attr->name);
+		what = "message";
 	} else {
 		for (w = 0; w < nwin; w++)
 			window(sbuf, rbuf);
-		printf("msgpath: %.2f ns per message (domain %s)\n",
-		       (now_ns() - t0) / nwin / WINDOW,
-		       fi->domain_attr->name);
+		what = "message";
 	}
+	printf("msgpath: %.2f ns per %s (domain %s)\n",
+	       (now_ns() - t0) / nwin / WINDOW, what, fi->domain_attr->name);
 	fi_close(&a.ep->fid);
 	fi_close(&b.ep->fid);
 	fi_close(&a.cq->fid);

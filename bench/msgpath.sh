@@ -16,11 +16,11 @@ mkdir -p "$out"
 export FI_PROVIDER=ntx
 read -ra flags <<< "$(pkg-config --cflags --libs libfabric)"
 cc -O2 -g -Wall -o "$out/msgpath" "$top/bench/msgpath.c" "${flags[@]}"
+modes="message pingpong empty"
 best() { sort -n | head -1; }
-for mode in message pingpong empty; do
-  arg=; [ $mode = message ] || arg=$mode
+for mode in $modes; do
   for ((i = 0; i < ${REPEAT:-3}; i++)); do
-    timeout 120 "$out/msgpath" 100000 $arg | awk '{ print $2 }'
+    timeout 120 "$out/msgpath" 100000 $mode | awk '{ print $2 }'
   done | best | sed "s/^/best ns per $mode: /"
 done
 [ "${CALLGRIND:-1}" = 0 ] && exit 0
@@ -36,22 +36,21 @@ per_fn() { # callgrind output file -> "function count" lines
       / PROGRAM TOTALS/ { v = $1; gsub(",", "", v); c["(all)"] = v }
       END { for (f in c) print f, c[f] }'
 }
-for mode in message pingpong empty; do
-  arg=; [ $mode = message ] || arg=$mode
+for mode in $modes; do
   for w in "$n" $((2 * n)); do
     valgrind --tool=callgrind --callgrind-out-file="$out/msgpath.cg" \
-      "$out/msgpath" "$w" $arg > /dev/null 2>&1
-    per_fn "$out/msgpath.cg" > "$out/msgpath.$mode.$w"
+      "$out/msgpath" "$w" $mode > /dev/null 2>&1
+    per_fn "$out/msgpath.cg" > "$out/msgpath.$w"
   done
   echo "instructions per $mode (callgrind, $n more windows of 64):"
   awk -v m=$((n * 64)) 'NR == FNR { a[$1] = $2; next }
     { printf "%s %.1f\n", $1, ($2 - a[$1]) / m }' \
-    "$out/msgpath.$mode.$n" "$out/msgpath.$mode.$((2 * n))" > "$out/msgpath.d"
+    "$out/msgpath.$n" "$out/msgpath.$((2 * n))" > "$out/msgpath.d"
   awk '$1 ~ /^ntx_/ && $2 >= 0.5 { printf "  %-28s %7.1f\n", $1, $2 }' \
     "$out/msgpath.d" | sort -k2 -rn
   awk '$1 ~ /^ntx_/ && $2 >= 0.5 { s += $2 } $1 == "(all)" { all = $2 }
     END { printf "  %-28s %7.1f\n  %-28s %7.1f\n", "ntx in all", s,
           "the program in all", all }' "$out/msgpath.d"
 done
-rm -f "$out"/msgpath.cg "$out"/msgpath.d "$out"/msgpath.message.* \
-  "$out"/msgpath.empty.*
+rm -f "$out/msgpath.cg" "$out/msgpath.d" "$out/msgpath.$n" \
+  "$out/msgpath.$((2 * n))"

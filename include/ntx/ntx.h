@@ -118,12 +118,7 @@ extern struct fi_ops_tagged ntx_tagged_ops;
  * endpoints") start with one; its head is an endpoint's (struct
  * ntx_fep). */
 struct ntx_alias {
-	union {
-		struct ntx_fep fep;
-		struct {
-			NTX_FEP_FIELDS;
-		};
-	};
+	NTX_FEP_HEAD;
 };
 _Static_assert(offsetof(struct ntx_alias, real) ==
 		       offsetof(struct ntx_alias, fep.real) &&

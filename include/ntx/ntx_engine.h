@@ -203,14 +203,17 @@ enum { NTX_BE_SHM, NTX_BE_NET, NTX_BE_MAX };
 struct ntx_fep {
 	NTX_FEP_FIELDS;
 };
+/* The first member of each: the head as a whole, or its fields by name. */
+#define NTX_FEP_HEAD                                                        \
+	union {                                                            \
+		struct ntx_fep fep;                                        \
+		struct {                                                   \
+			NTX_FEP_FIELDS;                                    \
+		};                                                         \
+	}
 
 struct ntx_ep {
-	union { /* the head as a whole, or its fields by name */
-		struct ntx_fep fep;
-		struct {
-			NTX_FEP_FIELDS;
-		};
-	};
+	NTX_FEP_HEAD;
 	struct ntx_domain *domain;
 	pthread_mutex_t lock; /* engine state below (see ntx_domain) */
 	/* the lock taken: lock, or that of the shared receive context the
