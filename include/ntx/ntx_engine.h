@@ -798,6 +798,8 @@ void ntx_proto_on_recv(void *vc, const void *hdr, const void *payload,
 void ntx_proto_on_small(void *vc, uint8_t pflags, uint64_t tag,
 			uint64_t data, uint64_t bytes, size_t len);
 void ntx_proto_vc_failed(struct ntx_vc *vc);
+/* Fails rx's posted receives from src (FI_ADDR_UNSPEC: all) with err. */
+void ntx_proto_fail_posted(struct ntx_ep *rx, fi_addr_t src, int err);
 /* Frees the unexpected messages and their pool (endpoint close). */
 void ntx_proto_unexp_fini(struct ntx_ep *ep);
 /* Largest payload of one packet on this VC's back end. */

@@ -117,13 +117,18 @@ static void ntx_cm_event(struct fid_eq *eq, uint32_t event, fid_t fid,
 /* The connection is over: our fi_shutdown, the peer's, its failure.
  * Each endpoint of a connection that was up hears FI_SHUTDOWN once,
  * whichever side ended it (as rdma_cm's disconnect does). */
-static void ntx_msg_down(struct ntx_msg *m)
+static void ntx_msg_down(struct ntx_msg *m, int err)
 {
 	bool was_up = m->state == NTX_MSG_CONNECTED ||
 		      m->state == NTX_MSG_ACCEPTING || m->shut_local;
 
 	m->state = NTX_MSG_DOWN;
 	m->ep->msg_dest = FI_ADDR_NOTAVAIL; /* sends: -FI_ENOTCONN */
+	/* nothing can arrive any more: posted receives are flushed with
+	 * err, as a broken connection's receive queue is (a shared
+	 * receive context stays: other connections feed it) */
+	if (m->ep->rx == m->ep)
+		ntx_proto_fail_posted(m->ep, FI_ADDR_UNSPEC, err);
 	if (was_up && !m->shut_reported && m->eq) {
 		m->shut_reported = true;
 		ntx_cm_event(m->eq, FI_SHUTDOWN, &m->ep->ep.fid, NULL, NULL,
@@ -178,7 +183,7 @@ static void ntx_msg_packet(struct ntx_ep *ep, struct ntx_vc *vc,
 		ret = 0;
 	} else if (h->status == NTX_CM_SHUTDOWN && mine && from_peer &&
 		   m->state != NTX_MSG_CONNECTING) {
-		ntx_msg_down(m);
+		ntx_msg_down(m, FI_ECANCELED);
 		ret = 0;
 	}
 	if (ret) {
@@ -203,7 +208,7 @@ static void ntx_msg_vc_failed(struct ntx_ep *ep, struct ntx_vc *vc)
 		ntx_eq_report_err(m->eq, &ep->ep.fid, FI_ECONNREFUSED, NULL,
 				  0);
 	} else if (a != FI_ADDR_NOTAVAIL && a == ep->msg_peer) {
-		ntx_msg_down(m);
+		ntx_msg_down(m, vc->err ? -vc->err : FI_ECANCELED);
 	}
 }
 
@@ -418,7 +423,7 @@ static int ntx_msg_shutdown(struct fid_ep *fep, uint64_t flags)
 		if (!ntx_vc_get_slot(ep, ep->msg_peer, &vc))
 			ntx_vc_cm_send(vc, NTX_CM_SHUTDOWN, m->cid, NULL, 0);
 		m->shut_local = true;
-		ntx_msg_down(m);
+		ntx_msg_down(m, FI_ECANCELED);
 	} else if (m->state != NTX_MSG_DOWN) {
 		ret = -FI_ENOTCONN;
 	}

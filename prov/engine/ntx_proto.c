@@ -1278,6 +1278,36 @@ static void ntx_proto_unexp_failed(struct ntx_vc *vc)
 		}
 }
 
+/* Fails the posted receives of rx that only the peer at src could fill:
+ * those directed at it, or (src FI_ADDR_UNSPEC: a MSG endpoint's one
+ * peer) every one. A receive from any source of an RDM endpoint stays
+ * posted: another peer may still send it a message; so does a
+ * multi-receive buffer, which its messages in flight still use. */
+void ntx_proto_fail_posted(struct ntx_ep *rx, fi_addr_t src, int err)
+{
+	struct ntx_tme *tme = &rx->tme;
+	struct ntx_list *it, *tmp;
+
+	for (int q = 0; q < 2 + NTX_TME_BUCKETS; q++) {
+		struct ntx_list *l = q < 2 ? &tme->posted[q]
+					   : &tme->posted_tag[q - 2];
+
+		if (q == 2 && !tme->nexact)
+			break;
+		ntx_list_foreach_safe(l, it, tmp) {
+			struct ntx_req *r = ntx_container_of(it, struct ntx_req,
+							     entry);
+
+			if ((src != FI_ADDR_UNSPEC && r->addr != src) ||
+			    (r->flags & FI_MULTI_RECV))
+				continue;
+			ntx_tme_unpost(tme, r);
+			ntx_comp_rx_err(r, err, 0, 0, r->tag, 0);
+			ntx_req_put(r);
+		}
+	}
+}
+
 void ntx_proto_vc_failed(struct ntx_vc *vc)
 {
 	struct ntx_list *lists[2] = { &vc->backlog, &vc->pending };

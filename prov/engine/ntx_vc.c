@@ -384,8 +384,32 @@ int ntx_vc_ctrl(struct ntx_vc *vc, const struct ntx_wire_hdr *hdr)
 	return ntx_vc_ctrl_data(vc, hdr, NULL, 0, 0);
 }
 
+/* The peer at addr can no longer reach this endpoint's receives once vc
+ * failed: vc was its last VC that is not failed (a crossed connect's
+ * spare end fails while the kept one lives), and the receives are the
+ * endpoint's own (a shared receive context is fed by other endpoints'
+ * VCs too; a MSG endpoint flushes its receives itself). */
+static bool ntx_vc_last_to(struct ntx_vc *vc, fi_addr_t addr)
+{
+	struct ntx_ep *ep = vc->ep;
+	struct ntx_list *it;
+
+	if (addr == FI_ADDR_NOTAVAIL || ep->cm || ep->rx != ep)
+		return false;
+	ntx_list_foreach(&ep->vcs, it) {
+		struct ntx_vc *o = ntx_container_of(it, struct ntx_vc, entry);
+
+		if (o != vc && o->state != NTX_VC_ERROR &&
+		    ntx_vc_fi_addr(o) == addr)
+			return false;
+	}
+	return true;
+}
+
 void ntx_vc_fail(struct ntx_vc *vc, int err)
 {
+	fi_addr_t addr;
+
 	if (vc->state == NTX_VC_ERROR)
 		return;
 	NTX_INFO(FI_LOG_EP_CTRL, "connection to pid %u failed: %s\n",
@@ -393,6 +417,9 @@ void ntx_vc_fail(struct ntx_vc *vc, int err)
 	vc->state = NTX_VC_ERROR;
 	vc->err = err;
 	ntx_proto_vc_failed(vc);
+	addr = ntx_vc_fi_addr(vc);
+	if (ntx_vc_last_to(vc, addr))
+		ntx_proto_fail_posted(vc->ep, addr, -err);
 	vc->ep->reap = true;
 }
 

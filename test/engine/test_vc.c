@@ -241,7 +241,9 @@ static void simultaneous(int a, int b)
 	 * backlog when the other's connection arrives */
 	uint8_t *tx[2][NMSG], *rx[2][NMSG];
 	struct fi_cq_tagged_entry e[2 * NMSG];
-	int ctx[2][NMSG], ends[2] = { a, b };
+	struct fi_cq_err_entry err;
+	int ctx[2][NMSG], ends[2] = { a, b }, dctx[2];
+	uint64_t dv[2] = { 0, 0 }, v = 42;
 
 	for (int s = 0; s < 2; s++) {
 		for (size_t i = 0; i < NMSG; i++) {
@@ -258,6 +260,10 @@ static void simultaneous(int a, int b)
 			cr_assert_eq(et_recv(ends[!s], FI_ADDR_UNSPEC,
 					     rx[s][i], sizes[i], 0, 0,
 					     &ctx[s][i], 0), 0);
+	/* and one receive each directed at the other side, filled below */
+	for (int s = 0; s < 2; s++)
+		cr_assert_eq(et_recv(ends[s], et[ends[s]].addr[ends[!s]],
+				     &dv[s], 8, 0, 0, &dctx[s], 0), 0);
 	for (int s = 0; s < 2; s++) {
 		/* receives and sends complete: each exactly once */
 		et_cq_wait(ends[s], e, NULL, 2 * NMSG);
@@ -281,6 +287,18 @@ static void simultaneous(int a, int b)
 			     NTX_VC_CONNECTED);
 	}
 	cr_assert_eq(ntx_loop_conn_of(et_be(a), et_vc_to(a, b)) != NULL, 1);
+	/* the spare end of the crossed connect failed, the peer did not:
+	 * the receives directed at it are still posted */
+	for (int s = 0; s < 2; s++) {
+		cr_assert_not(et_cq_err(ends[s], &err), "node %d: error %d",
+			      ends[s], err.err);
+		cr_assert_eq(et_send(ends[!s], ends[s], &v, 8, 0, NULL, 0), 0);
+		et_cq_wait(ends[s], e, NULL, 1);
+		cr_assert_eq(e[0].op_context, &dctx[s]);
+		cr_assert_eq(dv[s], 42);
+		et_cq_wait(ends[!s], e, NULL, 1);
+		cr_assert(e[0].flags & FI_SEND);
+	}
 	/* and it keeps working both ways */
 	exchange_check(a, b, 7, true);
 	exchange_check(b, a, 8, true);

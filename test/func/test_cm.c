@@ -169,18 +169,30 @@ Test(cm, a_rejected_client_gets_the_data_of_the_refusal, .timeout = 60)
 	cm_close(&c);
 }
 
+/* ... and the client's posted receive, which nothing can fill any more,
+ * is flushed with an error completion (a broken connection's receive
+ * queue), not left waiting */
 Test(cm, the_peer_closing_its_endpoint_is_a_shutdown, .timeout = 60)
 {
 	struct fi_eq_cm_entry e;
 	struct cm c;
 	uint32_t ev;
+	uint8_t rbuf[64];
+	struct fi_cq_data_entry ent;
+	int ret;
 
 	cm_listen(&c, "tcp");
 	cm_connect(&c, "tcp", NULL, 0);
+	cr_assert_eq(fi_recv(c.cli.ep, rbuf, sizeof(rbuf), NULL, 0, rbuf), 0);
+	cr_assert_eq(fi_cq_read(c.cli.cq, &ent, 1), -FI_EAGAIN);
 	cm_close_ep(&c.srv);
 	cr_assert_eq(cm_event(&c, &ev, &e, sizeof(e)), (ssize_t)sizeof(e));
 	cr_assert_eq(ev, FI_SHUTDOWN);
 	cr_assert_eq(e.fid, &c.cli.ep->fid);
+	ret = cm_comp(&c.cli, NULL);
+	cr_assert(ret == -FI_ECANCELED || ret == -FI_ECONNRESET, "flushed: %d",
+		  ret);
+	cr_assert_eq(fi_cancel(&c.cli.ep->fid, rbuf), -FI_ENOENT);
 	cm_close(&c);
 }
 

@@ -664,6 +664,60 @@ Test(msg, dead_peer_fails_outstanding_operations, .timeout = 60)
 	free(buf);
 }
 
+/* Connects, sends one message (so the connection is up) and sleeps. */
+static int child_greeter(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v = 5;
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	CHK(fi_send(t.ep, &v, 8, NULL, peer, NULL) == 0);
+	CHK(t_wait(&t, NULL, NULL, NULL, WAIT_MS) == 1);
+	pause(); /* killed by the parent */
+	return 0;
+}
+
+/* A receive directed at a peer that died (FI_DIRECTED_RECV) can never
+ * be filled: it fails with the connection's error. A receive from any
+ * source stays posted for the peers still alive. */
+Test(msg, dead_peer_fails_the_receives_directed_at_it, .timeout = 60)
+{
+	struct tctx t;
+	struct fi_cq_err_entry err;
+	fi_addr_t peer;
+	uint64_t v = 0, d, w;
+	int sock, ret;
+	pid_t pid = t_fork(&sock, child_greeter);
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(fi_recv(t.ep, &v, 8, NULL, FI_ADDR_UNSPEC, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(v, 5);
+	cr_assert_eq(fi_trecv(t.ep, &d, 8, NULL, peer, 7, 0, (void *)0xd1), 0);
+	cr_assert_eq(fi_recv(t.ep, &w, 8, NULL, FI_ADDR_UNSPEC, (void *)0xa1),
+		     0);
+	cr_assert_eq(t_drain(&t, 50), 0, "nothing came");
+	kill(pid, SIGKILL);
+	t_join(pid);
+	ret = t_wait(&t, NULL, NULL, &err, 5000);
+	cr_assert_eq(ret, -FI_EAVAIL, "an error completion within 5 s");
+	cr_assert_eq(err.op_context, (void *)0xd1);
+	cr_assert(err.flags & FI_RECV);
+	cr_assert(err.err == FI_ECONNRESET || err.err == FI_ETIMEDOUT ||
+		  err.err == FI_EIO, "error %d", err.err);
+	/* the receive from any source is still posted: cancel finds it */
+	cr_assert_eq(fi_cancel(&t.ep->fid, (void *)0xa1), 0);
+	ret = t_wait(&t, NULL, NULL, &err, WAIT_MS);
+	cr_assert_eq(ret, -FI_EAVAIL);
+	cr_assert_eq(err.op_context, (void *)0xa1);
+	cr_assert_eq(err.err, FI_ECANCELED);
+	cr_assert_eq(t_drain(&t, 50), 0, "nothing else");
+	t_close(&t);
+}
+
 static int child_delivery(int sock)
 {
 	struct tctx t;
