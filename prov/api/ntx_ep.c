@@ -66,6 +66,7 @@ void ntx_ep_unbind_dir(struct ntx_ep *ep, bool tx)
 		c[i] = *ntx_ep_cntr_slot(ep, idx[i]);
 		*ntx_ep_cntr_slot(ep, idx[i]) = NULL;
 	}
+	ntx_ep_set_rx_plain(ep);
 	ntx_ep_unlock(ep);
 	ntx_domain_lock(dom);
 	if (cq && cq != other)
@@ -194,8 +195,23 @@ static int ntx_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 
 /* A scalable endpoint's context binds after its sibling of the other
  * direction enabled the engine endpoint they share (DESIGN §3,
- * "Scalable endpoints"): its CQ or counter slots are its own. */
+ * "Scalable endpoints"): its CQ or counter slots are its own. Every
+ * bind recomputes the receive side's plain flag (ntx_ep_set_rx_plain). */
+static int ntx_ep_bind_one(struct ntx_ep *ep, struct fid *bfid,
+			   uint64_t flags);
+
 int ntx_ep_bind_obj(struct ntx_ep *ep, struct fid *bfid, uint64_t flags)
+{
+	int ret = ntx_ep_bind_one(ep, bfid, flags);
+
+	ntx_ep_lock(ep);
+	ntx_ep_set_rx_plain(ep);
+	ntx_ep_unlock(ep);
+	return ret;
+}
+
+static int ntx_ep_bind_one(struct ntx_ep *ep, struct fid *bfid,
+			   uint64_t flags)
 {
 	struct ntx_av *av;
 
@@ -245,6 +261,7 @@ static int ntx_ep_control(struct fid *fid, int command, void *arg)
 			NTX_WARN(FI_LOG_EP_CTRL, "fi_enable without a CQ\n");
 			return -FI_ENOCQ;
 		}
+		ntx_ep_set_rx_plain(ep);
 		ep->enabled = true;
 		return 0;
 	case FI_GETOPSFLAG:

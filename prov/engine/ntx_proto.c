@@ -1206,22 +1206,21 @@ void ntx_proto_on_recv(void *arg, const void *hdr, const void *payload,
 		ntx_proto_on_packet(vc, h, payload, len);
 }
 
-/* A half entry's message (ntx_be_cb.recv_small): on a proven VC of an
- * endpoint without connection management, straight into the receive it
- * matches (the back end checked pflags and len), else unexpected; in
- * any other state, the header ntx_proto_on_recv would have been given,
- * through it. */
-void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
-			uint64_t data, uint64_t bytes, size_t len)
+/* A half entry's message (ntx_be_cb.recv_small) in every case: on a
+ * proven VC of an endpoint without connection management, straight
+ * into the receive it matches (the back end checked pflags and len),
+ * else unexpected; in any other state, the header ntx_proto_on_recv
+ * would have been given, through it. */
+static __attribute__((noinline)) void
+ntx_proto_on_small_any(struct ntx_vc *vc, uint8_t pflags, uint64_t tag,
+		       uint64_t data, uint64_t bytes, size_t len)
 {
-	struct ntx_vc *vc = arg;
 	struct ntx_ep *ep = vc->ep;
 	bool proven = vc->state == NTX_VC_CONNECTED && !ep->cm;
 	struct ntx_wire_hdr h;
 	struct ntx_req *r;
 	fi_addr_t src;
 
-	ntx_assert_ep_locked(ep);
 	if (len > sizeof(bytes)) /* not from a back end that keeps to it */
 		len = sizeof(bytes);
 	if (proven) {
@@ -1239,6 +1238,67 @@ void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
 		ntx_msg_unexpected(vc, &h, &h.rreq, len, NULL, 0);
 	else
 		ntx_proto_on_recv(vc, &h, NULL, 0);
+}
+
+/* The first len (at most 8) bytes of the word v holds as it was read
+ * from memory, stored at dst: from the register, so that v needs no
+ * stack slot and the caller no frame. */
+static inline void ntx_store_word(void *dst, uint64_t v, size_t len)
+{
+	uint8_t *d = dst;
+
+	if (len == sizeof(v)) {
+		memcpy(d, &v, sizeof(v));
+		return;
+	}
+	for (size_t i = 0; i < len; i++)
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		d[i] = (uint8_t)(v >> (8 * i));
+#else
+		d[i] = (uint8_t)(v >> (56 - 8 * i));
+#endif
+}
+
+/* A half entry's message: the message path's case here, in a function
+ * that needs no frame of its own (every message of a window comes this
+ * way): a proven VC whose address is known, an endpoint whose receive
+ * completions are plain CQ entries (ntx_ep_set_rx_plain), no exact
+ * tagged receive hashed, and the receive at the head of the queue
+ * matching and taking the message whole with one buffer. Anything else
+ * is ntx_proto_on_small_any. */
+void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
+			uint64_t data, uint64_t bytes, size_t len)
+{
+	struct ntx_vc *vc = arg;
+	struct ntx_ep *ep = vc->ep;
+	bool tagged = pflags & NTX_PF_TAGGED;
+	struct ntx_list *q = &ep->tme.posted[tagged];
+	fi_addr_t src = vc->fi_addr;
+	struct ntx_req *r;
+	uint64_t f;
+	void *buf, *ctx;
+
+	ntx_assert_ep_locked(ep);
+	if (!ep->rx_plain || vc->state != NTX_VC_CONNECTED || ep->cm ||
+	    src == FI_ADDR_NOTAVAIL || len > sizeof(bytes) ||
+	    (tagged && ep->tme.nexact) || ntx_list_empty(q))
+		goto any;
+	r = ntx_container_of(ntx_list_first(q), struct ntx_req, entry);
+	if (!ntx_tme_src_match(r->addr, src) ||
+	    (tagged && !ntx_tme_tag_match(r->tag, r->ignore, tag)) ||
+	    (r->flags & FI_MULTI_RECV) || r->iov_count != 1 || r->len < len)
+		goto any;
+	ntx_list_remove(&r->entry);
+	buf = r->iov[0].iov_base;
+	ntx_store_word(buf, bytes, len);
+	ctx = r->context;
+	f = FI_RECV | ntx_comp_kind(r->flags) |
+	    (pflags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA : 0);
+	ntx_req_put_lean(r); /* posted, matched, filled: no tail */
+	ntx_cq_push(ep->rx_cq, ctx, f, len, buf, data, tag, src);
+	return;
+any:
+	ntx_proto_on_small_any(vc, pflags, tag, data, bytes, len);
 }
 
 /* A failed peer's unexpected messages: its rendezvous data can no longer
