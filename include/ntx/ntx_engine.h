@@ -439,14 +439,13 @@ void ntx_comp_rx_fault(struct ntx_ep *ep, struct ntx_req *req, uint64_t f,
 		       size_t len, uint64_t tag, uint64_t data, fi_addr_t src,
 		       void *buf, size_t olen, const struct ntx_addr *src_name);
 /* Recomputed on every bind, unbind and fi_enable: the endpoint's own
- * receive queue (not a shared context, nor bound to one), an rx CQ that takes every
- * receive (not FI_SELECTIVE_COMPLETION), no receive counter, no
- * FI_MSG_PREFIX, no FI_SOURCE_ERR. ntx_comp_rx then writes the entry
- * after one test instead of six. */
+ * receive queue (not a shared context, nor bound to one), an rx CQ, no
+ * receive counter, no FI_MSG_PREFIX, no FI_SOURCE_ERR. ntx_comp_rx then
+ * writes the entry (which FI_SELECTIVE_COMPLETION may still leave out)
+ * after two tests instead of six. */
 static inline void ntx_ep_set_rx_plain(struct ntx_ep *ep)
 {
 	ep->rx_plain = !ep->is_srx && ep->rx == ep && ep->rx_cq &&
-		       !ep->rx_selective &&
 		       !ep->recv_cntr && !ep->msg_prefix &&
 		       !(ep->caps & FI_SOURCE_ERR);
 }
@@ -459,7 +458,9 @@ ntx_comp_rx(struct ntx_req *req, struct ntx_vc *vc, size_t len,
 	struct ntx_ep *ep;
 	uint64_t f = FI_RECV | ntx_comp_kind(req->flags) | flags;
 
-	if (__builtin_expect(req->ep->rx_plain && !olen, 1)) {
+	if (__builtin_expect(req->ep->rx_plain && !olen &&
+			     ntx_comp_wanted(req->ep->rx_selective,
+					     req->flags), 1)) {
 		ntx_cq_push(req->ep->rx_cq, req->context, f, len, buf, data,
 			    tag, src);
 		return;

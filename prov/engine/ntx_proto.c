@@ -1264,7 +1264,8 @@ static inline void ntx_store_word(void *dst, uint64_t v, size_t len)
  * way): a proven VC whose address is known, an endpoint whose receive
  * completions are plain CQ entries (ntx_ep_set_rx_plain), no exact
  * tagged receive hashed, and the receive at the head of the queue
- * matching and taking the message whole with one buffer. Anything else
+ * matching, taking the message whole with one buffer and asking for its
+ * completion. Anything else
  * is ntx_proto_on_small_any. */
 void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
 			uint64_t data, uint64_t bytes, size_t len)
@@ -1286,7 +1287,8 @@ void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
 	r = ntx_container_of(ntx_list_first(q), struct ntx_req, entry);
 	if (!ntx_tme_src_match(r->addr, src) ||
 	    (tagged && !ntx_tme_tag_match(r->tag, r->ignore, tag)) ||
-	    (r->flags & FI_MULTI_RECV) || r->iov_count != 1 || r->len < len)
+	    (r->flags & FI_MULTI_RECV) || r->iov_count != 1 || r->len < len ||
+	    !ntx_comp_wanted(ep->rx_selective, r->flags))
 		goto any;
 	ntx_list_remove(&r->entry);
 	buf = r->iov[0].iov_base;
