@@ -228,15 +228,53 @@ struct fi_ops_msg ntx_msg_ops = {
 
 /* ---- fi_tagged ------------------------------------------------------------ */
 
-static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,
-			 fi_addr_t src, uint64_t tag, uint64_t ignore,
-			 void *context)
+/* fi_trecv in every case. */
+static __attribute__((noinline)) ssize_t
+ntx_trecv_any(struct fid_ep *fep, void *buf, size_t len, void *desc,
+	      fi_addr_t src, uint64_t tag, uint64_t ignore, void *context)
 {
 	struct ntx_ep *ep = ntx_ep_of(fep);
 	struct iovec iov = { buf, len };
 
 	return ntx_post_recv(ep, &iov, 1, src, tag, ignore, context,
 			     (ntx_fep_rx_flags(fep) & ~FI_MULTI_RECV) | FI_TAGGED);
+}
+
+/* fi_trecv, the message path's case (every MPI_Irecv through the MTL) in
+ * a function without a frame: an enabled endpoint of a domain without
+ * endpoint locks, valid op flags, no tagged message waiting unexpected
+ * and a request at hand: the request is filled and queued as
+ * ntx_proto_post_recv would, from the registers. Anything else is
+ * ntx_trecv_any, with the same arguments. */
+static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,
+			 fi_addr_t src, uint64_t tag, uint64_t ignore,
+			 void *context)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+	uint64_t flags = (ntx_fep_rx_flags(fep) & ~FI_MULTI_RECV) | FI_TAGGED;
+	struct ntx_tme *tme = &ep->tme;
+	struct ntx_req *r;
+
+	if (!ep->enabled || !ep->domain->ep_lockless || ep->rx != ep ||
+	    (flags & ~(NTX_RECV_FLAGS | FI_TAGGED)) ||
+	    (flags & (FI_PEEK | FI_CLAIM)) ||
+	    !ntx_list_empty(&tme->unexp[1]) || ntx_list_empty(&ep->req_free))
+		return ntx_trecv_any(fep, buf, len, desc, src, tag, ignore,
+				     context);
+	if (!(ep->caps & FI_DIRECTED_RECV))
+		src = FI_ADDR_UNSPEC;
+	r = ntx_req_get(ep, NTX_REQ_RECV); /* the free list is not empty */
+	r->iov[0].iov_base = buf;
+	r->iov[0].iov_len = len;
+	r->iov_count = 1;
+	r->len = len;
+	r->addr = src;
+	r->tag = tag;
+	r->ignore = ignore;
+	r->context = context;
+	r->flags = flags;
+	ntx_tme_post(tme, r);
+	return 0;
 }
 
 static ssize_t ntx_trecvv(struct fid_ep *fep, const struct iovec *iov,
