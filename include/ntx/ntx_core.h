@@ -356,6 +356,11 @@ struct ntx_cq {
 	uint8_t *direct;
 	fi_addr_t *direct_src;
 	size_t direct_cap, direct_n, esz;
+	/* the last fi_cq_read's progress found completions: the next one,
+	 * a reader's "anything more?" (Open MPI's MTL reads until
+	 * -FI_EAGAIN), answers at once when the ring is empty; the one
+	 * after it progresses again (ntx_cq_rest; ep_lockless domains) */
+	bool read_found;
 };
 /* Bytes of one entry in a CQ format (0: not a format ntx offers). */
 size_t ntx_cq_entry_size(enum fi_cq_format f);

@@ -697,6 +697,20 @@ ssize_t ntx_proto_post_send(struct ntx_ep *ep, const struct iovec *iov,
 			    size_t count, size_t len, fi_addr_t dest,
 			    uint64_t tag, uint64_t data, void *context,
 			    uint64_t flags);
+/* A receive's fields but its iovecs. */
+static inline void ntx_req_set_recv(struct ntx_req *r, size_t count,
+				    size_t len, fi_addr_t src, uint64_t tag,
+				    uint64_t ignore, void *context,
+				    uint64_t flags)
+{
+	r->iov_count = count;
+	r->len = len;
+	r->addr = src;
+	r->tag = tag;
+	r->ignore = ignore;
+	r->context = context;
+	r->flags = flags;
+}
 /* A receive request from the caller's arguments (the API checked them). */
 static inline struct ntx_req *ntx_req_get_recv(struct ntx_ep *ep,
 					       const struct iovec *iov,
@@ -722,13 +736,8 @@ static inline struct ntx_req *ntx_req_get_recv(struct ntx_ep *ep,
 	} else {
 		memcpy(r->iov, iov, count * sizeof(*iov));
 	}
-	r->iov_count = count;
-	r->len = ntx_iov_len(iov, count);
-	r->addr = src;
-	r->tag = tag;
-	r->ignore = ignore;
-	r->context = context;
-	r->flags = flags;
+	ntx_req_set_recv(r, count, ntx_iov_len(iov, count), src, tag, ignore,
+			 context, flags);
 	return r;
 }
 /* ntx_proto_post_recv in every case: peeks, claims, multi-receive

@@ -266,13 +266,7 @@ static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,
 	r = ntx_req_get(ep, NTX_REQ_RECV); /* the free list is not empty */
 	r->iov[0].iov_base = buf;
 	r->iov[0].iov_len = len;
-	r->iov_count = 1;
-	r->len = len;
-	r->addr = src;
-	r->tag = tag;
-	r->ignore = ignore;
-	r->context = context;
-	r->flags = flags;
+	ntx_req_set_recv(r, 1, len, src, tag, ignore, context, flags);
 	ntx_tme_post(tme, r);
 	return 0;
 }
