@@ -200,17 +200,20 @@ if want mpi; then
 fi
 
 if want linkdown; then
-  # A side still running at the deadline: ended (its timeout process,
-  # the nsenter's child, passes the signal on); "running" is its result.
+  # Sets side to how a hosts_run ended: "rc N", or "running" for one
+  # still running at the deadline, which is then ended (its timeout
+  # process, the nsenter's child, passes the signal on). In this shell,
+  # not a command substitution: only this shell can wait for it, and a
+  # side that exited but is not reaped yet (a zombie) has ended.
   end_side() { # pid of a hosts_run
-    if kill -0 "$1" 2>/dev/null; then
-      kill $(ps -o pid= --ppid "$1") 2>/dev/null; wait "$1"; echo running
+    if ps -o stat= -p "$1" 2>/dev/null | grep -qv '^Z'; then
+      kill $(ps -o pid= --ppid "$1") 2>/dev/null; wait "$1"; side=running
     else
-      wait "$1"; echo "rc $?"
+      wait "$1"; side="rc $?"
     fi
   }
   linkdown() { # endpoint type
-    local tmo=3000 port=$((port + 7)) end client server t0 ms crc src
+    local tmo=3000 port=$((port + 7)) end client server t0 ms crc src side
     hosts_link 2 up
     hosts_run 1 env FI_NTX_TCP_TIMEOUT_MS=$tmo timeout 120 fi_pingpong -p ntx \
       -d tcp -e "$1" -m tagged -S 1048576 -I 1000000 -B "$port" \
@@ -238,7 +241,8 @@ if want linkdown; then
       sleep 0.05 # polling for the ends, bounded by the deadline
     done
     ms=$((($(date +%s%N) - t0) / 1000000))
-    crc=$(end_side $client) src=$(end_side $server)
+    end_side $client; crc=$side
+    end_side $server; src=$side
     echo "link down: after $ms ms the client: $crc, the server: $src"
     tail -n 1 "$work/client" "$work/server"
     hosts_link 2 up
