@@ -98,6 +98,9 @@ struct ntx_req {
 	bool silent;    /* fi_inject: counters only, never a CQ entry */
 	bool issued;    /* counted in vc->issued */
 	uint8_t rma_op; /* NTX_OP_WRITE, NTX_OP_READ, NTX_OP_ATOMIC; 0 = msg */
+	/* recv: one buffer, not FI_MULTI_RECV, its completion wanted
+	 * (ntx_req_set_recv): a message may take it whole at once */
+	bool plain;
 	/* valid up to iov_count (one-sided: the local data, atomics: the
 	 * operands); not cleared */
 	struct iovec iov[NTX_MAX_IOV];
@@ -227,6 +230,12 @@ struct ntx_ep {
 	/* every receive completion of this endpoint is one entry in its
 	 * own rx CQ and nothing else (ntx_ep_set_rx_plain) */
 	bool rx_plain;
+	/* rx_plain, and no connection management: ntx_proto_on_small may
+	 * complete a tagged message at once */
+	bool rx_fast;
+	/* enabled, its own receive queue, a domain without endpoint locks:
+	 * fi_trecv may post at once (ntx_ep_set_rx_plain) */
+	bool post_fast;
 	/* an srx: the bound endpoint that reports what no receiving
 	 * endpoint does (a cancel, a multi-receive buffer's release) */
 	struct ntx_ep *srx_report;
@@ -263,7 +272,9 @@ struct ntx_ep {
 				     * kept (at most FI_NTX_GONE_UNEXP_MAX) */
 	struct ntx_idtab reqtab; /* id -> struct ntx_req *, for the wire */
 	uint32_t req_gen;
-	struct ntx_list req_free;
+	/* the free requests: a stack linked through entry.next (NULL:
+	 * empty), two stores to push or pop one */
+	struct ntx_list *req_free;
 	size_t tx_outstanding, tx_limit;
 	size_t min_multi_recv;
 	bool cma_ok;
@@ -339,42 +350,55 @@ void ntx_req_assert_tail_clear(const struct ntx_req *r);
 #else
 #define ntx_req_assert_tail_clear(r) ((void)(r))
 #endif
+/* Takes a request off the endpoint's free stack, which is not empty.
+ * Its ep is the pool's, set once (ntx_req_grow); the tail is clear, the
+ * iovecs are valid up to their count. */
+static inline struct ntx_req *ntx_req_pop(struct ntx_ep *ep)
+{
+	struct ntx_req *r = ntx_container_of(ep->req_free, struct ntx_req,
+					     entry);
+
+	ep->req_free = r->entry.next;
+	ntx_req_assert_tail_clear(r);
+	return r;
+}
+/* The head fields of a popped request that a receive's post
+ * (ntx_req_set_recv, ntx_tme_post) does not set: cleared field by field
+ * (a memset of the head compiles to a rep stos that costs more), with
+ * a new generation in the id. */
+static inline void ntx_req_init_head(struct ntx_ep *ep, struct ntx_req *r,
+				     enum ntx_req_kind kind)
+{
+	r->kind = kind;
+	r->vc = NULL;
+	r->id = (r->id & 0xffffffffu) | ((uint64_t)++ep->req_gen << 32);
+	r->data = 0;
+	r->silent = false;
+	r->issued = false;
+	r->rma_op = 0;
+}
 /* A request from the endpoint's pool, its head cleared. Inline: every
  * message takes one. */
 static inline struct ntx_req *ntx_req_get(struct ntx_ep *ep,
 					  enum ntx_req_kind kind)
 {
 	struct ntx_req *r;
-	uint64_t idx;
 
-	if (ntx_list_empty(&ep->req_free) && ntx_req_grow(ep))
+	if (!ep->req_free && ntx_req_grow(ep))
 		return NULL;
-	r = ntx_container_of(ntx_list_first(&ep->req_free), struct ntx_req,
-			     entry);
-	ntx_list_remove(&r->entry);
-	idx = r->id & 0xffffffffu;
-	/* the head only, field by field (a memset of it compiles to a rep
-	 * stos that costs more than the stores); the tail is clear on the
-	 * free list, the iovecs are valid up to their count */
+	r = ntx_req_pop(ep);
 	ntx_list_init(&r->entry);
-	r->kind = kind;
+	ntx_req_init_head(ep, r, kind);
 	r->state = NTX_RS_NEW;
-	r->ep = ep;
-	r->vc = NULL;
 	r->context = NULL;
 	r->flags = 0;
-	r->id = idx | ((uint64_t)++ep->req_gen << 32);
 	r->iov_count = 0;
 	r->len = 0;
 	r->tag = 0;
 	r->ignore = 0;
-	r->data = 0;
 	r->seq = 0;
 	r->addr = FI_ADDR_UNSPEC;
-	r->silent = false;
-	r->issued = false;
-	r->rma_op = 0;
-	ntx_req_assert_tail_clear(r);
+	r->plain = false;
 	return r;
 }
 void ntx_req_put(struct ntx_req *req);
@@ -386,7 +410,8 @@ static inline void ntx_req_put_lean(struct ntx_req *r)
 	/* a new generation makes late packets naming this id miss */
 	r->id = (r->id & 0xffffffffu);
 	r->state = NTX_RS_NEW;
-	ntx_list_insert_head(&r->ep->req_free, &r->entry);
+	r->entry.next = r->ep->req_free;
+	r->ep->req_free = &r->entry;
 }
 struct ntx_req *ntx_req_lookup(struct ntx_ep *ep, uint64_t id);
 /* Frees every request of the endpoint's pool (at close). */
@@ -447,7 +472,8 @@ static inline void ntx_ep_set_rx_plain(struct ntx_ep *ep)
 {
 	ep->rx_plain = !ep->is_srx && ep->rx == ep && ep->rx_cq &&
 		       !ep->recv_cntr && !ep->msg_prefix &&
-		       !(ep->caps & FI_SOURCE_ERR);
+		       !(ep->caps & FI_SOURCE_ERR);	ep->rx_fast = ep->rx_plain && !ep->cm;
+	ep->post_fast = ep->enabled && ep->rx == ep && ep->domain->ep_lockless;
 }
 /* A receive done with a message that came on vc. */
 static inline __attribute__((always_inline)) void
@@ -710,6 +736,8 @@ static inline void ntx_req_set_recv(struct ntx_req *r, size_t count,
 	r->ignore = ignore;
 	r->context = context;
 	r->flags = flags;
+	r->plain = count == 1 && !(flags & FI_MULTI_RECV) &&
+		   ntx_comp_wanted(r->ep->rx_selective, flags);
 }
 /* A receive request from the caller's arguments (the API checked them). */
 static inline struct ntx_req *ntx_req_get_recv(struct ntx_ep *ep,

@@ -38,10 +38,17 @@ static inline void ntx_list_insert_head(struct ntx_list *h, struct ntx_list *e)
 	h->next = e;
 }
 
-static inline void ntx_list_remove(struct ntx_list *e)
+/* Takes e off its list and leaves its links as they were: for an entry
+ * that goes straight onto another list (or a free stack). */
+static inline void ntx_list_unlink(struct ntx_list *e)
 {
 	e->prev->next = e->next;
 	e->next->prev = e->prev;
+}
+
+static inline void ntx_list_remove(struct ntx_list *e)
+{
+	ntx_list_unlink(e);
 	e->next = e->prev = e;
 }
 

@@ -261,8 +261,8 @@ static int ntx_ep_control(struct fid *fid, int command, void *arg)
 			NTX_WARN(FI_LOG_EP_CTRL, "fi_enable without a CQ\n");
 			return -FI_ENOCQ;
 		}
-		ntx_ep_set_rx_plain(ep);
 		ep->enabled = true;
+		ntx_ep_set_rx_plain(ep);
 		return 0;
 	case FI_GETOPSFLAG:
 		if (!flags)
@@ -479,7 +479,6 @@ void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
 	ep->local_via_network = ntx_params.local_via_network;
 	ntx_list_init(&ep->vcs);
 	ntx_list_init(&ep->busy_vcs);
-	ntx_list_init(&ep->req_free);
 	ntx_list_init(&ep->unexp_free);
 	ntx_tme_init(&ep->tme);
 }

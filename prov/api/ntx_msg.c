@@ -241,9 +241,9 @@ ntx_trecv_any(struct fid_ep *fep, void *buf, size_t len, void *desc,
 }
 
 /* fi_trecv, the message path's case (every MPI_Irecv through the MTL) in
- * a function without a frame: an enabled endpoint of a domain without
- * endpoint locks, valid op flags, no tagged message waiting unexpected
- * and a request at hand: the request is filled and queued as
+ * a function without a frame: an endpoint that may post at once
+ * (ntx_ep_set_rx_plain), valid op flags, no tagged message waiting
+ * unexpected and a request at hand: the request is filled and queued as
  * ntx_proto_post_recv would, from the registers. Anything else is
  * ntx_trecv_any, with the same arguments. */
 static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,
@@ -255,15 +255,15 @@ static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,
 	struct ntx_tme *tme = &ep->tme;
 	struct ntx_req *r;
 
-	if (!ep->enabled || !ep->domain->ep_lockless || ep->rx != ep ||
-	    (flags & ~(NTX_RECV_FLAGS | FI_TAGGED)) ||
+	if (!ep->post_fast || (flags & ~(NTX_RECV_FLAGS | FI_TAGGED)) ||
 	    (flags & (FI_PEEK | FI_CLAIM)) ||
-	    !ntx_list_empty(&tme->unexp[1]) || ntx_list_empty(&ep->req_free))
+	    !ntx_list_empty(&tme->unexp[1]) || !ep->req_free)
 		return ntx_trecv_any(fep, buf, len, desc, src, tag, ignore,
 				     context);
 	if (!(ep->caps & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
-	r = ntx_req_get(ep, NTX_REQ_RECV); /* the free list is not empty */
+	r = ntx_req_pop(ep);
+	ntx_req_init_head(ep, r, NTX_REQ_RECV);
 	r->iov[0].iov_base = buf;
 	r->iov[0].iov_len = len;
 	ntx_req_set_recv(r, 1, len, src, tag, ignore, context, flags);

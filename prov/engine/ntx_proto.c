@@ -1261,43 +1261,40 @@ static inline void ntx_store_word(void *dst, uint64_t v, size_t len)
 
 /* A half entry's message: the message path's case here, in a function
  * that needs no frame of its own (every message of a window comes this
- * way): a proven VC whose address is known, an endpoint whose receive
- * completions are plain CQ entries (ntx_ep_set_rx_plain), no exact
- * tagged receive hashed, and the receive at the head of the queue
- * matching, taking the message whole with one buffer and asking for its
- * completion. Anything else
- * is ntx_proto_on_small_any. */
+ * way): a tagged message on a proven VC whose address is known, an
+ * endpoint whose receive completions are plain CQ entries and that has
+ * no connection management (ntx_ep_set_rx_plain), no exact tagged
+ * receive hashed, and the receive at the head of the queue plain
+ * (ntx_req_set_recv), large enough and matching. Anything else is
+ * ntx_proto_on_small_any. */
 void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
 			uint64_t data, uint64_t bytes, size_t len)
 {
 	struct ntx_vc *vc = arg;
 	struct ntx_ep *ep = vc->ep;
-	bool tagged = pflags & NTX_PF_TAGGED;
-	struct ntx_list *q = &ep->tme.posted[tagged];
+	struct ntx_list *q = &ep->tme.posted[1];
 	fi_addr_t src = vc->fi_addr;
 	struct ntx_req *r;
-	uint64_t f;
 	void *buf, *ctx;
 
 	ntx_assert_ep_locked(ep);
-	if (!ep->rx_plain || vc->state != NTX_VC_CONNECTED || ep->cm ||
-	    src == FI_ADDR_NOTAVAIL || len > sizeof(bytes) ||
-	    (tagged && ep->tme.nexact) || ntx_list_empty(q))
+	if (!(pflags & NTX_PF_TAGGED) || !ep->rx_fast ||
+	    vc->state != NTX_VC_CONNECTED || src == FI_ADDR_NOTAVAIL ||
+	    len > sizeof(bytes) || ep->tme.nexact || ntx_list_empty(q))
 		goto any;
 	r = ntx_container_of(ntx_list_first(q), struct ntx_req, entry);
-	if (!ntx_tme_src_match(r->addr, src) ||
-	    (tagged && !ntx_tme_tag_match(r->tag, r->ignore, tag)) ||
-	    (r->flags & FI_MULTI_RECV) || r->iov_count != 1 || r->len < len ||
-	    !ntx_comp_wanted(ep->rx_selective, r->flags))
+	if (!r->plain || r->len < len || !ntx_tme_src_match(r->addr, src) ||
+	    !ntx_tme_tag_match(r->tag, r->ignore, tag))
 		goto any;
-	ntx_list_remove(&r->entry);
+	ntx_list_unlink(&r->entry); /* to the free stack below */
 	buf = r->iov[0].iov_base;
 	ntx_store_word(buf, bytes, len);
 	ctx = r->context;
-	f = FI_RECV | ntx_comp_kind(r->flags) |
-	    (pflags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA : 0);
 	ntx_req_put_lean(r); /* posted, matched, filled: no tail */
-	ntx_cq_push(ep->rx_cq, ctx, f, len, buf, data, tag, src);
+	ntx_cq_push(ep->rx_cq, ctx,
+		    FI_RECV | FI_TAGGED |
+			    (pflags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA : 0),
+		    len, buf, data, tag, src);
 	return;
 any:
 	ntx_proto_on_small_any(vc, pflags, tag, data, bytes, len);

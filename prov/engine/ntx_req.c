@@ -27,7 +27,8 @@ int ntx_req_grow(struct ntx_ep *ep)
 		}
 		r->id = i; /* generation bits added on every use */
 		r->ep = ep;
-		ntx_list_insert_tail(&ep->req_free, &r->entry);
+		r->entry.next = ep->req_free;
+		ep->req_free = &r->entry;
 	}
 	return 0;
 }

@@ -40,7 +40,6 @@ static struct ntx_ep *et_ep_new(struct et_node *n)
 	ep->min_multi_recv = 64;
 	ntx_list_init(&ep->vcs);
 	ntx_list_init(&ep->busy_vcs);
-	ntx_list_init(&ep->req_free);
 	ntx_list_init(&ep->unexp_free);
 	ntx_tme_init(&ep->tme);
 	ep->av = &n->av;
@@ -52,6 +51,7 @@ static struct ntx_ep *et_ep_new(struct et_node *n)
 	ep->be[NTX_BE_SHM].ops = &ntx_loop_ops;
 	ntx_loop_ops.getname(ep->be[NTX_BE_SHM].be, &ep->name);
 	ep->enabled = true;
+	ntx_ep_set_rx_plain(ep);
 	return ep;
 }
 
