@@ -228,14 +228,18 @@ struct ntx_ep {
 	struct ntx_ep *rx;
 	bool is_srx;
 	/* every receive completion of this endpoint is one entry in its
-	 * own rx CQ and nothing else (ntx_ep_set_rx_plain) */
+	 * own rx CQ and nothing else (ntx_ep_set_paths) */
 	bool rx_plain;
 	/* rx_plain, and no connection management: ntx_proto_on_small may
 	 * complete a tagged message at once */
 	bool rx_fast;
 	/* enabled, its own receive queue, a domain without endpoint locks:
-	 * fi_trecv may post at once (ntx_ep_set_rx_plain) */
+	 * fi_trecv may post at once (ntx_ep_set_paths) */
 	bool post_fast;
+	/* enabled, a domain without endpoint locks, no connection
+	 * management: fi_tsenddata and its kin may send at once
+	 * (ntx_ep_set_paths) */
+	bool send_fast;
 	/* an srx: the bound endpoint that reports what no receiving
 	 * endpoint does (a cancel, a multi-receive buffer's release) */
 	struct ntx_ep *srx_report;
@@ -463,17 +467,21 @@ void ntx_comp_tx_err(struct ntx_req *req, int err);
 void ntx_comp_rx_fault(struct ntx_ep *ep, struct ntx_req *req, uint64_t f,
 		       size_t len, uint64_t tag, uint64_t data, fi_addr_t src,
 		       void *buf, size_t olen, const struct ntx_addr *src_name);
-/* Recomputed on every bind, unbind and fi_enable: the endpoint's own
- * receive queue (not a shared context, nor bound to one), an rx CQ, no
- * receive counter, no FI_MSG_PREFIX, no FI_SOURCE_ERR. ntx_comp_rx then
- * writes the entry (which FI_SELECTIVE_COMPLETION may still leave out)
- * after two tests instead of six. */
-static inline void ntx_ep_set_rx_plain(struct ntx_ep *ep)
+/* Recomputed on every bind, unbind and fi_enable. rx_plain: the
+ * endpoint's own receive queue (not a shared context, nor bound to one),
+ * an rx CQ, no receive counter, no FI_MSG_PREFIX, no FI_SOURCE_ERR;
+ * ntx_comp_rx then writes the entry (which FI_SELECTIVE_COMPLETION may
+ * still leave out) after two tests instead of six. rx_fast, post_fast
+ * and send_fast: the one-byte tests of ntx_proto_on_small, fi_trecv and
+ * the small sends (ntx_send_one, ntx_do_inject). */
+static inline void ntx_ep_set_paths(struct ntx_ep *ep)
 {
 	ep->rx_plain = !ep->is_srx && ep->rx == ep && ep->rx_cq &&
 		       !ep->recv_cntr && !ep->msg_prefix &&
-		       !(ep->caps & FI_SOURCE_ERR);	ep->rx_fast = ep->rx_plain && !ep->cm;
+		       !(ep->caps & FI_SOURCE_ERR);
+	ep->rx_fast = ep->rx_plain && !ep->cm;
 	ep->post_fast = ep->enabled && ep->rx == ep && ep->domain->ep_lockless;
+	ep->send_fast = ep->enabled && !ep->cm && ep->domain->ep_lockless;
 }
 /* A receive done with a message that came on vc. */
 static inline __attribute__((always_inline)) void

@@ -100,7 +100,7 @@ int ntx_srx_open(struct fid_domain *domain, struct fi_rx_attr *attr,
 	ntx_ep_init(srx, dom, &info);
 	srx->is_srx = true;
 	srx->enabled = true; /* receives may be posted at once */
-	ntx_ep_set_rx_plain(srx);
+	ntx_ep_set_paths(srx);
 	srx->ep.fid.fclass = FI_CLASS_SRX_CTX;
 	srx->ep.fid.context = context;
 	srx->ep.fid.ops = &ntx_srx_fi_ops;

@@ -66,7 +66,7 @@ void ntx_ep_unbind_dir(struct ntx_ep *ep, bool tx)
 		c[i] = *ntx_ep_cntr_slot(ep, idx[i]);
 		*ntx_ep_cntr_slot(ep, idx[i]) = NULL;
 	}
-	ntx_ep_set_rx_plain(ep);
+	ntx_ep_set_paths(ep);
 	ntx_ep_unlock(ep);
 	ntx_domain_lock(dom);
 	if (cq && cq != other)
@@ -196,7 +196,7 @@ static int ntx_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 /* A scalable endpoint's context binds after its sibling of the other
  * direction enabled the engine endpoint they share (DESIGN §3,
  * "Scalable endpoints"): its CQ or counter slots are its own. Every
- * bind recomputes the receive side's plain flag (ntx_ep_set_rx_plain). */
+ * bind recomputes the receive side's plain flag (ntx_ep_set_paths). */
 static int ntx_ep_bind_one(struct ntx_ep *ep, struct fid *bfid,
 			   uint64_t flags);
 
@@ -205,7 +205,7 @@ int ntx_ep_bind_obj(struct ntx_ep *ep, struct fid *bfid, uint64_t flags)
 	int ret = ntx_ep_bind_one(ep, bfid, flags);
 
 	ntx_ep_lock(ep);
-	ntx_ep_set_rx_plain(ep);
+	ntx_ep_set_paths(ep);
 	ntx_ep_unlock(ep);
 	return ret;
 }
@@ -262,7 +262,7 @@ static int ntx_ep_control(struct fid *fid, int command, void *arg)
 			return -FI_ENOCQ;
 		}
 		ep->enabled = true;
-		ntx_ep_set_rx_plain(ep);
+		ntx_ep_set_paths(ep);
 		return 0;
 	case FI_GETOPSFLAG:
 		if (!flags)

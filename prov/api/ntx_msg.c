@@ -58,20 +58,27 @@ ssize_t ntx_msg_post_send(struct ntx_ep *ep, const struct iovec *iov,
 	return ret;
 }
 
-/* fi_send, fi_senddata and their tagged forms: a small message to a
- * connected peer goes straight to the engine's inline send (no iovec, no
- * request); anything it cannot take now goes the general way, which
- * queues it or reports why not. */
-static inline __attribute__((always_inline)) ssize_t
-ntx_send_one(struct ntx_ep *ep, const void *buf, size_t len, fi_addr_t dest,
-	     uint64_t tag, uint64_t data, void *context, uint64_t flags)
+/* The small sends' paths: one whole test of the arguments. */
+static inline bool ntx_send_small_ok(size_t len, uint64_t flags)
+{
+	/* FI_INJECT (and any flag ntx_msg_post_send refuses) goes its way */
+	return len <= NTX_INLINE_MAX &&
+	       !(flags & ~((NTX_SEND_FLAGS | FI_TAGGED) & ~FI_INJECT));
+}
+
+/* ntx_send_one where the endpoint may not send at once (locks, not
+ * enabled, connection management) or the inline send did not take it:
+ * the inline send under the endpoint's lock where that may still apply,
+ * else the general way, which queues the message or reports why not. */
+static __attribute__((noinline)) ssize_t
+ntx_send_one_any(struct ntx_ep *ep, const void *buf, size_t len,
+		 fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
+		 uint64_t flags)
 {
 	struct iovec iov = { (void *)buf, len };
 	ssize_t ret;
 
-	/* FI_INJECT (and any flag ntx_msg_post_send refuses) goes its way */
-	if (len <= NTX_INLINE_MAX && ep->enabled &&
-	    !(flags & ~((NTX_SEND_FLAGS | FI_TAGGED) & ~FI_INJECT))) {
+	if (!ep->send_fast && ep->enabled && ntx_send_small_ok(len, flags)) {
 		ntx_ep_lock(ep);
 		ret = ntx_proto_send_small(ep, buf, len, dest, tag, data,
 					   context, flags, false);
@@ -80,6 +87,25 @@ ntx_send_one(struct ntx_ep *ep, const void *buf, size_t len, fi_addr_t dest,
 			return ret;
 	}
 	return ntx_msg_post_send(ep, &iov, 1, dest, tag, data, context, flags);
+}
+
+/* fi_send, fi_senddata and their tagged forms: a small message to a
+ * connected peer from an endpoint that may send at once (ep->send_fast)
+ * goes straight to the engine's inline send (no iovec, no request, no
+ * lock); anything else is ntx_send_one_any. */
+static inline __attribute__((always_inline)) ssize_t
+ntx_send_one(struct ntx_ep *ep, const void *buf, size_t len, fi_addr_t dest,
+	     uint64_t tag, uint64_t data, void *context, uint64_t flags)
+{
+	ssize_t ret;
+
+	if (ep->send_fast && ntx_send_small_ok(len, flags)) {
+		ret = ntx_proto_send_small(ep, buf, len, dest, tag, data,
+					   context, flags, false);
+		if (ret <= 0)
+			return ret;
+	}
+	return ntx_send_one_any(ep, buf, len, dest, tag, data, context, flags);
 }
 
 static inline __attribute__((always_inline)) ssize_t
@@ -242,7 +268,7 @@ ntx_trecv_any(struct fid_ep *fep, void *buf, size_t len, void *desc,
 
 /* fi_trecv, the message path's case (every MPI_Irecv through the MTL) in
  * a function without a frame: an endpoint that may post at once
- * (ntx_ep_set_rx_plain), valid op flags, no tagged message waiting
+ * (ntx_ep_set_paths), valid op flags, no tagged message waiting
  * unexpected and a request at hand: the request is filled and queued as
  * ntx_proto_post_recv would, from the registers. Anything else is
  * ntx_trecv_any, with the same arguments. */

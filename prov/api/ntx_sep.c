@@ -107,7 +107,7 @@ static int ntx_sep_ctx_control(struct fid *fid, int command, void *arg)
 		c->enabled = true;
 		c->a.real->enabled = true;
 		ntx_ep_lock(c->a.real);
-		ntx_ep_set_rx_plain(c->a.real);
+		ntx_ep_set_paths(c->a.real);
 		ntx_ep_unlock(c->a.real);
 		return 0;
 	case FI_GETOPSFLAG:

@@ -1263,7 +1263,7 @@ static inline void ntx_store_word(void *dst, uint64_t v, size_t len)
  * that needs no frame of its own (every message of a window comes this
  * way): a tagged message on a proven VC whose address is known, an
  * endpoint whose receive completions are plain CQ entries and that has
- * no connection management (ntx_ep_set_rx_plain), no exact tagged
+ * no connection management (ntx_ep_set_paths), no exact tagged
  * receive hashed, and the receive at the head of the queue plain
  * (ntx_req_set_recv), large enough and matching. Anything else is
  * ntx_proto_on_small_any. */

@@ -51,7 +51,7 @@ static struct ntx_ep *et_ep_new(struct et_node *n)
 	ep->be[NTX_BE_SHM].ops = &ntx_loop_ops;
 	ntx_loop_ops.getname(ep->be[NTX_BE_SHM].be, &ep->name);
 	ep->enabled = true;
-	ntx_ep_set_rx_plain(ep);
+	ntx_ep_set_paths(ep);
 	return ep;
 }
 

@@ -1429,14 +1429,13 @@ static inline struct ntx_win_entry *ntx_ntb_rx_entry(
 					(size_t)c->rx_pos * NTX_CACHELINE);
 }
 
-/* The line k lines past our position in the peer's ring (k < its length). */
-static inline const void *ntx_ntb_rx_line(const struct ntx_shm_conn *c,
-					  uint32_t k)
+/* Asks for the line k lines past entry e, for a read: past the ring's
+ * end it names lines outside the ring, which a prefetch may (it never
+ * faults), and costs no test of the wrap on every entry. */
+static inline void ntx_ntb_rx_prefetch(const struct ntx_win_entry *e,
+				       uint32_t k)
 {
-	return (uint8_t *)c->rx_ring +
-	       (size_t)ntx_ring_advance(c->rx_pos, k,
-					c->be->win.g.ring_lines) *
-		       NTX_CACHELINE;
+	__builtin_prefetch((const uint8_t *)e + (size_t)k * NTX_CACHELINE);
 }
 
 /* The next entry is in the second half of the line of the last one (a
@@ -1481,8 +1480,8 @@ ntx_ntb_rx_half(struct ntx_shm_conn *c, const struct ntx_win_half *w)
 	uint8_t flags = (uint8_t)(kind >> 8);
 	uint64_t bytes;
 
-	if ((kind & ~(NTX_WIN_HALF | 0xffffu)) || len > NTX_WIN_HALF_MAX ||
-	    (flags & ~(NTX_PF_TAGGED | NTX_PF_DATA))) {
+	if ((kind & ~(NTX_WIN_HALF | (NTX_PF_TAGGED | NTX_PF_DATA) << 8 |
+		      0xffu)) || len > NTX_WIN_HALF_MAX) {
 		ntx_ntb_bad_entry(c);
 		return false;
 	}
@@ -1534,8 +1533,7 @@ ntx_ntb_drain_inline(struct ntx_shm_conn *c, bool ready)
 			c->rx_pos = ntx_ring_advance(c->rx_pos, NTX_RING_ALIGN,
 						     n);
 			c->rx_pair = e;
-			__builtin_prefetch(ntx_ntb_rx_line(c,
-							   2 * NTX_RING_ALIGN));
+			ntx_ntb_rx_prefetch(e, 3 * NTX_RING_ALIGN);
 			if (!ntx_ntb_rx_half(c, ntx_win_half(e, 0)))
 				return cnt;
 			cnt++;
@@ -1554,7 +1552,7 @@ ntx_ntb_drain_inline(struct ntx_shm_conn *c, bool ready)
 		 * 43.4 -> 38.6 ns a message); the next entry's own line may
 		 * still be in the sender's store buffer. A read prefetch
 		 * changes nothing the sender could see. */
-		__builtin_prefetch(ntx_ntb_rx_line(c, 2 * NTX_RING_ALIGN));
+		ntx_ntb_rx_prefetch(e, lines + 2 * NTX_RING_ALIGN);
 		be->cb.recv(c->vc, &hdr, e->payload, len);
 		ntx_ntb_clear_payload(e, lines);
 		cnt++;
@@ -1890,40 +1888,41 @@ static inline void ntx_ntb_half_put(struct ntx_win_half *w, uint8_t pflags,
 	memcpy(w->bytes, &bytes, sizeof(bytes));
 }
 
-/* A message of at most NTX_WIN_HALF_MAX bytes in half a line (struct
- * ntx_win_half): the second half of our last entry's line when that was
- * a first half, else the first half of a new entry. Two 8-byte messages
- * then cost the receiver one line from our cache instead of two (MPI
- * 8-byte rate 5 to 7 % higher). */
-static inline __attribute__((always_inline)) int
-ntx_ntb_send_half(struct ntx_shm_conn *c, uint8_t pflags, uint64_t tag,
-		  uint64_t data, const void *buf, size_t len)
+/* A message of at most NTX_WIN_HALF_MAX bytes in the first half of a
+ * new entry (struct ntx_win_half), or a larger one of at most
+ * NTX_INLINE_MAX in the header of a whole entry: ntx_ntb_send_inline's
+ * case that reserves room, with the frame that takes. */
+static __attribute__((noinline)) int
+ntx_ntb_send_entry(struct ntx_shm_conn *c, uint8_t pflags, uint64_t tag,
+		   uint64_t data, const void *buf, size_t len)
 {
-	struct ntx_win_entry *e = c->tx_pair;
-	struct ntx_win_half *w;
+	uint32_t lines = ntx_ring_lines(0);
+	struct ntx_win_entry *e;
 	int ret;
 
-	if (e && c->state == NTX_CONN_CONNECTED) {
-		w = ntx_win_half(e, 1);
-		ntx_ntb_half_put(w, pflags, tag, data, buf, len);
-		c->tx_pair = NULL;
-		/* release: the half's body before its number */
-		atomic_store_explicit(&w->seq, ++c->tx_seq,
-				      memory_order_release);
+	if (len <= NTX_WIN_HALF_MAX) {
+		ret = ntx_ntb_reserve(c, NTX_RING_ALIGN);
+		if (ret)
+			return ret;
+		e = ntx_ntb_tx_entry(c);
+		ntx_ntb_half_put(ntx_win_half(e, 0), pflags, tag, data, buf,
+				 len);
+		/* no number of an earlier lap may read as the next one;
+		 * ordered before the first half's by its release */
+		atomic_store_explicit(&ntx_win_half(e, 1)->seq, 0,
+				      memory_order_relaxed);
+		ntx_ntb_commit(c, e, NTX_RING_ALIGN);
+		c->tx_pair = e;
 		ntx_ntb_ring_bell_conn(c);
 		return 0;
 	}
-	ret = ntx_ntb_reserve(c, NTX_RING_ALIGN);
+	ret = ntx_ntb_reserve(c, lines);
 	if (ret)
 		return ret;
 	e = ntx_ntb_tx_entry(c);
-	ntx_ntb_half_put(ntx_win_half(e, 0), pflags, tag, data, buf, len);
-	/* no number of an earlier lap may read as the next one; ordered
-	 * before the first half's by its release */
-	atomic_store_explicit(&ntx_win_half(e, 1)->seq, 0,
-			      memory_order_relaxed);
-	ntx_ntb_commit(c, e, NTX_RING_ALIGN);
-	c->tx_pair = e;
+	e->len = 0;
+	ntx_wire_hdr_inline(&e->hdr, pflags, tag, data, buf, len);
+	ntx_ntb_commit(c, e, lines);
 	ntx_ntb_ring_bell_conn(c);
 	return 0;
 }
@@ -1932,25 +1931,27 @@ ntx_ntb_send_half(struct ntx_shm_conn *c, uint8_t pflags, uint64_t tag,
  * header built on the stack and then copied would be read back with
  * wider loads than it was stored with, which the store buffer cannot
  * forward (a stall of about a dozen cycles, the largest single cost of a
- * small send when measured). */
+ * small send when measured). A message of at most NTX_WIN_HALF_MAX bytes
+ * goes in the second half of our last entry's line when that was a
+ * first half, here, in a function without a frame (every other message
+ * of a window); two 8-byte messages then cost the receiver one line from
+ * our cache instead of two (MPI 8-byte rate 5 to 7 % higher). Anything
+ * else is ntx_ntb_send_entry. */
 static int ntx_ntb_send_inline(struct ntx_be_conn *conn, uint8_t pflags,
 			       uint64_t tag, uint64_t data, const void *buf,
 			       size_t len)
 {
 	struct ntx_shm_conn *c = ntx_shm_conn_of(conn);
-	uint32_t lines = ntx_ring_lines(0);
-	struct ntx_win_entry *e;
-	int ret;
+	struct ntx_win_entry *e = c->tx_pair;
+	struct ntx_win_half *w;
 
-	if (len <= NTX_WIN_HALF_MAX)
-		return ntx_ntb_send_half(c, pflags, tag, data, buf, len);
-	ret = ntx_ntb_reserve(c, lines);
-	if (ret)
-		return ret;
-	e = ntx_ntb_tx_entry(c);
-	e->len = 0;
-	ntx_wire_hdr_inline(&e->hdr, pflags, tag, data, buf, len);
-	ntx_ntb_commit(c, e, lines);
+	if (len > NTX_WIN_HALF_MAX || !e || c->state != NTX_CONN_CONNECTED)
+		return ntx_ntb_send_entry(c, pflags, tag, data, buf, len);
+	w = ntx_win_half(e, 1);
+	ntx_ntb_half_put(w, pflags, tag, data, buf, len);
+	c->tx_pair = NULL;
+	/* release: the half's body before its number */
+	atomic_store_explicit(&w->seq, ++c->tx_seq, memory_order_release);
 	ntx_ntb_ring_bell_conn(c);
 	return 0;
 }
