@@ -411,8 +411,8 @@ void ntx_req_put(struct ntx_req *req);
 static inline void ntx_req_put_lean(struct ntx_req *r)
 {
 	ntx_req_assert_tail_clear(r);
-	/* a new generation makes late packets naming this id miss */
-	r->id = (r->id & 0xffffffffu);
+	/* late packets naming this id miss: a free request is NEW to
+	 * ntx_req_lookup, and its next use takes a new generation */
 	r->state = NTX_RS_NEW;
 	r->entry.next = r->ep->req_free;
 	r->ep->req_free = &r->entry;

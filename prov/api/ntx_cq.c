@@ -34,18 +34,29 @@ ntx_cq_do_read(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src)
 			if (n == count)
 				return (ssize_t)n;
 		}
-		cq->direct = (uint8_t *)buf + n * cq->esz;
-		cq->direct_src = src ? src + n : NULL;
-		cq->direct_cap = count - n;
-		cq->direct_n = 0;
+		struct fi_cq_tagged_entry *t0 = NULL;
+		size_t got;
+
+		if (cq->format == FI_CQ_FORMAT_TAGGED && !src) {
+			t0 = (struct fi_cq_tagged_entry *)buf + n;
+			cq->dtag = t0;
+			cq->dtag_end = t0 + (count - n);
+		} else {
+			cq->direct = (uint8_t *)buf + n * cq->esz;
+			cq->direct_src = src ? src + n : NULL;
+			cq->direct_cap = count - n;
+			cq->direct_n = 0;
+		}
 		if (!cq->scope.whole_domain)
 			ntx_scope_progress_lockless(&cq->scope);
 		else
 			ntx_scope_progress(cq->domain, &cq->scope);
+		got = t0 ? (size_t)(cq->dtag - t0) : cq->direct_n;
 		cq->direct = NULL;
+		cq->dtag = cq->dtag_end = NULL;
 		ntx_trig_run(cq->domain);
-		cq->read_found = cq->direct_n != 0;
-		n += cq->direct_n;
+		cq->read_found = got != 0;
+		n += got;
 		if (n)
 			return (ssize_t)n;
 		return ntx_list_empty(&cq->errs) ? -FI_EAGAIN : -FI_EAVAIL;
