@@ -91,7 +91,10 @@ struct ntx_shm_conn {
 	/* our last entry, when it is a first half and nothing followed it:
 	 * the next half entry goes in its second half (ntx_win_half) */
 	struct ntx_win_entry *tx_pair;
-	uint32_t tx_cons; /* last consumer position the peer published */
+	/* lines we may still write before the peer's consumer position
+	 * has to be read again: all but one of the lines it had not yet
+	 * given back when we last read it, less what we wrote since */
+	uint32_t tx_free;
 	struct ntx_win_entry *tx_ring; /* line 0 of our ring in pwin */
 	struct ntx_win_entry *rx_ring; /* line 0 of the ring in my_slot */
 	uint32_t rx_pos;  /* next line we read in the ring in my_slot */
@@ -1785,6 +1788,7 @@ ntx_ntb_commit(struct ntx_shm_conn *c, struct ntx_win_entry *e,
 	       uint32_t lines)
 {
 	c->tx_pos = ntx_ring_advance(c->tx_pos, lines, c->pwin.g.ring_lines);
+	c->tx_free -= lines;
 	c->tx_pair = NULL;
 	/* release: the entry's body before its number */
 	atomic_store_explicit(&e->seq, ++c->tx_seq, memory_order_release);
@@ -1831,15 +1835,18 @@ static size_t ntx_ntb_conn_mtu(const struct ntx_be_conn *conn)
 
 /* Room for an entry of 'lines' at tx_pos, and the skip that has to
  * come first when it would cross the end: 0, -FI_EAGAIN when the ring is
- * full, or the connection's error. Inline: every message asks. */
+ * full, or the connection's error. The peer's consumer position is read
+ * only when what we know of it (tx_free) is not enough. Inline: every
+ * message asks. */
 static inline __attribute__((always_inline)) int
 ntx_ntb_reserve(struct ntx_shm_conn *c, uint32_t lines)
 {
 	uint32_t cons, n = c->pwin.g.ring_lines;
+	uint32_t need = ntx_ring_need(c->tx_pos, lines, n);
 
 	if (c->state != NTX_CONN_CONNECTED)
 		return c->state == NTX_CONN_FAILED ? -FI_ECONNRESET : -FI_EAGAIN;
-	if (!ntx_ring_room(c->tx_pos, c->tx_cons, lines, n)) {
+	if (need > c->tx_free) {
 		/* acquire: the peer finished reading lines up to cons */
 		cons = atomic_load_explicit(&ntx_win_ctl(&c->be->win,
 							 c->my_slot)->cons,
@@ -1848,11 +1855,11 @@ ntx_ntb_reserve(struct ntx_shm_conn *c, uint32_t lines)
 			ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
 			return -FI_ECONNRESET;
 		}
-		c->tx_cons = cons;
-		if (!ntx_ring_room(c->tx_pos, cons, lines, n))
+		c->tx_free = ntx_ring_free(c->tx_pos, cons, n);
+		if (need > c->tx_free)
 			return -FI_EAGAIN;
 	}
-	if (ntx_ring_wraps(c->tx_pos, lines, n))
+	if (need > lines)
 		ntx_ntb_put(c, n - c->tx_pos, NTX_WIN_SKIP, NULL, NULL, 0);
 	return 0;
 }

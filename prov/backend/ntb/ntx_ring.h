@@ -214,16 +214,27 @@ static inline bool ntx_ring_wraps(uint32_t pos, uint32_t lines, uint32_t n)
 	return pos + lines > n;
 }
 
+/* Lines an entry of 'lines' at pos takes: itself, and the skip before it
+ * when it wraps. */
+static inline uint32_t ntx_ring_need(uint32_t pos, uint32_t lines, uint32_t n)
+{
+	return ntx_ring_wraps(pos, lines, n) ? lines + n - pos : lines;
+}
+
+/* Lines a writer at pos may fill while the reader is at cons: all that
+ * are not in use but one, which always stays free so that a full ring
+ * never reads as an empty one. */
+static inline uint32_t ntx_ring_free(uint32_t pos, uint32_t cons, uint32_t n)
+{
+	return n - 1 - ntx_ring_used(pos, cons, n);
+}
+
 /* Room for an entry of 'lines' at pos: the entry, the skip before it when
  * it wraps, and the line that always stays free. */
 static inline bool ntx_ring_room(uint32_t pos, uint32_t cons, uint32_t lines,
 				 uint32_t n)
 {
-	uint32_t need = lines + 1;
-
-	if (ntx_ring_wraps(pos, lines, n))
-		need += n - pos;
-	return need <= n - ntx_ring_used(pos, cons, n);
+	return ntx_ring_need(pos, lines, n) <= ntx_ring_free(pos, cons, n);
 }
 
 /* The largest payload one entry can carry in a ring of n lines (a
