@@ -202,13 +202,13 @@ static ssize_t ntx_senddata(struct fid_ep *fep, const void *buf, size_t len,
 			    (ntx_fep_tx_flags(fep) & ~FI_INJECT) | FI_REMOTE_CQ_DATA);
 }
 
-/* fi_inject and its forms: a small message to a connected peer takes the
- * engine's inline send, the rest ntx_proto_inject. Inline into each. */
-static inline __attribute__((always_inline)) ssize_t
-ntx_do_inject(struct fid_ep *fep, const void *buf, size_t len,
-	      fi_addr_t dest, uint64_t tag, uint64_t data, uint64_t flags)
+/* ntx_do_inject where the endpoint may not send at once or the inline
+ * send did not take it: the checks, then the inline send under the
+ * endpoint's lock where that may still apply, else ntx_proto_inject. */
+static __attribute__((noinline)) ssize_t
+ntx_inject_any(struct ntx_ep *ep, const void *buf, size_t len,
+	       fi_addr_t dest, uint64_t tag, uint64_t data, uint64_t flags)
 {
-	struct ntx_ep *ep = ntx_ep_of(fep);
 	ssize_t ret = 1;
 
 	if (!ep->enabled)
@@ -218,13 +218,32 @@ ntx_do_inject(struct fid_ep *fep, const void *buf, size_t len,
 	if (len && !buf)
 		return -FI_EINVAL;
 	ntx_ep_lock(ep);
-	if (len <= NTX_INLINE_MAX)
+	if (!ep->send_fast && len <= NTX_INLINE_MAX)
 		ret = ntx_proto_send_small(ep, buf, len, dest, tag, data, NULL,
 					   flags, true);
 	if (ret > 0)
 		ret = ntx_proto_inject(ep, buf, len, dest, tag, data, flags);
 	ntx_ep_unlock(ep);
 	return ret;
+}
+
+/* fi_inject and its forms: a small message to a connected peer from an
+ * endpoint that may send at once takes the engine's inline send, the
+ * rest ntx_inject_any. Inline into each. */
+static inline __attribute__((always_inline)) ssize_t
+ntx_do_inject(struct fid_ep *fep, const void *buf, size_t len,
+	      fi_addr_t dest, uint64_t tag, uint64_t data, uint64_t flags)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+	ssize_t ret;
+
+	if (ep->send_fast && len <= NTX_INLINE_MAX && (buf || !len)) {
+		ret = ntx_proto_send_small(ep, buf, len, dest, tag, data, NULL,
+					   flags, true);
+		if (ret <= 0)
+			return ret;
+	}
+	return ntx_inject_any(ep, buf, len, dest, tag, data, flags);
 }
 
 static ssize_t ntx_inject(struct fid_ep *fep, const void *buf, size_t len,

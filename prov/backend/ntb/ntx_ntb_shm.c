@@ -102,7 +102,9 @@ struct ntx_shm_conn {
 	/* the line of the last entry we consumed, when it was a first half:
 	 * the next may be in its second half */
 	struct ntx_win_entry *rx_pair;
-	uint32_t rx_published; /* last rx_pos written to the peer */
+	/* lines to consume before rx_pos is written to the peer again
+	 * (every quarter ring; 0 at first: the first drain writes it) */
+	int32_t rx_pub_left;
 	_Atomic uint64_t *peer_bits; /* our ready bit's word in pwin */
 	uint64_t peer_bit;
 	bool light; /* the peer fences its senders with membarrier */
@@ -1399,15 +1401,13 @@ static void ntx_ntb_poll_closed(struct ntx_shm_ep *be)
 static inline __attribute__((always_inline)) void
 ntx_ntb_publish_cons(struct ntx_shm_conn *c)
 {
-	uint32_t n = c->be->win.g.ring_lines;
-
-	if (ntx_ring_used(c->rx_pos, c->rx_published, n) < n / 4)
+	if (c->rx_pub_left > 0)
 		return;
 	/* release: we are done reading the lines before the peer may
 	 * overwrite them */
 	atomic_store_explicit(&ntx_win_ctl(&c->pwin, c->peer_slot)->cons,
 			      c->rx_pos, memory_order_release);
-	c->rx_published = c->rx_pos;
+	c->rx_pub_left = (int32_t)(c->be->win.g.ring_lines / 4);
 }
 
 /* A consumed entry's payload lines where a later entry can start must
@@ -1529,12 +1529,14 @@ ntx_ntb_drain_inline(struct ntx_shm_conn *c, bool ready)
 		c->rx_pair = NULL;
 		len = e->len;
 		if (len == NTX_WIN_SKIP) { /* the rest of the lap is unused */
+			c->rx_pub_left -= (int32_t)(n - c->rx_pos);
 			c->rx_pos = 0;
 			continue;
 		}
 		if (ntx_win_is_half(len)) {
 			c->rx_pos = ntx_ring_advance(c->rx_pos, NTX_RING_ALIGN,
 						     n);
+			c->rx_pub_left -= NTX_RING_ALIGN;
 			c->rx_pair = e;
 			ntx_ntb_rx_prefetch(e, 3 * NTX_RING_ALIGN);
 			if (!ntx_ntb_rx_half(c, ntx_win_half(e, 0)))
@@ -1549,6 +1551,7 @@ ntx_ntb_drain_inline(struct ntx_shm_conn *c, bool ready)
 		}
 		ntx_wire_hdr_load(&hdr, &e->hdr);
 		c->rx_pos = ntx_ring_advance(c->rx_pos, lines, n);
+		c->rx_pub_left -= (int32_t)lines;
 		/* ask for the line two small entries past the next one
 		 * while the engine handles this entry: a sender ahead of us
 		 * has written it, and its miss then overlaps (8-byte windows
