@@ -411,16 +411,31 @@ static inline ssize_t ntx_cq_ring_read(struct ntx_cq *cq, void *buf,
 	ntx_assert_cmutex_locked(cq->domain, &cq->lock);
 	if (!ntx_list_empty(&cq->errs))
 		return -FI_EAVAIL;
-	for (n = 0; n < count && cq->count; n++) {
-		struct ntx_cq_ent *e = &cq->ring[cq->head];
+	if (cq->format == FI_CQ_FORMAT_TAGGED && !src) { /* MPI's */
+		struct fi_cq_tagged_entry *t = buf;
+		size_t head = cq->head;
 
-		ntx_cq_put(cq, (uint8_t *)buf + n * esz, e->e.op_context,
-			   e->e.flags, e->e.len, e->e.buf, e->e.data, e->e.tag);
-		if (src)
-			src[n] = e->src;
-		if (++cq->head == cq->cap)
-			cq->head = 0;
-		cq->count--;
+		n = count < cq->count ? count : cq->count;
+		for (size_t i = 0; i < n; i++) {
+			t[i] = cq->ring[head].e;
+			if (++head == cq->cap)
+				head = 0;
+		}
+		cq->head = head;
+		cq->count -= n;
+	} else {
+		for (n = 0; n < count && cq->count; n++) {
+			struct ntx_cq_ent *e = &cq->ring[cq->head];
+
+			ntx_cq_put(cq, (uint8_t *)buf + n * esz,
+				   e->e.op_context, e->e.flags, e->e.len,
+				   e->e.buf, e->e.data, e->e.tag);
+			if (src)
+				src[n] = e->src;
+			if (++cq->head == cq->cap)
+				cq->head = 0;
+			cq->count--;
+		}
 	}
 	/* an empty ring starts again at its first entry: a CQ read as fast
 	 * as it fills keeps writing the same few lines, which stay in the
@@ -487,6 +502,20 @@ ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 	if (cq->direct_src)
 		cq->direct_src[cq->direct_n] = src;
 	cq->direct_n++;
+	return 0;
+}
+/* ntx_cq_push of a completion the application's own call makes at once
+ * (a small send) in a lockless domain: one thread at a time uses the CQ
+ * (ep_lockless), and it is not inside fi_cq_read, so there is no reader's
+ * buffer to look at: to the ring. */
+static inline __attribute__((always_inline)) int
+ntx_cq_push_api(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
+		void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
+{
+	if (cq->count == cq->cap)
+		return ntx_cq_push_ring(cq, ctx, flags, len, buf, data, tag,
+					src);
+	ntx_cq_append(cq, ctx, flags, len, buf, data, tag, src);
 	return 0;
 }
 int ntx_cq_push_err(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,

@@ -450,12 +450,18 @@ static inline bool ntx_comp_wanted(bool selective, uint64_t op_flags)
 {
 	return !selective || (op_flags & FI_COMPLETION);
 }
-/* A send done without a request (ntx_proto_send_small). Inline, like
- * ntx_comp_rx: every message completes. */
+/* A send done without a request (ntx_proto_send_small; fast: see
+ * there). Inline, like ntx_comp_rx: every message completes. */
 static inline __attribute__((always_inline)) void
-ntx_comp_send(struct ntx_ep *ep, void *context, uint64_t flags)
+ntx_comp_send(struct ntx_ep *ep, void *context, uint64_t flags, bool fast)
 {
-	if (ep->tx_cq && ntx_comp_wanted(ep->tx_selective, flags))
+	if (!ep->tx_cq || !ntx_comp_wanted(ep->tx_selective, flags))
+		;
+	else if (fast)
+		ntx_cq_push_api(ep->tx_cq, context,
+				FI_SEND | ntx_comp_kind(flags), 0, NULL, 0, 0,
+				FI_ADDR_NOTAVAIL);
+	else
 		ntx_cq_push(ep->tx_cq, context, FI_SEND | ntx_comp_kind(flags),
 			    0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
 	if (ep->send_cntr)
@@ -831,15 +837,19 @@ ntx_vc_send_inline(struct ntx_vc *vc, uint8_t pflags, uint64_t tag,
 /* The message-rate path: a send of at most NTX_INLINE_MAX bytes to a
  * connected peer with nothing queued, written into the header and
  * completed at once, without a request (inject: fi_inject's, which
- * counts but never writes a CQ entry). 1 when it does not apply (the
- * caller takes the general path), else 0 or a negative error. Inline:
- * fi_tsenddata's and fi_tinjectdata's own path. */
+ * counts but never writes a CQ entry). fast: the application's own call
+ * on an endpoint that may send at once (ep->send_fast: no connection
+ * management, a lockless domain, so not inside fi_cq_read either). 1
+ * when it does not apply (the caller takes the general path), else 0 or
+ * a negative error. Inline: fi_tsenddata's and fi_tinjectdata's own
+ * path. */
 static inline __attribute__((always_inline)) int
 ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 		     fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
-		     uint64_t flags, bool inject)
+		     uint64_t flags, bool inject, bool fast)
 {
-	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab, ep->cm ? ep->msg_dest
+	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab,
+					  !fast && ep->cm ? ep->msg_dest
 							  : ntx_vc_key(ep, dest));
 
 	/* anything that needs a request, or order behind queued work */
@@ -851,7 +861,7 @@ ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 		return 1; /* full or failed: the general path queues or
 			   * reports it */
 	if (!inject)
-		ntx_comp_send(ep, context, flags);
+		ntx_comp_send(ep, context, flags, fast);
 	else if (ep->send_cntr)
 		ntx_cntr_inc(ep->send_cntr);
 	return 0;

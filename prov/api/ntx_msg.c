@@ -39,7 +39,7 @@ ssize_t ntx_msg_post_send(struct ntx_ep *ep, const struct iovec *iov,
 	if (count <= 1 && len <= NTX_INLINE_MAX && !(flags & FI_INJECT)) {
 		ret = ntx_proto_send_small(ep, count ? iov[0].iov_base : NULL,
 					   len, dest, tag, data, context,
-					   flags, false);
+					   flags, false, false);
 		if (ret <= 0) {
 			ntx_ep_unlock(ep);
 			return ret;
@@ -81,7 +81,7 @@ ntx_send_one_any(struct ntx_ep *ep, const void *buf, size_t len,
 	if (!ep->send_fast && ep->enabled && ntx_send_small_ok(len, flags)) {
 		ntx_ep_lock(ep);
 		ret = ntx_proto_send_small(ep, buf, len, dest, tag, data,
-					   context, flags, false);
+					   context, flags, false, false);
 		ntx_ep_unlock(ep);
 		if (ret <= 0)
 			return ret;
@@ -101,7 +101,7 @@ ntx_send_one(struct ntx_ep *ep, const void *buf, size_t len, fi_addr_t dest,
 
 	if (ep->send_fast && ntx_send_small_ok(len, flags)) {
 		ret = ntx_proto_send_small(ep, buf, len, dest, tag, data,
-					   context, flags, false);
+					   context, flags, false, true);
 		if (ret <= 0)
 			return ret;
 	}
@@ -220,7 +220,7 @@ ntx_inject_any(struct ntx_ep *ep, const void *buf, size_t len,
 	ntx_ep_lock(ep);
 	if (!ep->send_fast && len <= NTX_INLINE_MAX)
 		ret = ntx_proto_send_small(ep, buf, len, dest, tag, data, NULL,
-					   flags, true);
+					   flags, true, false);
 	if (ret > 0)
 		ret = ntx_proto_inject(ep, buf, len, dest, tag, data, flags);
 	ntx_ep_unlock(ep);
@@ -239,7 +239,7 @@ ntx_do_inject(struct fid_ep *fep, const void *buf, size_t len,
 
 	if (ep->send_fast && len <= NTX_INLINE_MAX && (buf || !len)) {
 		ret = ntx_proto_send_small(ep, buf, len, dest, tag, data, NULL,
-					   flags, true);
+					   flags, true, true);
 		if (ret <= 0)
 			return ret;
 	}

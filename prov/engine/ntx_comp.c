@@ -16,7 +16,7 @@ void ntx_comp_tx(struct ntx_req *req)
 			ntx_cntr_inc(ep->send_cntr);
 		return;
 	}
-	ntx_comp_send(ep, req->context, req->flags);
+	ntx_comp_send(ep, req->context, req->flags, false);
 }
 
 void ntx_comp_tx_err(struct ntx_req *req, int err)
