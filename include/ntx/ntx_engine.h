@@ -275,7 +275,6 @@ struct ntx_ep {
 	size_t dead_unexp_bytes;    /* unexpected messages of failed peers
 				     * kept (at most FI_NTX_GONE_UNEXP_MAX) */
 	struct ntx_idtab reqtab; /* id -> struct ntx_req *, for the wire */
-	uint32_t req_gen;
 	/* the free requests: a stack linked through entry.next (NULL:
 	 * empty), two stores to push or pop one */
 	struct ntx_list *req_free;
@@ -368,14 +367,13 @@ static inline struct ntx_req *ntx_req_pop(struct ntx_ep *ep)
 }
 /* The head fields of a popped request that a receive's post
  * (ntx_req_set_recv, ntx_tme_post) does not set: cleared field by field
- * (a memset of the head compiles to a rep stos that costs more), with
- * a new generation in the id. */
+ * (a memset of the head compiles to a rep stos that costs more). Its id
+ * took a new generation when it was freed (ntx_req_put_lean). */
 static inline void ntx_req_init_head(struct ntx_ep *ep, struct ntx_req *r,
 				     enum ntx_req_kind kind)
 {
 	r->kind = kind;
 	r->vc = NULL;
-	r->id = (r->id & 0xffffffffu) | ((uint64_t)++ep->req_gen << 32);
 	r->data = 0;
 	r->silent = false;
 	r->issued = false;
@@ -408,14 +406,15 @@ static inline struct ntx_req *ntx_req_get(struct ntx_ep *ep,
 void ntx_req_put(struct ntx_req *req);
 /* ntx_req_put for a request whose tail (struct ntx_req) was never
  * written: an eager send or receive, the message path's case. */
-static inline void ntx_req_put_lean(struct ntx_req *r)
+static inline void ntx_req_put_lean(struct ntx_ep *ep, struct ntx_req *r)
 {
 	ntx_req_assert_tail_clear(r);
 	/* late packets naming this id miss: a free request is NEW to
-	 * ntx_req_lookup, and its next use takes a new generation */
+	 * ntx_req_lookup, and its next use has a new generation */
+	r->id += 1ull << 32;
 	r->state = NTX_RS_NEW;
-	r->entry.next = r->ep->req_free;
-	r->ep->req_free = &r->entry;
+	r->entry.next = ep->req_free;
+	ep->req_free = &r->entry;
 }
 struct ntx_req *ntx_req_lookup(struct ntx_ep *ep, uint64_t id);
 /* Frees every request of the endpoint's pool (at close). */
@@ -738,7 +737,8 @@ ssize_t ntx_proto_post_send(struct ntx_ep *ep, const struct iovec *iov,
 			    uint64_t tag, uint64_t data, void *context,
 			    uint64_t flags);
 /* A receive's fields but its iovecs. */
-static inline void ntx_req_set_recv(struct ntx_req *r, size_t count,
+static inline void ntx_req_set_recv(struct ntx_ep *ep, struct ntx_req *r,
+				    size_t count,
 				    size_t len, fi_addr_t src, uint64_t tag,
 				    uint64_t ignore, void *context,
 				    uint64_t flags)
@@ -751,7 +751,7 @@ static inline void ntx_req_set_recv(struct ntx_req *r, size_t count,
 	r->context = context;
 	r->flags = flags;
 	r->plain = count == 1 && !(flags & FI_MULTI_RECV) &&
-		   ntx_comp_wanted(r->ep->rx_selective, flags);
+		   ntx_comp_wanted(ep->rx_selective, flags);
 }
 /* A receive request from the caller's arguments (the API checked them). */
 static inline struct ntx_req *ntx_req_get_recv(struct ntx_ep *ep,
@@ -778,8 +778,8 @@ static inline struct ntx_req *ntx_req_get_recv(struct ntx_ep *ep,
 	} else {
 		memcpy(r->iov, iov, count * sizeof(*iov));
 	}
-	ntx_req_set_recv(r, count, ntx_iov_len(iov, count), src, tag, ignore,
-			 context, flags);
+	ntx_req_set_recv(ep, r, count, ntx_iov_len(iov, count), src, tag,
+			 ignore, context, flags);
 	return r;
 }
 /* ntx_proto_post_recv in every case: peeks, claims, multi-receive

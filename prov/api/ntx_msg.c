@@ -311,7 +311,7 @@ static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,
 	ntx_req_init_head(ep, r, NTX_REQ_RECV);
 	r->iov[0].iov_base = buf;
 	r->iov[0].iov_len = len;
-	ntx_req_set_recv(r, 1, len, src, tag, ignore, context, flags);
+	ntx_req_set_recv(ep, r, 1, len, src, tag, ignore, context, flags);
 	ntx_tme_post(tme, r);
 	return 0;
 }

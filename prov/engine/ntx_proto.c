@@ -134,7 +134,7 @@ static int ntx_tx_eager(struct ntx_req *r)
 	if (r->issued)
 		r->vc->issued--;
 	ntx_comp_tx(r);
-	ntx_req_put_lean(r);
+	ntx_req_put_lean(r->ep, r);
 	return 0;
 }
 
@@ -369,7 +369,8 @@ ntx_rx_fill(struct ntx_req *r, struct ntx_vc *vc, fi_addr_t src,
 		    (pflags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA : 0) | mflag,
 		    tag, data, src, buf, len - n, &vc->peer);
 	if (!(r->flags & FI_MULTI_RECV))
-		ntx_req_put_lean(r); /* posted, matched, filled: no tail */
+		ntx_req_put_lean(r->ep, r); /* posted, matched, filled: no
+					     * tail */
 	else if (mflag)
 		ntx_req_put(r);
 }
@@ -1290,7 +1291,8 @@ void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
 	buf = r->iov[0].iov_base;
 	ntx_store_word(buf, bytes, len);
 	ctx = r->context;
-	ntx_req_put_lean(r); /* posted, matched, filled: no tail */
+	ntx_req_put_lean(ep, r); /* posted, matched, filled: no tail (the
+				  * queue is ep's: its requests are ep's) */
 	ntx_cq_push(ep->rx_cq, ctx,
 		    FI_RECV | FI_TAGGED |
 			    (pflags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA : 0),

@@ -52,7 +52,7 @@ void ntx_req_assert_tail_clear(const struct ntx_req *r)
 void ntx_req_put(struct ntx_req *r)
 {
 	memset((uint8_t *)r + NTX_REQ_TAIL_OFF, 0, NTX_REQ_TAIL_LEN);
-	ntx_req_put_lean(r);
+	ntx_req_put_lean(r->ep, r);
 }
 
 struct ntx_req *ntx_req_lookup(struct ntx_ep *ep, uint64_t id)
