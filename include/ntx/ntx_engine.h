@@ -784,6 +784,16 @@ static inline struct ntx_req *ntx_req_get_recv(struct ntx_ep *ep,
 }
 /* ntx_proto_post_recv in every case: peeks, claims, multi-receive
  * buffers, unexpected messages waiting. */
+/* fi_trecv's case of a tagged eager message that waits at the head of
+ * the unexpected queue and that this receive takes (MPI's receive posted
+ * after its message came): delivered at once, without a request, when
+ * it fits the one buffer and the endpoint's receive completions are plain
+ * CQ entries (ep->rx_fast) the receive asks for. 1 when this does not
+ * apply (the caller takes the general path), else 0. Lockless domains
+ * (ep->post_fast), arguments checked. */
+int ntx_proto_recv_waiting(struct ntx_ep *ep, void *buf, size_t len,
+			   fi_addr_t src, uint64_t tag, uint64_t ignore,
+			   void *context, uint64_t flags);
 ssize_t ntx_proto_post_recv_any(struct ntx_ep *ep, const struct iovec *iov,
 				size_t count, fi_addr_t src, uint64_t tag,
 				uint64_t ignore, void *context,

@@ -285,12 +285,30 @@ ntx_trecv_any(struct fid_ep *fep, void *buf, size_t len, void *desc,
 			     (ntx_fep_rx_flags(fep) & ~FI_MULTI_RECV) | FI_TAGGED);
 }
 
+/* fi_trecv with a tagged message waiting unexpected: taken at once when
+ * it is the one (ntx_proto_recv_waiting), else ntx_trecv_any. */
+static __attribute__((noinline)) ssize_t
+ntx_trecv_waiting(struct fid_ep *fep, void *buf, size_t len, void *desc,
+		  fi_addr_t src, uint64_t tag, uint64_t ignore, void *context)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+
+	if (!ntx_proto_recv_waiting(ep, buf, len,
+				    ep->caps & FI_DIRECTED_RECV
+					    ? src : FI_ADDR_UNSPEC,
+				    tag, ignore, context,
+				    ntx_fep_rx_flags(fep) | FI_TAGGED))
+		return 0;
+	return ntx_trecv_any(fep, buf, len, desc, src, tag, ignore, context);
+}
+
 /* fi_trecv, the message path's case (every MPI_Irecv through the MTL) in
  * a function without a frame: an endpoint that may post at once
- * (ntx_ep_set_paths), valid op flags, no tagged message waiting
- * unexpected and a request at hand: the request is filled and queued as
- * ntx_proto_post_recv would, from the registers. Anything else is
- * ntx_trecv_any, with the same arguments. */
+ * (ntx_ep_set_paths), valid op flags, a request at hand and no tagged
+ * message waiting unexpected: the request is filled and queued as
+ * ntx_proto_post_recv would, from the registers. With a tagged message
+ * waiting it is ntx_trecv_waiting, anything else ntx_trecv_any, with the
+ * same arguments. */
 static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,
 			 fi_addr_t src, uint64_t tag, uint64_t ignore,
 			 void *context)
@@ -301,10 +319,12 @@ static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,
 	struct ntx_req *r;
 
 	if (!ep->post_fast || (flags & ~(NTX_RECV_FLAGS | FI_TAGGED)) ||
-	    (flags & (FI_PEEK | FI_CLAIM)) ||
-	    !ntx_list_empty(&tme->unexp[1]) || !ep->req_free)
+	    (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)) || !ep->req_free)
 		return ntx_trecv_any(fep, buf, len, desc, src, tag, ignore,
 				     context);
+	if (!ntx_list_empty(&tme->unexp[1]))
+		return ntx_trecv_waiting(fep, buf, len, desc, src, tag, ignore,
+					 context);
 	if (!(ep->caps & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
 	r = ntx_req_pop(ep);

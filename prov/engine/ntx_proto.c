@@ -703,6 +703,36 @@ static void ntx_unexp_deliver(struct ntx_req *r, struct ntx_unexp *u)
 	ntx_unexp_free(u);
 }
 
+int ntx_proto_recv_waiting(struct ntx_ep *ep, void *buf, size_t len,
+			   fi_addr_t src, uint64_t tag, uint64_t ignore,
+			   void *context, uint64_t flags)
+{
+	struct ntx_list *q = &ep->tme.unexp[1];
+	struct ntx_unexp *u;
+	fi_addr_t from;
+
+	if (!ep->rx_fast || ntx_list_empty(q) ||
+	    !ntx_comp_wanted(ep->rx_selective, flags))
+		return 1;
+	/* the first tagged message that came: the one to take if it
+	 * matches (a waiting FI_CLAIM, an RTS, an ack asked for, or one
+	 * that does not fit go the general way) */
+	u = ntx_container_of(ntx_list_first(q), struct ntx_unexp, entry);
+	from = u->vc->fi_addr;
+	if (u->claim_ctx || u->hdr.op != NTX_OP_EAGER || u->len > len ||
+	    (u->hdr.flags & NTX_PF_ACK) || from == FI_ADDR_NOTAVAIL ||
+	    !ntx_tme_src_match(src, from) ||
+	    !ntx_tme_tag_match(tag, ignore, u->hdr.tag))
+		return 1;
+	if (u->len) /* an empty message may have no buffer */
+		memcpy(buf, u->data, u->len);
+	ntx_cq_push(ep->rx_cq, context,
+		    FI_RECV | FI_TAGGED | ntx_rx_flags(&u->hdr), u->len, buf,
+		    u->hdr.cq_data, u->hdr.tag, from);
+	ntx_unexp_free(u);
+	return 0;
+}
+
 /* Drops a reference the caller held on a multi-receive buffer; the last
  * one out of a released buffer reports the release. */
 static void ntx_mrecv_unref(struct ntx_req *r)
@@ -865,12 +895,11 @@ static inline bool ntx_msg_parse(const struct ntx_wire_hdr *h,
 	return sum == h->msg_len;
 }
 
-/* A message no receive was posted for waits, within the peer's limit. */
-static inline void ntx_msg_unexpected(struct ntx_vc *vc,
-				      const struct ntx_wire_hdr *h,
-				      const void *payload, size_t len,
-				      const struct ntx_wire_iov *riov,
-				      uint16_t niov)
+/* An entry for a message of vc that no receive was posted for, holding
+ * 'hold' bytes, within the peer's limit; NULL when it is over the limit
+ * or out of memory (vc failed). */
+static struct ntx_unexp *ntx_unexp_take(struct ntx_vc *vc, size_t len,
+					size_t hold)
 {
 	struct ntx_unexp *u;
 
@@ -879,16 +908,31 @@ static inline void ntx_msg_unexpected(struct ntx_vc *vc,
 			 "messages waiting (FI_NTX_PEER_UNEXP_MAX): connection "
 			 "closed\n", vc->peer.pid, vc->unexp_bytes);
 		ntx_vc_fail(vc, -FI_ENOSPC);
-		return;
+		return NULL;
 	}
-	u = ntx_unexp_get(vc->ep, h->op == NTX_OP_EAGER ? len : 0);
+	u = ntx_unexp_get(vc->ep, hold);
 	if (!u) {
 		NTX_WARN(FI_LOG_EP_DATA, "no memory for an unexpected message\n");
 		ntx_vc_fail(vc, -FI_ENOMEM);
-		return;
+		return NULL;
 	}
 	u->vc = vc;
 	vc->unexp_bytes += ntx_unexp_cost(u->cap);
+	return u;
+}
+
+/* A message no receive was posted for waits, within the peer's limit. */
+static inline void ntx_msg_unexpected(struct ntx_vc *vc,
+				      const struct ntx_wire_hdr *h,
+				      const void *payload, size_t len,
+				      const struct ntx_wire_iov *riov,
+				      uint16_t niov)
+{
+	struct ntx_unexp *u = ntx_unexp_take(vc, len,
+					     h->op == NTX_OP_EAGER ? len : 0);
+
+	if (!u)
+		return;
 	u->hdr = *h;
 	if (h->op == NTX_OP_EAGER) {
 		if (len) /* an empty message may have no buffer */
@@ -1234,11 +1278,20 @@ ntx_proto_on_small_any(struct ntx_vc *vc, uint8_t pflags, uint64_t tag,
 			return;
 		}
 	}
+	if (proven) { /* waits: its header built in its entry */
+		struct ntx_unexp *u = ntx_unexp_take(vc, len, len);
+
+		if (!u)
+			return;
+		ntx_wire_hdr_inline(&u->hdr, pflags, tag, data, &bytes, len);
+		if (len) /* an empty message may have no buffer */
+			memcpy(u->data, &bytes, len);
+		u->len = len;
+		ntx_tme_add_unexp(&ep->rx->tme, u);
+		return;
+	}
 	ntx_wire_hdr_inline(&h, pflags, tag, data, &bytes, len);
-	if (proven)
-		ntx_msg_unexpected(vc, &h, &h.rreq, len, NULL, 0);
-	else
-		ntx_proto_on_recv(vc, &h, NULL, 0);
+	ntx_proto_on_recv(vc, &h, NULL, 0);
 }
 
 /* The first len (at most 8) bytes of the word v holds as it was read

@@ -783,6 +783,85 @@ Test(msg, a_read_after_a_find_rests_at_most_once, .timeout = 60)
 	unsetenv("NTX_TEST_THREAD_DOMAIN");
 }
 
+static int child_four_waiting(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v;
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	for (uint64_t tag = 1; tag <= 4; tag++) {
+		v = 11 * tag;
+		CHK(fi_tinjectdata(t.ep, &v, tag == 4 ? 4 : 8, 100 + tag,
+				   peer, tag) == 0);
+	}
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0); /* the parent is done */
+	t_close(&t);
+	return 0;
+}
+
+/* Receives posted after their messages came (MPI's receive of a message
+ * that came first) take the message waiting at the head of the
+ * unexpected queue at once where they match it (ntx_proto_recv_waiting):
+ * the head taken that way, a later message taken around it, and one too
+ * large for its buffer, all with the bytes, tag, length and remote data
+ * the sender gave, in a lockless domain where that case applies. */
+Test(msg, a_receive_takes_the_waiting_message_it_matches, .timeout = 60)
+{
+	struct fi_msg_tagged tm = { .iov_count = 1, .tag = 4 };
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	uint64_t v[4] = { 0 }, peek = 0;
+	struct iovec iov = { &peek, 8 };
+	struct tctx t;
+	fi_addr_t peer;
+	int sock, ret;
+	pid_t pid;
+
+	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1);
+	pid = t_fork(&sock, child_four_waiting);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	/* the last message waiting: the three before it do too */
+	tm.msg_iov = &iov;
+	tm.addr = peer;
+	tm.context = &peek;
+	do {
+		cr_assert_eq(fi_trecvmsg(t.ep, &tm, FI_PEEK), 0);
+		ret = t_wait(&t, &e, NULL, &err, WAIT_MS);
+	} while (ret == -FI_EAVAIL && err.err == FI_ENOMSG);
+	cr_assert_eq(ret, 1);
+	cr_assert(e.tag == 4 && e.len == 4);
+	/* tag 2 is not the head: taken around tag 1 */
+	cr_assert_eq(fi_trecv(t.ep, &v[1], 8, NULL, peer, 2, 0, &v[1]), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert(e.op_context == &v[1] && v[1] == 22 && e.len == 8 &&
+		  e.tag == 2 && e.buf == &v[1] && e.data == 102 &&
+		  (e.flags & FI_REMOTE_CQ_DATA) && (e.flags & FI_TAGGED) &&
+		  (e.flags & FI_RECV));
+	/* tag 1 is the head now, and so is tag 3 after it (any tag) */
+	cr_assert_eq(fi_trecv(t.ep, &v[0], 8, NULL, peer, 1, 0, &v[0]), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert(e.op_context == &v[0] && v[0] == 11 && e.len == 8 &&
+		  e.tag == 1 && e.data == 101 &&
+		  (e.flags & FI_REMOTE_CQ_DATA));
+	cr_assert_eq(fi_trecv(t.ep, &v[2], 8, NULL, peer, 0, ~0ull, &v[2]), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert(e.op_context == &v[2] && v[2] == 33 && e.tag == 3 &&
+		  e.data == 103);
+	/* the head, too large for two bytes: truncated, reported */
+	cr_assert_eq(fi_trecv(t.ep, &v[3], 2, NULL, peer, 4, 0, &v[3]), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, &err, WAIT_MS), -FI_EAVAIL);
+	cr_assert(err.err == FI_ETRUNC && err.op_context == &v[3] &&
+		  err.olen == 2, "err %d olen %zu", err.err, err.olen);
+	cr_assert_eq(v[3], 44, "the bytes that fit: %#lx", (unsigned long)v[3]);
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+	unsetenv("NTX_TEST_THREAD_DOMAIN");
+}
+
 static int child_delivery(int sock)
 {
 	struct tctx t;
