@@ -357,9 +357,10 @@ struct ntx_cq {
 	fi_addr_t *direct_src;
 	size_t direct_cap, direct_n, esz;
 	/* the same for the tagged format without sources (MPI's): the next
-	 * entry of buf and its end, so that a completion costs a compare
-	 * and its stores (direct NULL then; dtag == dtag_end otherwise) */
-	struct fi_cq_tagged_entry *dtag, *dtag_end;
+	 * entry of buf and how many more fit, so that a completion costs a
+	 * test and its stores (direct NULL then; dtag_left 0 otherwise) */
+	struct fi_cq_tagged_entry *dtag;
+	size_t dtag_left;
 	/* the last fi_cq_read's progress found completions: the next one,
 	 * a reader's "anything more?" (Open MPI's MTL reads until
 	 * -FI_EAGAIN), answers at once when the ring is empty; the one
@@ -479,14 +480,15 @@ static inline __attribute__((always_inline)) int
 ntx_cq_push(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 	    void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
 {
-	struct fi_cq_tagged_entry *t = cq->dtag;
+	if (cq->dtag_left) {
+		struct fi_cq_tagged_entry *t = cq->dtag;
 
-	if (t != cq->dtag_end) {
 		*t = (struct fi_cq_tagged_entry){ .op_context = ctx,
 						  .flags = flags, .len = len,
 						  .buf = buf, .data = data,
 						  .tag = tag };
 		cq->dtag = t + 1;
+		cq->dtag_left--;
 		return 0;
 	}
 	if (!cq->direct || cq->direct_n >= cq->direct_cap) {

@@ -34,13 +34,12 @@ ntx_cq_do_read(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src)
 			if (n == count)
 				return (ssize_t)n;
 		}
-		struct fi_cq_tagged_entry *t0 = NULL;
+		bool lane = cq->format == FI_CQ_FORMAT_TAGGED && !src;
 		size_t got;
 
-		if (cq->format == FI_CQ_FORMAT_TAGGED && !src) {
-			t0 = (struct fi_cq_tagged_entry *)buf + n;
-			cq->dtag = t0;
-			cq->dtag_end = t0 + (count - n);
+		if (lane) {
+			cq->dtag = (struct fi_cq_tagged_entry *)buf + n;
+			cq->dtag_left = count - n;
 		} else {
 			cq->direct = (uint8_t *)buf + n * cq->esz;
 			cq->direct_src = src ? src + n : NULL;
@@ -51,9 +50,13 @@ ntx_cq_do_read(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src)
 			ntx_scope_progress_lockless(&cq->scope);
 		else
 			ntx_scope_progress(cq->domain, &cq->scope);
-		got = t0 ? (size_t)(cq->dtag - t0) : cq->direct_n;
-		cq->direct = NULL;
-		cq->dtag = cq->dtag_end = NULL;
+		if (lane) {
+			got = count - n - cq->dtag_left;
+			cq->dtag_left = 0;
+		} else {
+			got = cq->direct_n;
+			cq->direct = NULL;
+		}
 		ntx_trig_run(cq->domain);
 		cq->read_found = got != 0;
 		n += got;
