@@ -6,6 +6,7 @@
 #ifndef NTX_BACKEND_H
 #define NTX_BACKEND_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,9 +24,44 @@ struct ntx_be_ops;
  * layout, whichever back end made the object. The back end sets ops when
  * it creates the object, to its own table; the engine only passes the
  * pointers back to that table's ops, and may check conn->ops == vc->ops. */
+/* What a back end's poll would look at, left by its last poll that found
+ * nothing, so that the engine can tell a poll that would find nothing
+ * without making it (ntx_be_quiet; DESIGN §3, "Progress"): words of the
+ * back end's own memory that change when something arrives (word[i]
+ * reads busy[i] then) and a doorbell of new connections. Not on: no
+ * watch, poll. The back end turns it off whenever its state changes
+ * other than by a poll that found nothing. */
+#define NTX_BE_WATCH_MAX 4
+struct ntx_be_watch {
+	bool on;
+	uint32_t n;
+	uint32_t busy[NTX_BE_WATCH_MAX];
+	const _Atomic uint32_t *word[NTX_BE_WATCH_MAX];
+	const _Atomic uint64_t *bell;
+	uint64_t bell_seen;
+};
+
 struct ntx_be_ep {
 	const struct ntx_be_ops *ops;
+	struct ntx_be_watch watch; /* zero (no watch) unless it keeps one */
 };
+
+/* Nothing arrived that the back end's last poll did not see: a poll now
+ * would find nothing. Loads only (relaxed: nothing is read on their
+ * word; the poll that follows a change reads with acquire). */
+static inline bool ntx_be_quiet(const struct ntx_be_ep *be)
+{
+	const struct ntx_be_watch *w = &be->watch;
+
+	if (!w->on || atomic_load_explicit(w->bell, memory_order_relaxed) !=
+			      w->bell_seen)
+		return false;
+	for (uint32_t i = 0; i < w->n; i++)
+		if (atomic_load_explicit(w->word[i], memory_order_relaxed) ==
+		    w->busy[i])
+			return false;
+	return true;
+}
 
 struct ntx_be_conn {
 	const struct ntx_be_ops *ops;

@@ -210,6 +210,10 @@ struct ntx_scope {
 	struct ntx_ep **eps;
 	size_t n;
 	bool whole_domain;
+	/* the one endpoint of a scope of one that is not the whole
+	 * domain, else NULL: a CQ's read that may skip an idle poll
+	 * (ntx_cq_quiet) looks at it */
+	struct ntx_ep *only;
 };
 void ntx_scope_init(struct ntx_scope *s);
 void ntx_scope_fini(struct ntx_scope *s);
@@ -366,6 +370,9 @@ struct ntx_cq {
 	 * -FI_EAGAIN), answers at once when the ring is empty; the one
 	 * after it progresses again (ntx_cq_rest; ep_lockless domains) */
 	bool read_found;
+	/* the last read answered from the ring alone, without progress:
+	 * the next one progresses (ntx_cq_do_read) */
+	bool ring_only;
 };
 /* Bytes of one entry in a CQ format (0: not a format ntx offers). */
 size_t ntx_cq_entry_size(enum fi_cq_format f);

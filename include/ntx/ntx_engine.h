@@ -1019,6 +1019,32 @@ ntx_ep_progress_inline(struct ntx_ep *ep)
 	ep->progress_busy = false;
 }
 
+/* The endpoint's shm back end keeps a watch (ntx_be_quiet may say): the
+ * test that fails first, right after a message, as a few loads. */
+static inline bool ntx_ep_watching(const struct ntx_ep *ep)
+{
+	return ep->be[NTX_BE_SHM].ops && ep->be[NTX_BE_SHM].be->watch.on;
+}
+
+/* The endpoint's progress now would only look at back ends that have no
+ * news (ntx_be_quiet): no rare work, no look at the network back end
+ * due, no liveness check due. Then it counts as a progress call, as if
+ * it had run (DESIGN §3, "Progress"). Lockless domains. */
+static inline bool ntx_ep_quiet(struct ntx_ep *ep)
+{
+	struct ntx_ep_be *shm = &ep->be[NTX_BE_SHM], *net = &ep->be[NTX_BE_NET];
+
+	if (!ntx_ep_watching(ep) || ep->progress_busy ||
+	    ep->armed || ep->reap || !ntx_list_empty(&ep->busy_vcs) ||
+	    !((ep->progress_calls + 1) & 63) ||
+	    (net->ops && !ep->net_skip) || !ntx_be_quiet(shm->be))
+		return false;
+	ep->progress_calls++;
+	if (net->ops)
+		ep->net_skip--;
+	return true;
+}
+
 /* A scope's progress where one thread at a time uses the CQ or counter
  * and its endpoints and no helper thread exists (ep_lockless, not the
  * whole domain): no lock, no note for the helper. Inline: fi_cq_read's

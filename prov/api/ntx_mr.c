@@ -72,6 +72,7 @@ static int ntx_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 			/* any endpoint's traffic can hit the MR: waits on
 			 * the counter progress the whole domain */
 			c->scope.whole_domain = true;
+			c->scope.only = NULL;
 		}
 	} else {
 		ret = -FI_EINVAL;

@@ -36,6 +36,7 @@ int ntx_scope_add(struct ntx_domain *d, struct ntx_scope *s,
 		eps[s->n++] = ep;
 		s->eps = eps;
 	}
+	s->only = s->n == 1 && !s->whole_domain ? s->eps[0] : NULL;
 	ntx_cmutex_unlock(d, &s->lock);
 	return eps ? 0 : -FI_ENOMEM;
 }
@@ -52,5 +53,6 @@ void ntx_scope_del(struct ntx_domain *d, struct ntx_scope *s,
 			break;
 		}
 	}
+	s->only = s->n == 1 && !s->whole_domain ? s->eps[0] : NULL;
 	ntx_cmutex_unlock(d, &s->lock);
 }

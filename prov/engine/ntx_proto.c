@@ -606,6 +606,25 @@ static void ntx_rx_rndv(struct ntx_req *r, struct ntx_vc *vc,
 	ntx_vc_ctrl(vc, &reply);
 }
 
+/* The first len (at most 8) bytes of the word v holds as it was read
+ * from memory, stored at dst: from the register, so that v needs no
+ * stack slot and the caller no frame. */
+static inline void ntx_store_word(void *dst, uint64_t v, size_t len)
+{
+	uint8_t *d = dst;
+
+	if (len == sizeof(v)) {
+		memcpy(d, &v, sizeof(v));
+		return;
+	}
+	for (size_t i = 0; i < len; i++)
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		d[i] = (uint8_t)(v >> (8 * i));
+#else
+		d[i] = (uint8_t)(v >> (56 - 8 * i));
+#endif
+}
+
 static struct ntx_unexp *ntx_unexp_get(struct ntx_ep *ep, size_t len)
 {
 	struct ntx_unexp *u = NULL;
@@ -618,6 +637,9 @@ static struct ntx_unexp *ntx_unexp_get(struct ntx_ep *ep, size_t len)
 	} else if (!(u = calloc(1, sizeof(*u)))) {
 		return NULL;
 	}
+	/* at least a word: a small message's bytes move as one */
+	if (len < sizeof(uint64_t))
+		len = sizeof(uint64_t);
 	if (len > u->cap) {
 		uint8_t *d = realloc(u->data, len);
 
@@ -724,11 +746,18 @@ int ntx_proto_recv_waiting(struct ntx_ep *ep, void *buf, size_t len,
 	    !ntx_tme_src_match(src, from) ||
 	    !ntx_tme_tag_match(tag, ignore, u->hdr.tag))
 		return 1;
-	if (u->len) /* an empty message may have no buffer */
+	if (u->len <= sizeof(uint64_t)) { /* its data holds a word */
+		uint64_t w;
+
+		memcpy(&w, u->data, sizeof(w));
+		ntx_store_word(buf, w, u->len);
+	} else {
 		memcpy(buf, u->data, u->len);
-	ntx_cq_push(ep->rx_cq, context,
-		    FI_RECV | FI_TAGGED | ntx_rx_flags(&u->hdr), u->len, buf,
-		    u->hdr.cq_data, u->hdr.tag, from);
+	}
+	/* the application's call, not inside fi_cq_read */
+	ntx_cq_push_api(ep->rx_cq, context,
+			FI_RECV | FI_TAGGED | ntx_rx_flags(&u->hdr), u->len,
+			buf, u->hdr.cq_data, u->hdr.tag, from);
 	ntx_unexp_free(u);
 	return 0;
 }
@@ -1251,6 +1280,23 @@ void ntx_proto_on_recv(void *arg, const void *hdr, const void *payload,
 		ntx_proto_on_packet(vc, h, payload, len);
 }
 
+
+/* A half entry's message on a proven VC that no receive takes: it waits
+ * unexpected, its header built in its entry. */
+static __attribute__((noinline)) void
+ntx_proto_small_waits(struct ntx_vc *vc, uint8_t pflags, uint64_t tag,
+		      uint64_t data, uint64_t bytes, size_t len)
+{
+	struct ntx_unexp *u = ntx_unexp_take(vc, len, len);
+
+	if (!u)
+		return;
+	ntx_wire_hdr_inline(&u->hdr, pflags, tag, data, &bytes, len);
+	ntx_store_word(u->data, bytes, len);
+	u->len = len;
+	ntx_tme_add_unexp(&vc->ep->rx->tme, u);
+}
+
 /* A half entry's message (ntx_be_cb.recv_small) in every case: on a
  * proven VC of an endpoint without connection management, straight
  * into the receive it matches (the back end checked pflags and len),
@@ -1278,40 +1324,14 @@ ntx_proto_on_small_any(struct ntx_vc *vc, uint8_t pflags, uint64_t tag,
 			return;
 		}
 	}
-	if (proven) { /* waits: its header built in its entry */
-		struct ntx_unexp *u = ntx_unexp_take(vc, len, len);
-
-		if (!u)
-			return;
-		ntx_wire_hdr_inline(&u->hdr, pflags, tag, data, &bytes, len);
-		if (len) /* an empty message may have no buffer */
-			memcpy(u->data, &bytes, len);
-		u->len = len;
-		ntx_tme_add_unexp(&ep->rx->tme, u);
+	if (proven) {
+		ntx_proto_small_waits(vc, pflags, tag, data, bytes, len);
 		return;
 	}
 	ntx_wire_hdr_inline(&h, pflags, tag, data, &bytes, len);
 	ntx_proto_on_recv(vc, &h, NULL, 0);
 }
 
-/* The first len (at most 8) bytes of the word v holds as it was read
- * from memory, stored at dst: from the register, so that v needs no
- * stack slot and the caller no frame. */
-static inline void ntx_store_word(void *dst, uint64_t v, size_t len)
-{
-	uint8_t *d = dst;
-
-	if (len == sizeof(v)) {
-		memcpy(d, &v, sizeof(v));
-		return;
-	}
-	for (size_t i = 0; i < len; i++)
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-		d[i] = (uint8_t)(v >> (8 * i));
-#else
-		d[i] = (uint8_t)(v >> (56 - 8 * i));
-#endif
-}
 
 /* A half entry's message: the message path's case here, in a function
  * that needs no frame of its own (every message of a window comes this
@@ -1319,7 +1339,8 @@ static inline void ntx_store_word(void *dst, uint64_t v, size_t len)
  * endpoint whose receive completions are plain CQ entries and that has
  * no connection management (ntx_ep_set_paths), no exact tagged
  * receive hashed, and the receive at the head of the queue plain
- * (ntx_req_set_recv), large enough and matching. Anything else is
+ * (ntx_req_set_recv), large enough and matching; with no tagged receive
+ * posted it waits at once (ntx_proto_small_waits). Anything else is
  * ntx_proto_on_small_any. */
 void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
 			uint64_t data, uint64_t bytes, size_t len)
@@ -1334,8 +1355,12 @@ void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
 	ntx_assert_ep_locked(ep);
 	if (!(pflags & NTX_PF_TAGGED) || !ep->rx_fast ||
 	    vc->state != NTX_VC_CONNECTED || src == FI_ADDR_NOTAVAIL ||
-	    len > sizeof(bytes) || ep->tme.nexact || ntx_list_empty(q))
+	    len > sizeof(bytes) || ep->tme.nexact)
 		goto any;
+	if (ntx_list_empty(q)) { /* no receive: it waits */
+		ntx_proto_small_waits(vc, pflags, tag, data, bytes, len);
+		return;
+	}
 	r = ntx_container_of(ntx_list_first(q), struct ntx_req, entry);
 	if (!r->plain || r->len < len || !ntx_tme_src_match(r->addr, src) ||
 	    !ntx_tme_tag_match(r->tag, r->ignore, tag))

@@ -862,6 +862,77 @@ Test(msg, a_receive_takes_the_waiting_message_it_matches, .timeout = 60)
 	unsetenv("NTX_TEST_THREAD_DOMAIN");
 }
 
+static int child_three_after_idle(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t v;
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	v = 9; /* connects: the messages below go at once */
+	CHK(fi_tinject(t.ep, &v, 8, peer, 9) == 0);
+	for (v = 1; v <= 3; v++) {
+		CHK(t_sync_progress(&t, sock, WAIT_MS) == 0); /* it idles */
+		CHK(fi_tinject(t.ep, &v, 8, peer, v) == 0);
+		CHK(t_sync(sock) == 0); /* in its window now */
+	}
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0); /* the parent is done */
+	t_close(&t);
+	return 0;
+}
+
+/* A read that finds nothing may say so from what the last idle poll left
+ * to watch (ntx_be_quiet: the second half of the last line, the next
+ * line) without polling; a message written meanwhile changes what it
+ * watches, so the first read after it finds the message: in the second
+ * half of a line, on a new line, and after either. */
+Test(msg, an_idle_read_sees_a_message_at_once, .timeout = 60)
+{
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	fi_addr_t peer;
+	uint64_t r[3] = { 0 };
+	int sock, reads;
+	ssize_t n;
+	pid_t pid;
+
+	const char *dom = getenv("NTX_TEST_DOMAIN");
+
+	/* where a message sent is already in our window (shm) */
+	if ((dom && strcmp(dom, "shm")) || t_peer_elsewhere())
+		cr_skip_test("the shm window only");
+	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1); /* the lockless read */
+	pid = t_fork(&sock, child_three_after_idle);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(fi_trecv(t.ep, &r[0], 8, NULL, peer, 9, 0, &r[0]), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(r[0], 9);
+	for (int m = 0; m < 3; m++) {
+		cr_assert_eq(fi_trecv(t.ep, &r[m], 8, NULL, peer, m + 1, 0,
+				      &r[m]), 0);
+		/* idle long enough for the watch (two empty polls) */
+		for (int k = 0; k < 1000; k++)
+			cr_assert_eq(fi_cq_read(t.cq, &e, 1), -FI_EAGAIN);
+		cr_assert_eq(t_sync(sock), 0);
+		cr_assert_eq(t_sync(sock), 0); /* the message is written */
+		reads = 0;
+		do {
+			n = fi_cq_read(t.cq, &e, 1);
+			reads++;
+		} while (n == -FI_EAGAIN && reads < 100);
+		cr_assert_eq(n, 1, "message %d: %zd", m + 1, n);
+		cr_assert_eq(reads, 1, "message %d came by read %d", m + 1,
+			     reads);
+		cr_assert(e.op_context == &r[m] && r[m] == (uint64_t)m + 1);
+	}
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+	unsetenv("NTX_TEST_THREAD_DOMAIN");
+}
+
 static int child_delivery(int sock)
 {
 	struct tctx t;

@@ -136,6 +136,10 @@ struct ntx_shm_ep {
 	bool check; /* a peer may have died: check before the next poll */
 	bool armed;
 	uint64_t conn_bell_seen;
+	/* polls in a row that found nothing since the watch went off: it is
+	 * set from the second (ntx_ntb_quiet_on), so that a wait of one
+	 * poll, the common one between two messages, does not pay for it */
+	uint32_t empty_polls;
 	uint32_t nconns;
 	bool rescan; /* connect work left over: poll even without a bell */
 	bool bits_on; /* we drain by the ready bitmap (hdr->bits_on) */
@@ -147,6 +151,14 @@ struct ntx_shm_ep {
 	struct ntx_list connecting; /* connections we asked for, unanswered */
 	struct ntx_list watches; /* peer processes whose pidfd is in epfd */
 };
+
+/* Anything changed that the watch of the last quiet poll does not see:
+ * the next progress polls (struct ntx_be_watch). */
+static inline void ntx_ntb_quiet_off(struct ntx_shm_ep *be)
+{
+	be->head.watch.on = false;
+	be->empty_polls = 0;
+}
 
 static inline struct ntx_shm_conn *ntx_shm_conn_of(struct ntx_be_conn *conn)
 {
@@ -934,9 +946,11 @@ static void ntx_ntb_event(struct ntx_shm_ep *be, void *what, bool drain_wake)
 			NTX_DBG(FI_LOG_EP_CTRL, "timerfd: %s\n",
 				strerror(errno));
 		be->check = true;
+		ntx_ntb_quiet_off(be);
 	} else { /* a peer process's pidfd: it exited */
 		atomic_store(&((struct ntx_ntb_proc *)what)->dead, true);
 		be->check = true;
+		ntx_ntb_quiet_off(be);
 	}
 }
 
@@ -1067,6 +1081,7 @@ static void ntx_ntb_conn_up(struct ntx_shm_conn *c, uint32_t peer_slot)
 {
 	ntx_ntb_peer_slot(c, peer_slot);
 	c->state = NTX_CONN_CONNECTED;
+	ntx_ntb_quiet_off(c->be);
 	ntx_list_remove(&c->centry);
 	ntx_ntb_conn_flag(c);
 }
@@ -1092,6 +1107,7 @@ static struct ntx_shm_conn *ntx_ntb_conn_new(struct ntx_shm_ep *be,
 		goto unwatch;
 	ntx_list_insert_tail(&be->conns, &c->entry);
 	be->nconns++;
+	ntx_ntb_quiet_off(be);
 	return c;
 unwatch:
 	ntx_ntb_unwatch(c);
@@ -1194,6 +1210,7 @@ static int ntx_ntb_cell_post(struct ntx_shm_conn *c)
 	}
 	c->cell_pending = true;
 	c->be->rescan = true;
+	ntx_ntb_quiet_off(c->be);
 	return -FI_EAGAIN;
 }
 
@@ -1213,6 +1230,7 @@ static void ntx_ntb_conn_fail(struct ntx_shm_conn *c, int err)
 	if (c->state == NTX_CONN_FAILED)
 		return;
 	c->state = NTX_CONN_FAILED;
+	ntx_ntb_quiet_off(c->be);
 	ntx_list_remove(&c->centry);
 	ntx_ntb_unwatch(c);
 	c->be->cb.failed(c->vc, err);
@@ -1226,6 +1244,7 @@ static int ntx_ntb_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 	if (!c)
 		return -FI_EADDRNOTAVAIL;
 	c->state = NTX_CONN_CONNECTING;
+	ntx_ntb_quiet_off(c->be);
 	ntx_list_insert_tail(&c->be->connecting, &c->centry);
 	ntx_ntb_cell_post(c);
 	*conn = &c->head;
@@ -1239,6 +1258,7 @@ static void ntx_ntb_conn_free(struct ntx_shm_conn *c)
 	ntx_list_remove(&c->entry);
 	ntx_list_remove(&c->centry);
 	be->nconns--;
+	ntx_ntb_quiet_off(be);
 	if (c->peered) {
 		/* release: our last entries before the flag; the peer drains
 		 * them, then fails its side instead of waiting on us */
@@ -1321,6 +1341,7 @@ static void ntx_ntb_on_cell(struct ntx_shm_ep *be,
 	}
 	ntx_ntb_peer_slot(c, cell->slot);
 	c->state = NTX_CONN_CONNECTED;
+	ntx_ntb_quiet_off(c->be);
 	c->vc = be->cb.accept(be->cb.ctx, &c->head, from);
 	if (!c->vc) {
 		ntx_ntb_conn_free(c);
@@ -1505,6 +1526,7 @@ ntx_ntb_drain_inline(struct ntx_shm_conn *c, bool ready)
 	uint32_t len, lines, n = be->win.g.ring_lines, seq0 = c->rx_seq;
 	int cnt = 0;
 
+	ntx_ntb_quiet_off(be); /* its position moves */
 	while (c->state == NTX_CONN_CONNECTED && cnt < NTX_NTB_DRAIN_MAX) {
 		/* the sender's next entry after a first half is in its
 		 * second half or at our position: the half first, as it was
@@ -1585,6 +1607,7 @@ static void ntx_ntb_arm(struct ntx_be_ep *bep)
 	/* every sender either sees us armed or our re-check sees its entry */
 	ntx_ntb_fence_peers();
 	be->rescan = true;
+	ntx_ntb_quiet_off(be);
 }
 
 /* Awake: drains the wake-ups and notes which peers died meanwhile (the
@@ -1714,6 +1737,37 @@ static __attribute__((noinline)) int ntx_ntb_poll_from(struct ntx_shm_ep *be,
 	return cnt;
 }
 
+/* After a poll that found nothing, in the common state (few peers, each
+ * connected, nothing new on the connect bell): the words its next poll
+ * would read, for the engine's ntx_be_quiet. Each ring's next entry
+ * comes in the second half of the last line, when that was a first
+ * half, or at our position. No watch when they do not fit. */
+static __attribute__((noinline)) void ntx_ntb_quiet_on(struct ntx_shm_ep *be)
+{
+	struct ntx_be_watch *w = &be->head.watch;
+	struct ntx_list *it;
+	uint32_t n = 0;
+
+	ntx_list_foreach(&be->conns, it) {
+		struct ntx_shm_conn *c =
+			ntx_container_of(it, struct ntx_shm_conn, entry);
+
+		if (c->state != NTX_CONN_CONNECTED ||
+		    n + (c->rx_pair ? 2 : 1) > NTX_BE_WATCH_MAX)
+			return;
+		if (c->rx_pair) {
+			w->word[n] = &ntx_win_half(c->rx_pair, 1)->seq;
+			w->busy[n++] = c->rx_seq + 1;
+		}
+		w->word[n] = &ntx_ntb_rx_entry(c)->seq;
+		w->busy[n++] = c->rx_seq + 1;
+	}
+	w->bell = &ntx_win_hdr(&be->win)->conn_bell;
+	w->bell_seen = be->conn_bell_seen;
+	w->n = n;
+	w->on = true;
+}
+
 /* ntx_ntb_poll whenever there is more to do than read each ring's next
  * header line. */
 static __attribute__((noinline)) int ntx_ntb_poll_any(struct ntx_shm_ep *be)
@@ -1721,6 +1775,7 @@ static __attribute__((noinline)) int ntx_ntb_poll_any(struct ntx_shm_ep *be)
 	uint64_t bell;
 	int cnt = 0;
 
+	ntx_ntb_quiet_off(be);
 	if (be->check) /* a peer died while we slept */
 		ntx_ntb_check_peers(&be->head);
 	bell = atomic_load_explicit(&ntx_win_hdr(&be->win)->conn_bell,
@@ -1774,6 +1829,8 @@ static int ntx_ntb_poll(struct ntx_be_ep *bep)
 		if (c->state == NTX_CONN_CONNECTED && ntx_ntb_rx_ready(c))
 			return ntx_ntb_poll_from(be, it, true);
 	}
+	if (!be->head.watch.on && ++be->empty_polls >= 2)
+		ntx_ntb_quiet_on(be);
 	return 0;
 }
 
