@@ -738,6 +738,18 @@ static int child_two_steps(int sock)
 	return 0;
 }
 
+/* The read bounds below hold where a message sent is already in our
+ * window (shm; through a network it may still be on its way), for the
+ * lockless read: other domains skip. */
+static void shm_lockless_only(void)
+{
+	const char *dom = getenv("NTX_TEST_DOMAIN");
+
+	if ((dom && strcmp(dom, "shm")) || t_peer_elsewhere())
+		cr_skip_test("the shm window only");
+	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1);
+}
+
 /* Right after a read that found a completion, fi_cq_read may answer
  * -FI_EAGAIN once without polling (DESIGN §3, "Progress": the read
  * until -FI_EAGAIN of Open MPI's MTL); the read after it polls: a
@@ -752,13 +764,7 @@ Test(msg, a_read_after_a_find_rests_at_most_once, .timeout = 60)
 	ssize_t n;
 	pid_t pid;
 
-	const char *dom = getenv("NTX_TEST_DOMAIN");
-
-	/* the bound holds where a message sent is already in our window
-	 * (shm): through a network it may still be on its way */
-	if ((dom && strcmp(dom, "shm")) || t_peer_elsewhere())
-		cr_skip_test("the shm window only");
-	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1); /* the lockless read */
+	shm_lockless_only();
 	pid = t_fork(&sock, child_two_steps);
 	cr_assert_eq(t_open(&t, CAPS), 0);
 	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
@@ -897,12 +903,7 @@ Test(msg, an_idle_read_sees_a_message_at_once, .timeout = 60)
 	ssize_t n;
 	pid_t pid;
 
-	const char *dom = getenv("NTX_TEST_DOMAIN");
-
-	/* where a message sent is already in our window (shm) */
-	if ((dom && strcmp(dom, "shm")) || t_peer_elsewhere())
-		cr_skip_test("the shm window only");
-	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1); /* the lockless read */
+	shm_lockless_only();
 	pid = t_fork(&sock, child_three_after_idle);
 	cr_assert_eq(t_open(&t, CAPS), 0);
 	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
