@@ -108,10 +108,13 @@ static inline bool ntx_cq_rest(struct ntx_cq *cq, const void *buf,
 static inline bool ntx_cq_quiet(struct ntx_cq *cq, const void *buf,
 				size_t count)
 {
-	struct ntx_ep *ep = cq->scope.only;
+	struct ntx_ep *ep;
 
-	return ep && ntx_ep_watching(ep) && !cq->count &&
-	       cq->domain->ep_lockless && buf && count &&
+	/* lockless first: elsewhere other threads write what follows */
+	if (!cq->domain->ep_lockless)
+		return false;
+	ep = cq->scope.only;
+	return ep && ntx_ep_watching(ep) && !cq->count && buf && count &&
 	       ntx_list_empty(&cq->errs) &&
 	       !atomic_load_explicit(&cq->domain->ntrig,
 				     memory_order_relaxed) &&
