@@ -454,15 +454,16 @@ static inline bool ntx_comp_wanted(bool selective, uint64_t op_flags)
 static inline __attribute__((always_inline)) void
 ntx_comp_send(struct ntx_ep *ep, void *context, uint64_t flags, bool fast)
 {
-	if (!ep->tx_cq || !ntx_comp_wanted(ep->tx_selective, flags))
-		;
-	else if (fast)
-		ntx_cq_push_api(ep->tx_cq, context,
-				FI_SEND | ntx_comp_kind(flags), 0, NULL, 0, 0,
-				FI_ADDR_NOTAVAIL);
-	else
-		ntx_cq_push(ep->tx_cq, context, FI_SEND | ntx_comp_kind(flags),
-			    0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
+	uint64_t f = FI_SEND | ntx_comp_kind(flags);
+
+	if (ep->tx_cq && ntx_comp_wanted(ep->tx_selective, flags)) {
+		if (fast)
+			ntx_cq_push_api(ep->tx_cq, context, f, 0, NULL, 0, 0,
+					FI_ADDR_NOTAVAIL);
+		else
+			ntx_cq_push(ep->tx_cq, context, f, 0, NULL, 0, 0,
+				    FI_ADDR_NOTAVAIL);
+	}
 	if (ep->send_cntr)
 		ntx_cntr_inc(ep->send_cntr);
 }
@@ -738,10 +739,9 @@ ssize_t ntx_proto_post_send(struct ntx_ep *ep, const struct iovec *iov,
 			    uint64_t flags);
 /* A receive's fields but its iovecs. */
 static inline void ntx_req_set_recv(struct ntx_ep *ep, struct ntx_req *r,
-				    size_t count,
-				    size_t len, fi_addr_t src, uint64_t tag,
-				    uint64_t ignore, void *context,
-				    uint64_t flags)
+				    size_t count, size_t len, fi_addr_t src,
+				    uint64_t tag, uint64_t ignore,
+				    void *context, uint64_t flags)
 {
 	r->iov_count = count;
 	r->len = len;
@@ -1026,7 +1026,8 @@ static inline bool ntx_ep_watching(const struct ntx_ep *ep)
 	return ep->be[NTX_BE_SHM].ops && ep->be[NTX_BE_SHM].be->watch.on;
 }
 
-/* The endpoint's progress now would only look at back ends that have no
+/* An endpoint that is watching (ntx_ep_watching, the caller's first
+ * test): its progress now would only look at back ends that have no
  * news (ntx_be_quiet): no rare work, no look at the network back end
  * due, no liveness check due. Then it counts as a progress call, as if
  * it had run (DESIGN §3, "Progress"). Lockless domains. */
@@ -1034,7 +1035,7 @@ static inline bool ntx_ep_quiet(struct ntx_ep *ep)
 {
 	struct ntx_ep_be *shm = &ep->be[NTX_BE_SHM], *net = &ep->be[NTX_BE_NET];
 
-	if (!ntx_ep_watching(ep) || ep->progress_busy ||
+	if (ep->progress_busy ||
 	    ep->armed || ep->reap || !ntx_list_empty(&ep->busy_vcs) ||
 	    !((ep->progress_calls + 1) & 63) ||
 	    (net->ops && !ep->net_skip) || !ntx_be_quiet(shm->be))

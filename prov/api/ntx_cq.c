@@ -27,10 +27,8 @@ ntx_cq_do_read(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src)
 	 * receives that found their message waiting), else progress writes
 	 * new completions straight into buf */
 	if (cq->domain->ep_lockless && count && ntx_list_empty(&cq->errs)) {
-		size_t n = 0;
-
 		bool lane = cq->format == FI_CQ_FORMAT_TAGGED && !src;
-		size_t got;
+		size_t n = 0, got;
 
 		/* what waits in the ring answers a read without progress,
 		 * but never two in a row: every other read progresses, so

@@ -1280,7 +1280,6 @@ void ntx_proto_on_recv(void *arg, const void *hdr, const void *payload,
 		ntx_proto_on_packet(vc, h, payload, len);
 }
 
-
 /* A half entry's message on a proven VC that no receive takes: it waits
  * unexpected, its header built in its entry. */
 static __attribute__((noinline)) void
@@ -1323,15 +1322,12 @@ ntx_proto_on_small_any(struct ntx_vc *vc, uint8_t pflags, uint64_t tag,
 				    len);
 			return;
 		}
-	}
-	if (proven) {
 		ntx_proto_small_waits(vc, pflags, tag, data, bytes, len);
 		return;
 	}
 	ntx_wire_hdr_inline(&h, pflags, tag, data, &bytes, len);
 	ntx_proto_on_recv(vc, &h, NULL, 0);
 }
-
 
 /* A half entry's message: the message path's case here, in a function
  * that needs no frame of its own (every message of a window comes this
