@@ -11,7 +11,7 @@
  * provider's work alone (bench/msgpath.sh runs it under callgrind for
  * instructions per message, which do not drift with the machine).
  *
- * Usage: msgpath WINDOWS [message|empty|pingpong]
+ * Usage: msgpath WINDOWS [message|empty|pingpong] [PEERS]
  *   prints "msgpath: X ns per message" after 100 warm-up windows; with
  *   "empty", after the warm-up it times WINDOWS*64 fi_cq_read calls on
  *   b's CQ with nothing to read instead (the cost of an empty poll);
@@ -19,6 +19,10 @@
  *   each way, each side's receive posted before the send it answers
  *   and its completion read before it answers (as MPI_Send and
  *   MPI_Recv do through the MTL): the work on a ping-pong's path.
+ *   PEERS (default 0) more endpoints first send one message each to a
+ *   and to b and then stay idle: the same path with that many idle
+ *   peers connected (more than 4 puts the shm back end in its ready
+ *   bitmap mode).
  */
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -46,7 +50,7 @@ struct side {
 
 static struct fid_domain *dom;
 static struct fid_av *av;
-static struct side a, b;
+static struct side a, b, idle;
 
 static void check(int ret, const char *what)
 {
@@ -147,6 +151,55 @@ static double now_ns(void)
 	return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
+/* k endpoints that each send one message to a and to b, received there
+ * from any source, then idle; then 20 ms of polls (and at least 4000
+ * rounds), so that a and b take back the ready bits of those idle rings
+ * as they would in a run. */
+static void idle_peers(struct fi_info *fi, int k, char *sbuf, char *rbuf)
+{
+	static struct fi_context ctx[2];
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED };
+	struct fid_ep *ep;
+	fi_addr_t to[2];
+	double end;
+
+	check(fi_cq_open(dom, &cq_attr, &idle.cq, NULL), "fi_cq_open");
+	for (int i = 0; i < k; i++) {
+		check(fi_endpoint(dom, fi, &ep, NULL), "fi_endpoint");
+		check(fi_ep_bind(ep, &idle.cq->fid,
+				 FI_TRANSMIT | FI_RECV |
+					 FI_SELECTIVE_COMPLETION),
+		      "fi_ep_bind cq");
+		check(fi_ep_bind(ep, &av->fid, 0), "fi_ep_bind av");
+		check(fi_enable(ep), "fi_enable");
+		if (fi_av_insert(av, a.name, 1, &to[0], 0, NULL) != 1 ||
+		    fi_av_insert(av, b.name, 1, &to[1], 0, NULL) != 1)
+			check(-FI_EINVAL, "fi_av_insert");
+		check(fi_trecv(a.ep, rbuf, 8, NULL, FI_ADDR_UNSPEC, TAG + 1, 0,
+			       &ctx[0]), "fi_trecv");
+		check(fi_trecv(b.ep, rbuf, 8, NULL, FI_ADDR_UNSPEC, TAG + 1, 0,
+			       &ctx[1]), "fi_trecv");
+		for (int j = 0; j < 2; j++)
+			while (fi_tinject(ep, sbuf, 8, to[j], TAG + 1) ==
+			       -FI_EAGAIN)
+				poke(&idle);
+		while (a.got < 1 || b.got < 1) {
+			poke(&idle);
+			poke(&a);
+			poke(&b);
+		}
+		a.got--;
+		b.got--;
+	}
+	/* at least 4000 rounds: under valgrind the same work each run */
+	end = now_ns() + 20e6;
+	for (int i = 0; i < 4000 || now_ns() < end; i++) {
+		poke(&idle);
+		poke(&a);
+		poke(&b);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct fi_info *hints, *fi;
@@ -160,7 +213,8 @@ int main(int argc, char **argv)
 	if (argc < 2 || (nwin = atol(argv[1])) < 1 ||
 	    (strcmp(mode, "message") && strcmp(mode, "empty") &&
 	     strcmp(mode, "pingpong"))) {
-		fprintf(stderr, "usage: %s WINDOWS [message|empty|pingpong]\n",
+		fprintf(stderr,
+			"usage: %s WINDOWS [message|empty|pingpong] [PEERS]\n",
 			argv[0]);
 		return 2;
 	}
@@ -183,6 +237,8 @@ int main(int argc, char **argv)
 	if (fi_av_insert(av, b.name, 1, &a.peer, 0, NULL) != 1 ||
 	    fi_av_insert(av, a.name, 1, &b.peer, 0, NULL) != 1)
 		check(-FI_EINVAL, "fi_av_insert");
+	if (argc > 3 && atoi(argv[3]) > 0)
+		idle_peers(fi, atoi(argv[3]), sbuf, rbuf);
 	for (w = 0; w < 100; w++) /* connects, warms the pools */
 		window(sbuf, rbuf);
 	t0 = now_ns();

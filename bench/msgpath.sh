@@ -7,7 +7,9 @@
 # (and per empty poll), from two callgrind runs of WINDOWS and 2*WINDOWS
 # windows (the difference leaves start-up out). Instruction counts do
 # not drift with the machine: compare builds with them. Environment:
-# REPEAT (3), WINDOWS (2000), CALLGRIND (1; 0: skip).
+# REPEAT (3), WINDOWS (2000), CALLGRIND (1; 0: skip), PEERS (0: idle
+# endpoints connected to both first; more than 4 puts the shm back end
+# in its ready-bitmap mode).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/bench/out
@@ -20,7 +22,7 @@ modes="message pingpong empty"
 best() { sort -n | head -1; }
 for mode in $modes; do
   for ((i = 0; i < ${REPEAT:-3}; i++)); do
-    timeout 120 "$out/msgpath" 100000 $mode | awk '{ print $2 }'
+    timeout 120 "$out/msgpath" 100000 $mode "${PEERS:-0}" | awk '{ print $2 }'
   done | best | sed "s/^/best ns per $mode: /"
 done
 [ "${CALLGRIND:-1}" = 0 ] && exit 0
@@ -39,7 +41,7 @@ per_fn() { # callgrind output file -> "function count" lines
 for mode in $modes; do
   for w in "$n" $((2 * n)); do
     valgrind --tool=callgrind --callgrind-out-file="$out/msgpath.cg" \
-      "$out/msgpath" "$w" $mode > /dev/null 2>&1
+      "$out/msgpath" "$w" $mode "${PEERS:-0}" > /dev/null 2>&1
     per_fn "$out/msgpath.cg" > "$out/msgpath.$w"
   done
   echo "instructions per $mode (callgrind, $n more windows of 64):"

@@ -868,53 +868,95 @@ Test(msg, a_receive_takes_the_waiting_message_it_matches, .timeout = 60)
 	unsetenv("NTX_TEST_THREAD_DOMAIN");
 }
 
-static int child_three_after_idle(int sock)
+#define IDLE_PEERS 5 /* with the child's endpoint, more than the 4 the shm
+		       * back end polls without its ready bitmap */
+
+/* Sends three messages, each after the parent idled; with idle_peers,
+ * IDLE_PEERS more endpoints first send one message each (tag 50), so
+ * that the parent drains by its ready bitmap. */
+static int child_three_after_idle_with(int sock, bool idle_peers)
 {
-	struct tctx t;
-	fi_addr_t peer;
+	struct tctx t, x[IDLE_PEERS];
+	struct fi_cq_tagged_entry e;
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	char name[T_NAMELEN];
+	size_t len = sizeof(name);
+	fi_addr_t peer, to;
 	uint64_t v;
 
 	CHK(t_open(&t, CAPS) == 0);
 	CHK(t_xchg_name(&t, sock, &peer) == 0);
 	v = 9; /* connects: the messages below go at once */
 	CHK(fi_tinject(t.ep, &v, 8, peer, 9) == 0);
+	CHK(fi_av_lookup(t.av, peer, name, &len) == 0 && len == sizeof(name));
+	for (int i = 0; idle_peers && i < IDLE_PEERS; i++) {
+		CHK(t_open(&x[i], CAPS) == 0);
+		CHK(t_insert(&x[i], name, &to) == 0);
+		CHK(fi_tinject(x[i].ep, &v, 8, to, 50) == 0);
+	}
+	/* their connections progress until the parent has all */
+	while (idle_peers && poll(&p, 1, 0) == 0) {
+		CHK(fi_cq_read(t.cq, &e, 1) == -FI_EAGAIN);
+		for (int i = 0; i < IDLE_PEERS; i++)
+			CHK(fi_cq_read(x[i].cq, &e, 1) == -FI_EAGAIN);
+	}
+	CHK(!idle_peers || t_sync(sock) == 0);
 	for (v = 1; v <= 3; v++) {
 		CHK(t_sync_progress(&t, sock, WAIT_MS) == 0); /* it idles */
 		CHK(fi_tinject(t.ep, &v, 8, peer, v) == 0);
 		CHK(t_sync(sock) == 0); /* in its window now */
 	}
 	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0); /* the parent is done */
+	for (int i = 0; idle_peers && i < IDLE_PEERS; i++)
+		t_close(&x[i]);
 	t_close(&t);
 	return 0;
 }
 
-/* A read that finds nothing may say so from what the last idle poll left
- * to watch (ntx_be_quiet: the second half of the last line, the next
- * line) without polling; a message written meanwhile changes what it
- * watches, so the first read after it finds the message: in the second
- * half of a line, on a new line, and after either. */
-Test(msg, an_idle_read_sees_a_message_at_once, .timeout = 60)
+static int child_three_after_idle(int sock)
+{
+	return child_three_after_idle_with(sock, false);
+}
+
+static int child_three_after_idle_peers(int sock)
+{
+	return child_three_after_idle_with(sock, true);
+}
+
+/* The parent's side of an_idle_read_sees_a_message_at_once: the
+ * message after idle_ms of reads (and at least 1000 reads) comes by the
+ * first read after it was written. */
+static void three_after_idle(t_child_fn child, int idle_peers,
+			     const int idle_ms[3])
 {
 	struct tctx t;
 	struct fi_cq_tagged_entry e;
 	fi_addr_t peer;
-	uint64_t r[3] = { 0 };
+	uint64_t r[3] = { 0 }, x[IDLE_PEERS], end;
 	int sock, reads;
 	ssize_t n;
 	pid_t pid;
 
 	shm_lockless_only();
-	pid = t_fork(&sock, child_three_after_idle);
+	pid = t_fork(&sock, child);
 	cr_assert_eq(t_open(&t, CAPS), 0);
 	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
 	cr_assert_eq(fi_trecv(t.ep, &r[0], 8, NULL, peer, 9, 0, &r[0]), 0);
 	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
 	cr_assert_eq(r[0], 9);
+	for (int i = 0; i < idle_peers; i++) {
+		cr_assert_eq(fi_trecv(t.ep, &x[i], 8, NULL, FI_ADDR_UNSPEC,
+				      50, 0, &x[i]), 0);
+		cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+	}
+	if (idle_peers)
+		cr_assert_eq(t_sync(sock), 0);
 	for (int m = 0; m < 3; m++) {
 		cr_assert_eq(fi_trecv(t.ep, &r[m], 8, NULL, peer, m + 1, 0,
 				      &r[m]), 0);
 		/* idle long enough for the watch (two empty polls) */
-		for (int k = 0; k < 1000; k++)
+		end = t_ms() + (uint64_t)idle_ms[m];
+		for (int k = 0; k < 1000 || t_ms() < end; k++)
 			cr_assert_eq(fi_cq_read(t.cq, &e, 1), -FI_EAGAIN);
 		cr_assert_eq(t_sync(sock), 0);
 		cr_assert_eq(t_sync(sock), 0); /* the message is written */
@@ -932,6 +974,32 @@ Test(msg, an_idle_read_sees_a_message_at_once, .timeout = 60)
 	cr_assert_eq(t_join(pid), 0);
 	t_close(&t);
 	unsetenv("NTX_TEST_THREAD_DOMAIN");
+}
+
+/* A read that finds nothing may say so from what the last idle poll left
+ * to watch (ntx_be_quiet: the second half of the last line, the next
+ * line) without polling; a message written meanwhile changes what it
+ * watches, so the first read after it finds the message: in the second
+ * half of a line, on a new line, and after either. */
+Test(msg, an_idle_read_sees_a_message_at_once, .timeout = 60)
+{
+	static const int idle_ms[3] = { 0, 0, 0 };
+
+	three_after_idle(child_three_after_idle, 0, idle_ms);
+}
+
+/* The same with more peers than the shm back end polls directly: it
+ * drains by its ready bitmap, and the watch holds the bitmap's words and
+ * the rings of the bits set. The first message comes after 50 ms of idle
+ * reads, when the bitmap has taken the sender's bit back (10 ms idle), so
+ * that it sets its bit again; the others while the bit is still set, so
+ * that only their rings change. */
+Test(msg, an_idle_read_sees_a_message_at_once_among_many_peers,
+     .timeout = 60)
+{
+	static const int idle_ms[3] = { 50, 0, 0 };
+
+	three_after_idle(child_three_after_idle_peers, IDLE_PEERS, idle_ms);
 }
 
 static int child_delivery(int sock)

@@ -144,6 +144,7 @@ struct ntx_shm_ep {
 	bool rescan; /* connect work left over: poll even without a bell */
 	bool bits_on; /* we drain by the ready bitmap (hdr->bits_on) */
 	uint64_t *idle; /* ready bits whose rings were empty last time */
+	uint32_t bit_words; /* ready bit words of the slots ever taken */
 	uint64_t *reused; /* slots released before: zeroed again at reuse */
 	uint64_t bits_clear_ns; /* next ntx_ntb_bits_clear pass */
 	uint32_t polls;
@@ -1005,6 +1006,8 @@ static int ntx_ntb_slot_alloc(struct ntx_shm_ep *be, struct ntx_shm_conn *c)
 		/* the reset is published by the release that follows (cell
 		 * post or connect response) */
 		be->slots[i] = c;
+		if (i / 64 >= be->bit_words)
+			be->bit_words = i / 64 + 1;
 		c->my_slot = i;
 		c->rx_ring = ntx_win_entry(&be->win, i, 0);
 		return 0;
@@ -1640,34 +1643,36 @@ static struct ntx_shm_conn *ntx_ntb_slot_conn(struct ntx_shm_ep *be,
 	return c && c->state == NTX_CONN_CONNECTED ? c : NULL;
 }
 
-/* Drains the rings whose ready bits are set; one cache line per 512
- * slots whatever the number of peers. A bit stays set while its ring is
- * busy, so a busy sender only reads it (no store, no fence, no cache line
- * moving per message); rings found empty are remembered in 'idle' and
- * their bits taken back by ntx_ntb_bits_clear. */
-static int ntx_ntb_poll_bits(struct ntx_shm_ep *be)
+/* Drains the rings whose ready bits are set, from bit word w on, whose
+ * bits still to take are b; one cache line per 512 slots whatever the
+ * number of peers. A bit stays set while its ring is busy, so a busy
+ * sender only reads it (no store, no fence, no cache line moving per
+ * message); rings found empty are remembered in 'idle' and their bits
+ * taken back by ntx_ntb_bits_clear. */
+static __attribute__((noinline)) int
+ntx_ntb_poll_bits(struct ntx_shm_ep *be, uint32_t w, uint64_t b)
 {
 	_Atomic uint64_t *bits = ntx_win_bits(&be->win);
-	uint32_t words = (be->win.g.nslots + 63) / 64;
+	uint32_t words = be->bit_words;
 	struct ntx_shm_conn *c;
-	uint64_t b;
 	int cnt = 0, got;
 
-	for (uint32_t w = 0; w < words; w++) {
-		/* acquire: pairs with the senders' fetch_or after their
-		 * entries */
-		b = atomic_load_explicit(&bits[w], memory_order_acquire);
+	for (;;) {
 		for (; b; b &= b - 1) {
 			c = ntx_ntb_slot_conn(be, w, b & -b);
-			got = c ? ntx_ntb_drain(c) : 0;
+			got = c ? ntx_ntb_drain_inline(c, false) : 0;
 			if (got)
 				be->idle[w] &= ~(b & -b);
 			else
 				be->idle[w] |= b & -b;
 			cnt += got;
 		}
+		if (++w >= words)
+			return cnt;
+		/* acquire: pairs with the senders' fetch_or after their
+		 * entries */
+		b = atomic_load_explicit(&bits[w], memory_order_acquire);
 	}
-	return cnt;
 }
 
 /* Takes back the bits of rings that stayed empty since the last pass,
@@ -1697,6 +1702,7 @@ static int ntx_ntb_bits_clear(struct ntx_shm_ep *be)
 	}
 	if (!any)
 		return 0;
+	ntx_ntb_quiet_off(be); /* the words the watch keeps change */
 	ntx_ntb_fence_peers();
 	for (uint32_t w = 0; w < words; w++) {
 		for (m = be->idle[w]; m; m &= m - 1) {
@@ -1737,35 +1743,69 @@ static __attribute__((noinline)) int ntx_ntb_poll_from(struct ntx_shm_ep *be,
 	return cnt;
 }
 
-/* After a poll that found nothing, in the common state (few peers, each
- * connected, nothing new on the connect bell): the words its next poll
- * would read, for the engine's ntx_be_quiet. Each ring's next entry
- * comes in the second half of the last line, when that was a first
- * half, or at our position. No watch when they do not fit. */
+/* Adds the words c's next entry comes in to the watch: the second half
+ * of the last line, when that was a first half, and the line at our
+ * position. False when they do not fit. */
+static bool ntx_ntb_watch_ring(struct ntx_be_watch *w,
+			       const struct ntx_shm_conn *c)
+{
+	if (w->n + (c->rx_pair ? 2 : 1) > NTX_BE_WATCH_MAX)
+		return false;
+	if (c->rx_pair) {
+		w->word[w->n] = &ntx_win_half(c->rx_pair, 1)->seq;
+		w->busy[w->n++] = c->rx_seq + 1;
+	}
+	w->word[w->n] = &ntx_ntb_rx_entry(c)->seq;
+	w->busy[w->n++] = c->rx_seq + 1;
+	return true;
+}
+
+/* After the second poll in a row that found nothing, with nothing new on
+ * the connect bell: the words the next poll would read, for the engine's
+ * ntx_be_quiet. With few peers, each connection's ring. With the ready
+ * bitmap, its words read again here and the rings of the bits set there
+ * (a sender whose bit is set writes no bit), on only if none of those
+ * rings has an entry now: a sender whose bit is clear writes its entry
+ * before its bit. No watch when they do not fit. */
 static __attribute__((noinline)) void ntx_ntb_quiet_on(struct ntx_shm_ep *be)
 {
 	struct ntx_be_watch *w = &be->head.watch;
+	uint32_t words = be->bit_words;
+	struct ntx_shm_conn *c;
 	struct ntx_list *it;
-	uint32_t n = 0;
 
-	ntx_list_foreach(&be->conns, it) {
-		struct ntx_shm_conn *c =
-			ntx_container_of(it, struct ntx_shm_conn, entry);
-
-		if (c->state != NTX_CONN_CONNECTED ||
-		    n + (c->rx_pair ? 2 : 1) > NTX_BE_WATCH_MAX)
-			return;
-		if (c->rx_pair) {
-			w->word[n] = &ntx_win_half(c->rx_pair, 1)->seq;
-			w->busy[n++] = c->rx_seq + 1;
+	w->n = 0;
+	w->nbits = 0;
+	if (!be->bits_on) {
+		ntx_list_foreach(&be->conns, it) {
+			c = ntx_container_of(it, struct ntx_shm_conn, entry);
+			if (c->state != NTX_CONN_CONNECTED ||
+			    !ntx_ntb_watch_ring(w, c))
+				return;
 		}
-		w->word[n] = &ntx_ntb_rx_entry(c)->seq;
-		w->busy[n++] = c->rx_seq + 1;
+	} else {
+		if (words > NTX_BE_WATCH_BITS)
+			return;
+		w->bits = ntx_win_bits(&be->win);
+		/* a set bit of a slot with no connected peer is skipped by
+		 * the poll too; its connecting turns the watch off */
+		for (uint32_t i = 0; i < words; i++) {
+			/* acquire: as ntx_ntb_poll_bits */
+			w->bits_seen[i] = atomic_load_explicit(
+				&w->bits[i], memory_order_acquire);
+			for (uint64_t m = w->bits_seen[i]; m; m &= m - 1) {
+				c = ntx_ntb_slot_conn(be, i, m & -m);
+				if (c && !ntx_ntb_watch_ring(w, c))
+					return;
+			}
+		}
+		w->nbits = words;
 	}
 	w->bell = &ntx_win_hdr(&be->win)->conn_bell;
 	w->bell_seen = be->conn_bell_seen;
-	w->n = n;
 	w->on = true;
+	/* an entry came since the poll: the next poll takes it */
+	w->on = ntx_be_quiet(&be->head);
 }
 
 /* ntx_ntb_poll whenever there is more to do than read each ring's next
@@ -1775,12 +1815,14 @@ static __attribute__((noinline)) int ntx_ntb_poll_any(struct ntx_shm_ep *be)
 	uint64_t bell;
 	int cnt = 0;
 
-	ntx_ntb_quiet_off(be);
-	if (be->check) /* a peer died while we slept */
+	if (be->check) { /* a peer died while we slept */
+		ntx_ntb_quiet_off(be);
 		ntx_ntb_check_peers(&be->head);
+	}
 	bell = atomic_load_explicit(&ntx_win_hdr(&be->win)->conn_bell,
 				    memory_order_acquire);
 	if (bell != be->conn_bell_seen || be->rescan) {
+		ntx_ntb_quiet_off(be);
 		be->conn_bell_seen = bell;
 		be->rescan = false;
 		ntx_ntb_poll_cells(be);
@@ -1792,6 +1834,7 @@ static __attribute__((noinline)) int ntx_ntb_poll_any(struct ntx_shm_ep *be)
 	 * header line directly: the bitmap line then stays in the senders'
 	 * caches and a message costs the receiver only its ring lines. */
 	if ((be->nconns > NTX_NTB_DIRECT_POLL) != be->bits_on) {
+		ntx_ntb_quiet_off(be);
 		be->bits_on = !be->bits_on;
 		atomic_store_explicit(&ntx_win_hdr(&be->win)->bits_on,
 				      be->bits_on, memory_order_seq_cst);
@@ -1800,29 +1843,98 @@ static __attribute__((noinline)) int ntx_ntb_poll_any(struct ntx_shm_ep *be)
 		if (be->bits_on)
 			ntx_ntb_fence_peers();
 	} else if (be->bits_on) {
-		cnt += ntx_ntb_poll_bits(be);
+		cnt += ntx_ntb_poll_bits(
+			be, 0,
+			atomic_load_explicit(&ntx_win_bits(&be->win)[0],
+					     memory_order_acquire));
 		/* the clock is read on one poll in 256: off the fast path */
 		if (!(++be->polls & 255))
 			cnt += ntx_ntb_bits_clear(be);
+		/* (a drain turned the watch off.) A poll made while the
+		 * watch is on (the engine's rare work) keeps it only while
+		 * its words are unchanged. */
+		if (!cnt && !be->head.watch.on) {
+			if (++be->empty_polls >= 2)
+				ntx_ntb_quiet_on(be);
+		} else if (!cnt && !ntx_be_quiet(&be->head)) {
+			ntx_ntb_quiet_off(be);
+		}
 		return cnt;
 	}
 	return cnt + ntx_ntb_poll_from(be, be->conns.next, false);
 }
 
+/* The one ring the bitmap pass found ready, drained (its entry seen). */
+static __attribute__((noinline)) int
+ntx_ntb_drain_bit(struct ntx_shm_ep *be, struct ntx_shm_conn *c, uint32_t w,
+		  uint64_t bit)
+{
+	int got = ntx_ntb_drain_inline(c, true);
+
+	if (got)
+		be->idle[w] &= ~bit;
+	return got;
+}
+
+/* The poll with the ready bitmap when nothing else is due: its words
+ * read and, for each bit set, its ring's next header line, with no call
+ * and no frame; one ready ring is drained out of line, two or more by
+ * the whole pass from the first, and the bitmap's upkeep (1 poll in 256)
+ * is ntx_ntb_poll_any's. */
+static inline int ntx_ntb_poll_bits_quick(struct ntx_shm_ep *be)
+{
+	_Atomic uint64_t *bits = ntx_win_bits(&be->win);
+	uint32_t words = be->bit_words, fw = 0;
+	struct ntx_shm_conn *c, *first = NULL;
+	uint64_t b, fm = 0;
+
+	if (!((be->polls + 1) & 255)) /* counted there */
+		return ntx_ntb_poll_any(be);
+	be->polls++;
+	for (uint32_t w = 0; w < words; w++) {
+		/* acquire: as ntx_ntb_poll_bits */
+		b = atomic_load_explicit(&bits[w], memory_order_acquire);
+		if (!b)
+			continue;
+		for (uint64_t m = b; m; m &= m - 1) {
+			c = ntx_ntb_slot_conn(be, w, m & -m);
+			if (!c || !ntx_ntb_rx_ready(c))
+				continue;
+			if (first)
+				return ntx_ntb_poll_bits(be, fw, fm);
+			first = c;
+			fw = w;
+			fm = m;
+		}
+		be->idle[w] |= b; /* the drained one's bit is taken out */
+	}
+	if (first)
+		return ntx_ntb_drain_bit(be, first, fw, fm & -fm);
+	if (!be->head.watch.on) {
+		if (++be->empty_polls >= 2)
+			ntx_ntb_quiet_on(be);
+	} else if (!ntx_be_quiet(&be->head)) {
+		ntx_ntb_quiet_off(be);
+	}
+	return 0;
+}
+
 /* The common poll, a few loads with no call and no frame: nothing new
  * on the connect bell, few peers (no bitmap), and each ring's next header
  * line read directly; the first ready ring and any other case go out of
- * line. */
+ * line. With many peers, the same by the ready bitmap. */
 static int ntx_ntb_poll(struct ntx_be_ep *bep)
 {
 	struct ntx_shm_ep *be = ntx_shm_ep_of(bep);
 	struct ntx_list *it;
 
-	if (be->check || be->rescan || be->bits_on ||
-	    be->nconns > NTX_NTB_DIRECT_POLL ||
+	if (be->check || be->rescan ||
+	    (be->nconns > NTX_NTB_DIRECT_POLL) != be->bits_on ||
 	    atomic_load_explicit(&ntx_win_hdr(&be->win)->conn_bell,
 				 memory_order_acquire) != be->conn_bell_seen)
 		return ntx_ntb_poll_any(be);
+	if (be->bits_on)
+		return ntx_ntb_poll_bits_quick(be);
 	ntx_list_foreach(&be->conns, it) {
 		struct ntx_shm_conn *c =
 			ntx_container_of(it, struct ntx_shm_conn, entry);
