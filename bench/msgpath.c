@@ -1,7 +1,7 @@
 /*
  * The message path of one process, without a second core: endpoint a
- * sends windows of 64 tagged 8-byte messages (fi_tsenddata) to endpoint
- * b of the same domain, whose receives (fi_trecv with an ignore mask and
+ * sends windows of 64 tagged 8-byte messages (fi_tsenddata, CQ data 1:
+ * the MTL sends its rank) to endpoint b of the same domain, whose receives (fi_trecv with an ignore mask and
  * a source, as Open MPI's ofi MTL posts them) were posted first; each
  * side reads its completions up to 100 at a time until -FI_EAGAIN, and
  * binds its CQ with
@@ -115,7 +115,7 @@ static void window(char *sbuf, char *rbuf)
 				&ctx[i]) == -FI_EAGAIN)
 			poke(&b);
 	for (int i = 0; i < WINDOW; i++)
-		while (fi_tsenddata(a.ep, sbuf, 8, NULL, i, a.peer, TAG,
+		while (fi_tsenddata(a.ep, sbuf, 8, NULL, 1, a.peer, TAG,
 				    &ctx[i]) == -FI_EAGAIN) {
 			poke(&a);
 			poke(&b);

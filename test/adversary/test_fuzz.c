@@ -211,28 +211,41 @@ static void mutate_hdr(struct fz *f, struct ntx_wire_hdr *h)
 	}
 }
 
-/* A half entry (struct ntx_win_half): a kind that is mostly well formed,
- * mutated fields, then the sequence number with release. */
-static void write_half(struct fz *f, struct ntx_win_half *w, uint32_t seq)
+/* A part at byte off of line e (struct ntx_win_half, or struct
+ * ntx_win_quarter with NTX_WIN_SHORT): a kind that is mostly well formed
+ * (a half where it does not fit too), mutated fields, then the sequence
+ * number with release. Returns the byte after it, as its kind says. */
+static uint32_t write_part(struct fz *f, struct ntx_win_entry *e,
+			   uint32_t off, uint32_t seq)
 {
+	struct ntx_win_quarter *q = ntx_win_part(e, off);
+	struct ntx_win_half *w = (struct ntx_win_half *)q;
 	uint32_t kind = NTX_WIN_HALF | (uint32_t)(rnd() % 4) << 8 |
 			(uint32_t)(rnd() % (NTX_WIN_HALF_MAX + 1));
 
+	if (rnd() % 2 || off + sizeof(*w) > NTX_CACHELINE)
+		kind |= NTX_WIN_SHORT;
 	if (rnd() % 4 == 0)
 		kind = rnd() % 2 ? (uint32_t)edgy(f) | NTX_WIN_HALF
 				 : kind ^ (1u << (rnd() % 31));
-	w->kind = kind;
-	w->tag = rnd() % 2 ? rnd() % 4 : edgy(f);
-	w->data = edgy(f);
-	for (size_t i = 0; i < sizeof(w->bytes); i++)
-		w->bytes[i] = (uint8_t)rnd();
-	atomic_store_explicit(&w->seq, rnd() % 16 ? seq : (uint32_t)rnd(),
+	if (rnd() % 8 == 0) /* a half that would cross the line */
+		kind &= ~NTX_WIN_SHORT;
+	q->kind = kind;
+	for (size_t i = 0; i < sizeof(q->bytes); i++)
+		q->bytes[i] = (uint8_t)rnd();
+	if (!(kind & NTX_WIN_SHORT) && off + sizeof(*w) <= NTX_CACHELINE) {
+		w->tag = rnd() % 2 ? rnd() % 4 : edgy(f);
+		w->data = edgy(f);
+	}
+	atomic_store_explicit(&q->seq, rnd() % 16 ? seq : (uint32_t)rnd(),
 			      memory_order_release);
+	return off + ntx_win_part_size(kind);
 }
 
 /* One entry at pos with sequence number *seq (advanced past it): payload,
  * header line, then the sequence number with release, as a sender writes
- * it; or one or two half entries in the line at pos. Returns the next
+ * it; or one to four parts (half and quarter entries) in the line at
+ * pos. Returns the next
  * position, or 0 when the ring has no room left for more. */
 static uint32_t write_entry(struct fz *f, uint32_t slot, uint32_t pos,
 			    uint32_t *seq)
@@ -243,11 +256,13 @@ static uint32_t write_entry(struct fz *f, uint32_t slot, uint32_t pos,
 	uint32_t lines = ntx_ring_lines(len);
 	size_t room = (size_t)(f->g.ring_lines - pos - 1) * NTX_CACHELINE;
 
-	if (rnd() % 4 == 0) {
-		atomic_store(&ntx_win_half(e, 1)->seq, 0);
-		write_half(f, ntx_win_half(e, 0), (*seq)++);
-		if (rnd() % 2)
-			write_half(f, ntx_win_half(e, 1), (*seq)++);
+	if (rnd() % 4 == 0) { /* one to four parts in the line at pos */
+		for (uint32_t o = NTX_WIN_PART; o < NTX_CACHELINE;
+		     o += NTX_WIN_PART)
+			atomic_store(&ntx_win_part(e, o)->seq, 0);
+		for (uint32_t o = write_part(f, e, 0, (*seq)++);
+		     o < NTX_CACHELINE && rnd() % 3; )
+			o = write_part(f, e, o, (*seq)++);
 		return pos + NTX_RING_ALIGN < f->g.ring_lines
 			       ? pos + NTX_RING_ALIGN
 			       : 0;

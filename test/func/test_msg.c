@@ -903,7 +903,9 @@ static int child_three_after_idle_with(int sock, bool idle_peers)
 	CHK(!idle_peers || t_sync(sock) == 0);
 	for (v = 1; v <= 3; v++) {
 		CHK(t_sync_progress(&t, sock, WAIT_MS) == 0); /* it idles */
-		CHK(fi_tinject(t.ep, &v, 8, peer, v) == 0);
+		/* one tag: a half entry, then quarter entries after it in
+		 * its line (shm) */
+		CHK(fi_tinject(t.ep, &v, 8, peer, 1) == 0);
 		CHK(t_sync(sock) == 0); /* in its window now */
 	}
 	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0); /* the parent is done */
@@ -952,7 +954,7 @@ static void three_after_idle(t_child_fn child, int idle_peers,
 	if (idle_peers)
 		cr_assert_eq(t_sync(sock), 0);
 	for (int m = 0; m < 3; m++) {
-		cr_assert_eq(fi_trecv(t.ep, &r[m], 8, NULL, peer, m + 1, 0,
+		cr_assert_eq(fi_trecv(t.ep, &r[m], 8, NULL, peer, 1, 0,
 				      &r[m]), 0);
 		/* idle long enough for the watch (two empty polls) */
 		end = t_ms() + (uint64_t)idle_ms[m];
@@ -977,10 +979,11 @@ static void three_after_idle(t_child_fn child, int idle_peers,
 }
 
 /* A read that finds nothing may say so from what the last idle poll left
- * to watch (ntx_be_quiet: the second half of the last line, the next
- * line) without polling; a message written meanwhile changes what it
- * watches, so the first read after it finds the message: in the second
- * half of a line, on a new line, and after either. */
+ * to watch (ntx_be_quiet: the part after the last one in its line, the
+ * next line) without polling; a message written meanwhile changes what it
+ * watches, so the first read after it finds the message: on a new line
+ * (a half entry), and (shm) as a quarter entry after a half and after a
+ * quarter in that line. */
 Test(msg, an_idle_read_sees_a_message_at_once, .timeout = 60)
 {
 	static const int idle_ms[3] = { 0, 0, 0 };
@@ -1000,6 +1003,104 @@ Test(msg, an_idle_read_sees_a_message_at_once_among_many_peers,
 	static const int idle_ms[3] = { 50, 0, 0 };
 
 	three_after_idle(child_three_after_idle_peers, IDLE_PEERS, idle_ms);
+}
+
+/* Message i of mixed_small_messages: small ones whose tag and CQ data
+ * repeat in runs (quarter entries on the shm ring) or change (half
+ * entries), with or without CQ data, among larger ones that take lines
+ * of their own. */
+#define MIXED_N 1200
+#define MIXED_ROUND 100
+static size_t mixed_len(size_t i)
+{
+	return i % 13 == 12 ? 16 + i % 40 : i % 9;
+}
+static uint64_t mixed_tag(size_t i)
+{
+	return 1000 + (i / 5) % 3;
+}
+static uint64_t mixed_data(size_t i)
+{
+	return (i / 7) % 4; /* 3: sent without CQ data */
+}
+static void mixed_fill(size_t i, uint8_t *b)
+{
+	for (size_t k = 0; k < 64; k++)
+		b[k] = (uint8_t)(i * 7 + k);
+}
+
+static int child_mixed(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint8_t b[64];
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	for (size_t i = 0; i < MIXED_N; i++) {
+		if (i % MIXED_ROUND == 0) /* the parent posted this round */
+			CHK(t_sync_progress(&t, sock, WAIT_MS) == 0);
+		mixed_fill(i, b);
+		if (mixed_data(i) == 3)
+			CHK(T_RETRY(&t, fi_tinject(t.ep, b, mixed_len(i), peer,
+						   mixed_tag(i))) == 0);
+		else
+			CHK(T_RETRY(&t, fi_tinjectdata(t.ep, b, mixed_len(i),
+						       mixed_data(i), peer,
+						       mixed_tag(i))) == 0);
+	}
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0); /* all checked */
+	t_close(&t);
+	return 0;
+}
+
+/* Small messages in every mix of repeated and new tags and CQ data, with
+ * and without CQ data, and larger ones between them, over several laps
+ * of the ring: each receive gets its own message's tag, data, flags,
+ * length and bytes, in order. */
+Test(msg, small_messages_keep_their_tags_and_data_in_any_mix, .timeout = 60)
+{
+	static uint8_t r[MIXED_ROUND][64];
+	struct fi_cq_tagged_entry e;
+	struct tctx t;
+	fi_addr_t peer;
+	uint8_t want[64];
+	int sock;
+	pid_t pid = t_fork(&sock, child_mixed);
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	for (size_t base = 0; base < MIXED_N; base += MIXED_ROUND) {
+		for (size_t k = 0; k < MIXED_ROUND; k++) {
+			memset(r[k], 0xee, sizeof(r[k]));
+			cr_assert_eq(fi_trecv(t.ep, r[k], sizeof(r[k]), NULL,
+					      peer, mixed_tag(base + k), 0,
+					      r[k]), 0);
+		}
+		cr_assert_eq(t_sync(sock), 0);
+		for (size_t k = 0; k < MIXED_ROUND; k++) {
+			size_t i = base + k, len = mixed_len(i);
+
+			cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+			cr_assert_eq(e.op_context, r[k], "message %zu", i);
+			cr_assert_eq(e.tag, mixed_tag(i), "message %zu", i);
+			cr_assert_eq(e.len, len, "message %zu", i);
+			if (mixed_data(i) == 3)
+				cr_assert(!(e.flags & FI_REMOTE_CQ_DATA),
+					  "message %zu", i);
+			else
+				cr_assert((e.flags & FI_REMOTE_CQ_DATA) &&
+						  e.data == mixed_data(i),
+					  "message %zu", i);
+			mixed_fill(i, want);
+			cr_assert_eq(memcmp(r[k], want, len), 0,
+				     "message %zu", i);
+			cr_assert_eq(r[k][len], 0xee, "message %zu", i);
+		}
+	}
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
 }
 
 static int child_delivery(int sock)

@@ -88,9 +88,13 @@ struct ntx_shm_conn {
 	struct ntx_win pwin; /* a copy of pw->win, at hand */
 	uint32_t tx_pos;  /* next line we write in the ring in pwin */
 	uint32_t tx_seq;  /* entries we wrote, free running */
-	/* our last entry, when it is a first half and nothing followed it:
-	 * the next half entry goes in its second half (ntx_win_half) */
-	struct ntx_win_entry *tx_pair;
+	/* right after our last entry in its line, when that was a part
+	 * (struct ntx_win_half) that did not end the line and nothing
+	 * followed it: where the next part goes if it fits */
+	struct ntx_win_quarter *tx_next;
+	/* the tag and CQ data of our last half entry: a part with the same
+	 * is a quarter entry */
+	uint64_t tx_last_tag, tx_last_data;
 	/* lines we may still write before the peer's consumer position
 	 * has to be read again: all but one of the lines it had not yet
 	 * given back when we last read it, less what we wrote since */
@@ -99,9 +103,12 @@ struct ntx_shm_conn {
 	struct ntx_win_entry *rx_ring; /* line 0 of the ring in my_slot */
 	uint32_t rx_pos;  /* next line we read in the ring in my_slot */
 	uint32_t rx_seq;  /* entries we consumed, free running */
-	/* the line of the last entry we consumed, when it was a first half:
-	 * the next may be in its second half */
-	struct ntx_win_entry *rx_pair;
+	/* right after the last entry we consumed in its line, when it was
+	 * a part that did not end the line: where the next may be */
+	struct ntx_win_quarter *rx_next;
+	/* the tag and CQ data of the last half entry we consumed: a
+	 * quarter entry's */
+	uint64_t rx_last_tag, rx_last_data;
 	/* lines to consume before rx_pos is written to the peer again
 	 * (every quarter ring; 0 at first: the first drain writes it) */
 	int32_t rx_pub_left;
@@ -1465,13 +1472,13 @@ static inline void ntx_ntb_rx_prefetch(const struct ntx_win_entry *e,
 	__builtin_prefetch((const uint8_t *)e + (size_t)k * NTX_CACHELINE);
 }
 
-/* The next entry is in the second half of the line of the last one (a
- * first half). Acquire, as below. */
+/* The next entry is the part right after the last one, in its line.
+ * Acquire, as below. */
 static inline bool ntx_ntb_rx_pair_ready(const struct ntx_shm_conn *c)
 {
-	return c->rx_pair &&
-	       atomic_load_explicit(&ntx_win_half(c->rx_pair, 1)->seq,
-				    memory_order_acquire) == c->rx_seq + 1;
+	return c->rx_next &&
+	       atomic_load_explicit(&c->rx_next->seq, memory_order_acquire) ==
+		       c->rx_seq + 1;
 }
 
 /* The next entry is at our position. Acquire: its body was written
@@ -1482,7 +1489,8 @@ static inline bool ntx_ntb_rx_line_ready(const struct ntx_shm_conn *c)
 				    memory_order_acquire) == c->rx_seq + 1;
 }
 
-/* The next entry is there, at our position or in a second half. Inline,
+/* The next entry is there, at our position or right after the last part
+ * in its line. Inline,
  * so that polling an idle ring costs a load or two and no call. */
 static inline bool ntx_ntb_rx_ready(const struct ntx_shm_conn *c)
 {
@@ -1497,24 +1505,49 @@ static void ntx_ntb_bad_entry(struct ntx_shm_conn *c)
 	ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
 }
 
-/* A half entry: its fields copied out once (the peer can still write
- * them), checked, and handed on as the eager message it stands for;
- * false when it failed the connection. */
+/* The part q, whose kind the caller read once: its fields copied out
+ * once (the peer can still write them), checked, and handed on as the
+ * eager message it stands for; a quarter's tag and CQ data are those of
+ * the last half. The next part is looked for right after it. False when
+ * it failed the connection. */
 static inline __attribute__((always_inline)) bool
-ntx_ntb_rx_half(struct ntx_shm_conn *c, const struct ntx_win_half *w)
+ntx_ntb_rx_part(struct ntx_shm_conn *c, struct ntx_win_quarter *q,
+		uint32_t kind, bool first)
 {
-	uint32_t kind = w->kind, len = kind & 0xff;
-	uint8_t flags = (uint8_t)(kind >> 8);
-	uint64_t bytes;
+	const struct ntx_win_half *w = (const struct ntx_win_half *)q;
+	uint32_t len = kind & 0xff;
+	uint8_t flags = (uint8_t)(kind >> 8), *next;
+	uint64_t bytes, tag, data;
 
-	if ((kind & ~(NTX_WIN_HALF | (NTX_PF_TAGGED | NTX_PF_DATA) << 8 |
-		      0xffu)) || len > NTX_WIN_HALF_MAX) {
-		ntx_ntb_bad_entry(c);
-		return false;
+	if ((kind & ~(NTX_WIN_HALF | NTX_WIN_SHORT |
+		      (NTX_PF_TAGGED | NTX_PF_DATA) << 8 | 0xffu)) ||
+	    len > NTX_WIN_HALF_MAX)
+		goto bad;
+	if (kind & NTX_WIN_SHORT) {
+		next = (uint8_t *)(q + 1);
+		memcpy(&bytes, q->bytes, sizeof(bytes));
+		tag = c->rx_last_tag;
+		data = c->rx_last_data;
+	} else {
+		/* a half fits where it starts at most half a line in (first:
+		 * at the start; else lines are aligned: the offset in the
+		 * line is the address's) */
+		if (!first &&
+		    (uintptr_t)q % NTX_CACHELINE > NTX_CACHELINE / 2)
+			goto bad;
+		next = (uint8_t *)(w + 1);
+		memcpy(&bytes, w->bytes, sizeof(bytes));
+		c->rx_last_tag = tag = w->tag;
+		c->rx_last_data = data = w->data;
 	}
-	memcpy(&bytes, w->bytes, sizeof(bytes));
-	c->be->cb.recv_small(c->vc, flags, w->tag, w->data, bytes, len);
+	c->rx_next = (uintptr_t)next % NTX_CACHELINE
+			     ? (struct ntx_win_quarter *)next
+			     : NULL;
+	c->be->cb.recv_small(c->vc, flags, tag, data, bytes, len);
 	return true;
+bad:
+	ntx_ntb_bad_entry(c);
+	return false;
 }
 
 /* Drains the peer's ring in our window; returns entries handled, at most
@@ -1531,40 +1564,39 @@ ntx_ntb_drain_inline(struct ntx_shm_conn *c, bool ready)
 
 	ntx_ntb_quiet_off(be); /* its position moves */
 	while (c->state == NTX_CONN_CONNECTED && cnt < NTX_NTB_DRAIN_MAX) {
-		/* the sender's next entry after a first half is in its
-		 * second half or at our position: the half first, as it was
-		 * only written if nothing was written after the first */
+		/* the sender's next entry after a part is right after it
+		 * or at our position: the part first, as it was only
+		 * written if nothing was written after the last */
 		if (ntx_ntb_rx_pair_ready(c)) {
-			e = c->rx_pair;
-			c->rx_pair = NULL;
 			c->rx_seq++;
 			ready = false;
-			if (!ntx_ntb_rx_half(c, ntx_win_half(e, 1)))
+			if (!ntx_ntb_rx_part(c, c->rx_next, c->rx_next->kind,
+					     false))
 				return cnt;
 			cnt++;
 			continue;
 		}
 		/* ready: the caller saw the first entry there (at our
-		 * position: a second half would have been taken above) */
+		 * position: a part in the last line would have been taken
+		 * above) */
 		if (!ready && !ntx_ntb_rx_line_ready(c))
 			break;
 		ready = false;
 		e = ntx_ntb_rx_entry(c);
 		c->rx_seq++;
-		c->rx_pair = NULL;
+		c->rx_next = NULL;
 		len = e->len;
 		if (len == NTX_WIN_SKIP) { /* the rest of the lap is unused */
 			c->rx_pub_left -= (int32_t)(n - c->rx_pos);
 			c->rx_pos = 0;
 			continue;
 		}
-		if (ntx_win_is_half(len)) {
+		if (ntx_win_is_half(len)) { /* a part: len is its kind */
 			c->rx_pos = ntx_ring_advance(c->rx_pos, NTX_RING_ALIGN,
 						     n);
 			c->rx_pub_left -= NTX_RING_ALIGN;
-			c->rx_pair = e;
 			ntx_ntb_rx_prefetch(e, 3 * NTX_RING_ALIGN);
-			if (!ntx_ntb_rx_half(c, ntx_win_half(e, 0)))
+			if (!ntx_ntb_rx_part(c, ntx_win_part(e, 0), len, true))
 				return cnt;
 			cnt++;
 			continue;
@@ -1743,16 +1775,16 @@ static __attribute__((noinline)) int ntx_ntb_poll_from(struct ntx_shm_ep *be,
 	return cnt;
 }
 
-/* Adds the words c's next entry comes in to the watch: the second half
- * of the last line, when that was a first half, and the line at our
- * position. False when they do not fit. */
+/* Adds the words c's next entry comes in to the watch: the part right
+ * after the last one in its line, when that was a part that did not end
+ * it, and the line at our position. False when they do not fit. */
 static bool ntx_ntb_watch_ring(struct ntx_be_watch *w,
 			       const struct ntx_shm_conn *c)
 {
-	if (w->n + (c->rx_pair ? 2 : 1) > NTX_BE_WATCH_MAX)
+	if (w->n + (c->rx_next ? 2 : 1) > NTX_BE_WATCH_MAX)
 		return false;
-	if (c->rx_pair) {
-		w->word[w->n] = &ntx_win_half(c->rx_pair, 1)->seq;
+	if (c->rx_next) {
+		w->word[w->n] = &c->rx_next->seq;
 		w->busy[w->n++] = c->rx_seq + 1;
 	}
 	w->word[w->n] = &ntx_ntb_rx_entry(c)->seq;
@@ -1961,7 +1993,7 @@ ntx_ntb_commit(struct ntx_shm_conn *c, struct ntx_win_entry *e,
 {
 	c->tx_pos = ntx_ring_advance(c->tx_pos, lines, c->pwin.g.ring_lines);
 	c->tx_free -= lines;
-	c->tx_pair = NULL;
+	c->tx_next = NULL;
 	/* release: the entry's body before its number */
 	atomic_store_explicit(&e->seq, ++c->tx_seq, memory_order_release);
 	/* ask for the next entry's line now: the next send then finds it
@@ -2054,29 +2086,44 @@ static int ntx_ntb_send(struct ntx_be_conn *conn, const void *hdr,
 	return 0;
 }
 
-/* A half entry's body, all but its number. */
-static inline void ntx_ntb_half_put(struct ntx_win_half *w, uint8_t pflags,
-				    uint64_t tag, uint64_t data,
-				    const void *buf, size_t len)
+/* A part's body, all but its number, at q: a quarter entry when tag and
+ * data are those of our last half entry, else a half entry (which becomes
+ * the last); right after it. */
+static inline uint8_t *ntx_ntb_part_put(struct ntx_shm_conn *c,
+					struct ntx_win_quarter *q,
+					uint8_t pflags, uint64_t tag,
+					uint64_t data, const void *buf,
+					size_t len)
 {
 	uint64_t bytes = ntx_word_of(buf, len);
+	uint32_t kind = NTX_WIN_HALF | (uint32_t)pflags << 8 | (uint32_t)len;
+	struct ntx_win_half *w = (struct ntx_win_half *)q;
 
-	w->kind = NTX_WIN_HALF | (uint32_t)pflags << 8 | (uint32_t)len;
+	if (tag == c->tx_last_tag && data == c->tx_last_data) {
+		q->kind = kind | NTX_WIN_SHORT;
+		memcpy(q->bytes, &bytes, sizeof(bytes));
+		return (uint8_t *)(q + 1);
+	}
+	w->kind = kind;
 	w->tag = tag;
 	w->data = data;
 	memcpy(w->bytes, &bytes, sizeof(bytes));
+	c->tx_last_tag = tag;
+	c->tx_last_data = data;
+	return (uint8_t *)(w + 1);
 }
 
-/* A message of at most NTX_WIN_HALF_MAX bytes in the first half of a
- * new entry (struct ntx_win_half), or a larger one of at most
- * NTX_INLINE_MAX in the header of a whole entry: ntx_ntb_send_inline's
- * case that reserves room, with the frame that takes. */
+/* A message of at most NTX_WIN_HALF_MAX bytes as the first part of a new
+ * entry (struct ntx_win_half), or a larger one of at most NTX_INLINE_MAX
+ * in the header of a whole entry: ntx_ntb_send_inline's case that
+ * reserves room, with the frame that takes. */
 static __attribute__((noinline)) int
 ntx_ntb_send_entry(struct ntx_shm_conn *c, uint8_t pflags, uint64_t tag,
 		   uint64_t data, const void *buf, size_t len)
 {
 	uint32_t lines = ntx_ring_lines(0);
 	struct ntx_win_entry *e;
+	uint8_t *next;
 	int ret;
 
 	if (len <= NTX_WIN_HALF_MAX) {
@@ -2084,14 +2131,20 @@ ntx_ntb_send_entry(struct ntx_shm_conn *c, uint8_t pflags, uint64_t tag,
 		if (ret)
 			return ret;
 		e = ntx_ntb_tx_entry(c);
-		ntx_ntb_half_put(ntx_win_half(e, 0), pflags, tag, data, buf,
-				 len);
-		/* no number of an earlier lap may read as the next one;
-		 * ordered before the first half's by its release */
-		atomic_store_explicit(&ntx_win_half(e, 1)->seq, 0,
+		next = ntx_ntb_part_put(c, ntx_win_part(e, 0), pflags, tag,
+					data, buf, len);
+		/* no number of an earlier lap may read as the next one
+		 * where a later part can start (after a quarter, 16 on);
+		 * ordered before the first part's by its release */
+		if (next == (uint8_t *)ntx_win_part(e, 16))
+			atomic_store_explicit(&ntx_win_part(e, 16)->seq, 0,
+					      memory_order_relaxed);
+		atomic_store_explicit(&ntx_win_part(e, 32)->seq, 0,
+				      memory_order_relaxed);
+		atomic_store_explicit(&ntx_win_part(e, 48)->seq, 0,
 				      memory_order_relaxed);
 		ntx_ntb_commit(c, e, NTX_RING_ALIGN);
-		c->tx_pair = e;
+		c->tx_next = (struct ntx_win_quarter *)next;
 		ntx_ntb_ring_bell_conn(c);
 		return 0;
 	}
@@ -2111,26 +2164,49 @@ ntx_ntb_send_entry(struct ntx_shm_conn *c, uint8_t pflags, uint64_t tag,
  * wider loads than it was stored with, which the store buffer cannot
  * forward (a stall of about a dozen cycles, the largest single cost of a
  * small send when measured). A message of at most NTX_WIN_HALF_MAX bytes
- * goes in the second half of our last entry's line when that was a
- * first half, here, in a function without a frame (every other message
- * of a window); two 8-byte messages then cost the receiver one line from
- * our cache instead of two (MPI 8-byte rate 5 to 7 % higher). Anything
- * else is ntx_ntb_send_entry. */
+ * goes right after our last entry in its line when that was a part and
+ * it fits, here, in a function without a frame; two 8-byte messages then
+ * cost the receiver one line from our cache instead of two (MPI 8-byte
+ * rate 5 to 7 % higher), and four when they repeat their tag and CQ data
+ * (quarter entries). Anything else is ntx_ntb_send_entry. */
 static int ntx_ntb_send_inline(struct ntx_be_conn *conn, uint8_t pflags,
 			       uint64_t tag, uint64_t data, const void *buf,
 			       size_t len)
 {
 	struct ntx_shm_conn *c = ntx_shm_conn_of(conn);
-	struct ntx_win_entry *e = c->tx_pair;
-	struct ntx_win_half *w;
+	struct ntx_win_quarter *q = c->tx_next;
+	struct ntx_win_half *w = (struct ntx_win_half *)q;
+	uint32_t kind = NTX_WIN_HALF | (uint32_t)pflags << 8 | (uint32_t)len;
+	uint64_t bytes;
+	uint8_t *next;
 
-	if (len > NTX_WIN_HALF_MAX || !e || c->state != NTX_CONN_CONNECTED)
+	if (len > NTX_WIN_HALF_MAX || !q || c->state != NTX_CONN_CONNECTED)
 		return ntx_ntb_send_entry(c, pflags, tag, data, buf, len);
-	w = ntx_win_half(e, 1);
-	ntx_ntb_half_put(w, pflags, tag, data, buf, len);
-	c->tx_pair = NULL;
-	/* release: the half's body before its number */
-	atomic_store_explicit(&w->seq, ++c->tx_seq, memory_order_release);
+	if (tag == c->tx_last_tag && data == c->tx_last_data) {
+		bytes = ntx_word_of(buf, len);
+		q->kind = kind | NTX_WIN_SHORT;
+		memcpy(q->bytes, &bytes, sizeof(bytes));
+		next = (uint8_t *)(q + 1);
+	} else {
+		/* a half fits where it starts at most half a line in (lines
+		 * are aligned: the offset in the line is the address's) */
+		if ((uintptr_t)q % NTX_CACHELINE > NTX_CACHELINE / 2)
+			return ntx_ntb_send_entry(c, pflags, tag, data, buf,
+						  len);
+		bytes = ntx_word_of(buf, len);
+		w->kind = kind;
+		w->tag = tag;
+		w->data = data;
+		memcpy(w->bytes, &bytes, sizeof(bytes));
+		c->tx_last_tag = tag;
+		c->tx_last_data = data;
+		next = (uint8_t *)(w + 1);
+	}
+	c->tx_next = (uintptr_t)next % NTX_CACHELINE
+			     ? (struct ntx_win_quarter *)next
+			     : NULL;
+	/* release: the part's body before its number */
+	atomic_store_explicit(&q->seq, ++c->tx_seq, memory_order_release);
 	ntx_ntb_ring_bell_conn(c);
 	return 0;
 }

@@ -36,8 +36,9 @@
 #include "ntx/ntx_wire.h"
 
 #define NTX_WIN_MAGIC 0x4e54584857494e31ull /* "NTXHWIN1" */
-#define NTX_WIN_VERSION 4 /* 3: half entries (struct ntx_win_half); 4: the
-			    * owner's service in the header */
+#define NTX_WIN_VERSION 5 /* 3: half entries (struct ntx_win_half); 4: the
+			    * owner's service in the header; 5: quarter
+			    * entries (struct ntx_win_quarter) */
 #define NTX_WIN_CELLS 64
 #define NTX_WIN_PAGE 4096
 
@@ -121,15 +122,19 @@ _Static_assert(sizeof(struct ntx_win_entry) == NTX_CACHELINE,
 #define NTX_WIN_SKIP UINT32_MAX /* the rest of the lap is unused */
 
 /* A message of at most NTX_WIN_HALF_MAX bytes (tagged or not, with or
- * without CQ data, no ack asked for) in half a header line, so that two
- * share a line: a sender writes the second half of the line of its last
- * entry when that entry was a first half and nothing came after it; else
- * a first half starts a new entry and its second half's sequence word is
- * cleared with it. The receiver, after a first half, looks for the next
- * number in that second half and at its position. kind is
- * NTX_WIN_HALF | flags << 8 | bytes (NTX_PF_TAGGED, NTX_PF_DATA; no other
- * bit), which no length of a whole entry can be; seq is where a whole
- * entry has its own. */
+ * without CQ data, no ack asked for) in part of a header line, so that
+ * two to four share a line: a half entry (struct ntx_win_half, 32 bytes)
+ * or, when its tag and CQ data are those of the last half entry of the
+ * same ring, a quarter entry (struct ntx_win_quarter, 16 bytes, which
+ * carries neither). The first part starts a new entry on a line of its
+ * own, and the sequence words of the parts after it are cleared with it;
+ * a sender writes its next part right after its last one, in the same
+ * line, when that was a part, nothing came after it and the part fits;
+ * else a new line. The receiver, after a part, looks for the next number
+ * right after it in that line (ntx_win_part) and at its position. kind is
+ * NTX_WIN_HALF [| NTX_WIN_SHORT] | flags << 8 | bytes (NTX_PF_TAGGED,
+ * NTX_PF_DATA; no other bit), which no length of a whole entry can be;
+ * seq is where a whole entry has its own. */
 struct ntx_win_half {
 	uint32_t kind;
 	_Atomic uint32_t seq;
@@ -137,14 +142,29 @@ struct ntx_win_half {
 	uint64_t data; /* remote CQ data */
 	uint8_t bytes[8];
 };
-_Static_assert(2 * sizeof(struct ntx_win_half) == NTX_CACHELINE,
-	       "two half entries fill a line");
+struct ntx_win_quarter {
+	uint32_t kind; /* with NTX_WIN_SHORT */
+	_Atomic uint32_t seq;
+	uint8_t bytes[8];
+};
+_Static_assert(2 * sizeof(struct ntx_win_half) == NTX_CACHELINE &&
+		       4 * sizeof(struct ntx_win_quarter) == NTX_CACHELINE,
+	       "two half or four quarter entries fill a line");
 #define NTX_WIN_HALF 0x80000000u
+#define NTX_WIN_SHORT 0x40000000u
 #define NTX_WIN_HALF_MAX 8
+#define NTX_WIN_PART 16 /* bytes: parts start on multiples of this */
 
 static inline bool ntx_win_is_half(uint32_t len)
 {
 	return len != NTX_WIN_SKIP && (len & NTX_WIN_HALF);
+}
+
+/* The bytes of a line a part of this kind takes. */
+static inline uint32_t ntx_win_part_size(uint32_t kind)
+{
+	return kind & NTX_WIN_SHORT ? sizeof(struct ntx_win_quarter)
+				    : sizeof(struct ntx_win_half);
 }
 
 /* Half h (0 or 1) of the header line e. */
@@ -152,6 +172,14 @@ static inline struct ntx_win_half *ntx_win_half(struct ntx_win_entry *e,
 						int h)
 {
 	return (struct ntx_win_half *)e + h;
+}
+
+/* The part at byte off (a multiple of NTX_WIN_PART below a line) of the
+ * header line e: its kind and number, and a quarter's bytes. */
+static inline struct ntx_win_quarter *ntx_win_part(struct ntx_win_entry *e,
+						   uint32_t off)
+{
+	return (struct ntx_win_quarter *)((uint8_t *)e + off);
 }
 
 /* Where each part of a window lies; computed the same way on both sides
