@@ -2086,9 +2086,34 @@ static int ntx_ntb_send(struct ntx_be_conn *conn, const void *hdr,
 	return 0;
 }
 
+/* A quarter entry's body at q, all but its number; right after it. */
+static inline uint8_t *ntx_ntb_quarter_put(struct ntx_win_quarter *q,
+					   uint32_t kind, uint64_t bytes)
+{
+	q->kind = kind | NTX_WIN_SHORT;
+	memcpy(q->bytes, &bytes, sizeof(bytes));
+	return (uint8_t *)(q + 1);
+}
+
+/* A half entry's body at w, all but its number, which becomes our last
+ * half; right after it. */
+static inline uint8_t *ntx_ntb_half_put(struct ntx_shm_conn *c,
+					struct ntx_win_half *w, uint32_t kind,
+					uint64_t tag, uint64_t data,
+					uint64_t bytes)
+{
+	w->kind = kind;
+	w->tag = tag;
+	w->data = data;
+	memcpy(w->bytes, &bytes, sizeof(bytes));
+	c->tx_last_tag = tag;
+	c->tx_last_data = data;
+	return (uint8_t *)(w + 1);
+}
+
 /* A part's body, all but its number, at q: a quarter entry when tag and
- * data are those of our last half entry, else a half entry (which becomes
- * the last); right after it. */
+ * data are those of our last half entry, else a half entry; right after
+ * it. */
 static inline uint8_t *ntx_ntb_part_put(struct ntx_shm_conn *c,
 					struct ntx_win_quarter *q,
 					uint8_t pflags, uint64_t tag,
@@ -2097,20 +2122,11 @@ static inline uint8_t *ntx_ntb_part_put(struct ntx_shm_conn *c,
 {
 	uint64_t bytes = ntx_word_of(buf, len);
 	uint32_t kind = NTX_WIN_HALF | (uint32_t)pflags << 8 | (uint32_t)len;
-	struct ntx_win_half *w = (struct ntx_win_half *)q;
 
-	if (tag == c->tx_last_tag && data == c->tx_last_data) {
-		q->kind = kind | NTX_WIN_SHORT;
-		memcpy(q->bytes, &bytes, sizeof(bytes));
-		return (uint8_t *)(q + 1);
-	}
-	w->kind = kind;
-	w->tag = tag;
-	w->data = data;
-	memcpy(w->bytes, &bytes, sizeof(bytes));
-	c->tx_last_tag = tag;
-	c->tx_last_data = data;
-	return (uint8_t *)(w + 1);
+	if (tag == c->tx_last_tag && data == c->tx_last_data)
+		return ntx_ntb_quarter_put(q, kind, bytes);
+	return ntx_ntb_half_put(c, (struct ntx_win_half *)q, kind, tag, data,
+				bytes);
 }
 
 /* A message of at most NTX_WIN_HALF_MAX bytes as the first part of a new
@@ -2175,32 +2191,21 @@ static int ntx_ntb_send_inline(struct ntx_be_conn *conn, uint8_t pflags,
 {
 	struct ntx_shm_conn *c = ntx_shm_conn_of(conn);
 	struct ntx_win_quarter *q = c->tx_next;
-	struct ntx_win_half *w = (struct ntx_win_half *)q;
 	uint32_t kind = NTX_WIN_HALF | (uint32_t)pflags << 8 | (uint32_t)len;
-	uint64_t bytes;
 	uint8_t *next;
 
 	if (len > NTX_WIN_HALF_MAX || !q || c->state != NTX_CONN_CONNECTED)
 		return ntx_ntb_send_entry(c, pflags, tag, data, buf, len);
 	if (tag == c->tx_last_tag && data == c->tx_last_data) {
-		bytes = ntx_word_of(buf, len);
-		q->kind = kind | NTX_WIN_SHORT;
-		memcpy(q->bytes, &bytes, sizeof(bytes));
-		next = (uint8_t *)(q + 1);
+		next = ntx_ntb_quarter_put(q, kind, ntx_word_of(buf, len));
 	} else {
 		/* a half fits where it starts at most half a line in (lines
 		 * are aligned: the offset in the line is the address's) */
 		if ((uintptr_t)q % NTX_CACHELINE > NTX_CACHELINE / 2)
 			return ntx_ntb_send_entry(c, pflags, tag, data, buf,
 						  len);
-		bytes = ntx_word_of(buf, len);
-		w->kind = kind;
-		w->tag = tag;
-		w->data = data;
-		memcpy(w->bytes, &bytes, sizeof(bytes));
-		c->tx_last_tag = tag;
-		c->tx_last_data = data;
-		next = (uint8_t *)(w + 1);
+		next = ntx_ntb_half_put(c, (struct ntx_win_half *)q, kind, tag,
+					data, ntx_word_of(buf, len));
 	}
 	c->tx_next = (uintptr_t)next % NTX_CACHELINE
 			     ? (struct ntx_win_quarter *)next
