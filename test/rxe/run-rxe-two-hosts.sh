@@ -29,6 +29,7 @@
 #   RXE_ADD          more host programs for the guests (e.g. /usr/bin/gdb)
 # Exit status: 0 when both guests' jobs passed; else the first failing
 # guest's (124: time-out, 125: it never reported), 1 when preparing failed.
+# A run in which a guest's kernel panicked is run once more (below).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
