@@ -126,9 +126,9 @@ attempt ""
 # virtio transmit queue that sent nothing for minutes, seen while
 # libfabric's own verbs;ofi_rxm ran) and their kernel (Debian's 6.1) can
 # then panic in rdma_rxe itself (seen: rxe_skb_tx_dtor): the machine under
-# ntx broke, not a test. Such a run counts for nothing and runs once
-# more; the same again fails the step.
-if [ -n "$panicked" ]; then
+# ntx broke, not a test. A run that failed so counts for nothing and
+# runs once more; the same again fails the step.
+if [ -n "$panicked" ] && { [ "$rca" != 0 ] || [ "$rcb" != 0 ]; }; then
   say "guest(s) $panicked: kernel panic or a stalled NIC (above): not a result; running the pair once more"
   attempt -again
   [ -z "$panicked" ] || say "guest(s) $panicked: kernel panic or a stalled NIC again"

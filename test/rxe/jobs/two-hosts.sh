@@ -8,7 +8,9 @@
 # jitter and reordering; then loss and duplication too) and the datagram
 # domains rxe0-ud and udp must still deliver every message intact, while
 # ntx's own counters show that the packets did arrive out of order.
-# The guests meet through marker files (job-lib.sh: mark, await).
+# After all that, libfabric's own verbs;ofi_rxm for reference (not
+# counted). The guests meet through marker files (job-lib.sh: mark,
+# await).
 # Each step prints PASS/FAIL with its time, a summary follows; the exit
 # status is 0 only when every step of this guest passed.
 #
@@ -262,14 +264,20 @@ if want pingpong; then
       -p ntx -d rxe0 -e rdm -m "$mode" -S all -I "$PP_ITERS" -c
   done
 fi
-if want reference; then
-  # rxe's CQs hold at most 32767 entries: ofi_rxm needs a small universe
-  step "reference: fi_pingpong verbs;ofi_rxm rdm tagged -S all -c" pingpong \
-    FI_UNIVERSE_SIZE=64 -- -p "verbs;ofi_rxm" -e rdm -m tagged -S all -I "$PP_ITERS" -c
-fi
 if want func; then
   if [ "$ROLE" = a ]; then step "functional suite '$FILTER', peers on guest b" func_a "$FILTER"
   else step "functional suite's peers for guest a" func_b; fi
 fi
 want netem && netem_step
+# libfabric's own verbs;ofi_rxm, for its numbers: last and not counted.
+# Twice under TCG the guests' link stalled while it ran (the kernel's
+# NETDEV WATCHDOG, then a panic in rdma_rxe): nothing of ntx runs after it.
+reference() {
+  # rxe's CQs hold at most 32767 entries: ofi_rxm needs a small universe
+  pingpong FI_UNIVERSE_SIZE=64 -- -p "verbs;ofi_rxm" -e rdm -m tagged -S all \
+    -I "$PP_ITERS" -c ||
+    echo "the reference failed (libfabric's own provider): not counted"
+}
+want reference &&
+  step "reference, not counted: fi_pingpong verbs;ofi_rxm rdm tagged -S all -c" reference
 summary "guest $ROLE"
