@@ -29,10 +29,10 @@ struct ntx_be_ops;
  * without making it (ntx_be_quiet; DESIGN §3, "Progress"): words of the
  * back end's own memory that change when something arrives (word[i]
  * reads busy[i] then), a doorbell of new connections, and the words of a
- * bitmap of ready rings that change from what the poll read (bits[i]
- * then differs from bits_seen[i]). Not on: no watch, poll. The back end
- * turns it off whenever its state changes other than by a poll that
- * found nothing. */
+ * bitmap of ready rings as they read when the watch was built (bits[i]
+ * differs from bits_seen[i] once one changes). Not on: no watch, poll.
+ * The back end turns it off whenever its state changes other than by a
+ * poll that found nothing. */
 #define NTX_BE_WATCH_MAX 4
 #define NTX_BE_WATCH_BITS 8
 struct ntx_be_watch {

@@ -1692,7 +1692,7 @@ ntx_ntb_poll_bits(struct ntx_shm_ep *be, uint32_t w, uint64_t b)
 	for (;;) {
 		for (; b; b &= b - 1) {
 			c = ntx_ntb_slot_conn(be, w, b & -b);
-			got = c ? ntx_ntb_drain_inline(c, false) : 0;
+			got = c ? ntx_ntb_drain(c) : 0;
 			if (got)
 				be->idle[w] &= ~(b & -b);
 			else
@@ -1840,6 +1840,19 @@ static __attribute__((noinline)) void ntx_ntb_quiet_on(struct ntx_shm_ep *be)
 	w->on = ntx_be_quiet(&be->head);
 }
 
+/* A poll by the ready bitmap found nothing: the watch is built after the
+ * second such poll in a row; one made while it is on (the engine's rare
+ * work) keeps it only while its words are unchanged. */
+static inline void ntx_ntb_bits_found_nothing(struct ntx_shm_ep *be)
+{
+	if (!be->head.watch.on) {
+		if (++be->empty_polls >= 2)
+			ntx_ntb_quiet_on(be);
+	} else if (!ntx_be_quiet(&be->head)) {
+		ntx_ntb_quiet_off(be);
+	}
+}
+
 /* ntx_ntb_poll whenever there is more to do than read each ring's next
  * header line. */
 static __attribute__((noinline)) int ntx_ntb_poll_any(struct ntx_shm_ep *be)
@@ -1882,15 +1895,8 @@ static __attribute__((noinline)) int ntx_ntb_poll_any(struct ntx_shm_ep *be)
 		/* the clock is read on one poll in 256: off the fast path */
 		if (!(++be->polls & 255))
 			cnt += ntx_ntb_bits_clear(be);
-		/* (a drain turned the watch off.) A poll made while the
-		 * watch is on (the engine's rare work) keeps it only while
-		 * its words are unchanged. */
-		if (!cnt && !be->head.watch.on) {
-			if (++be->empty_polls >= 2)
-				ntx_ntb_quiet_on(be);
-		} else if (!cnt && !ntx_be_quiet(&be->head)) {
-			ntx_ntb_quiet_off(be);
-		}
+		if (!cnt) /* (a drain turned the watch off) */
+			ntx_ntb_bits_found_nothing(be);
 		return cnt;
 	}
 	return cnt + ntx_ntb_poll_from(be, be->conns.next, false);
@@ -1942,12 +1948,7 @@ static inline int ntx_ntb_poll_bits_quick(struct ntx_shm_ep *be)
 	}
 	if (first)
 		return ntx_ntb_drain_bit(be, first, fw, fm & -fm);
-	if (!be->head.watch.on) {
-		if (++be->empty_polls >= 2)
-			ntx_ntb_quiet_on(be);
-	} else if (!ntx_be_quiet(&be->head)) {
-		ntx_ntb_quiet_off(be);
-	}
+	ntx_ntb_bits_found_nothing(be);
 	return 0;
 }
 
