@@ -159,17 +159,42 @@ struct ntx_unexp {
 
 #define NTX_TME_BUCKETS 256
 
+/* A tagged receive fi_trecv posted on the message path (one buffer, its
+ * completion a plain CQ entry, a lockless endpoint with no request on
+ * its tagged queues): its arguments in the lean ring of struct ntx_tme
+ * instead of a request. One cache line. */
+struct ntx_lean_recv {
+	void *buf;
+	size_t len;
+	fi_addr_t src;
+	uint64_t tag;
+	uint64_t ignore;
+	void *context;
+	uint64_t flags;
+	uint64_t pad;
+};
+#define NTX_TME_LEAN 256 /* entries of the lean ring, a power of two */
+
 /* Exact tagged receives (no ignore bits) and tagged unexpected messages
  * are also hashed by tag, so the common MPI case walks one short bucket;
- * post sequence numbers keep the order against wildcard receives. */
+ * post sequence numbers keep the order against wildcard receives.
+ * Before all of that, the lean ring: [lean_head, lean_tail) are tagged
+ * receives in post order, kept while no tagged receive is a request (the
+ * tagged queues are empty); the message path matches a small message
+ * against its head alone (ntx_proto_on_small), and anything else that
+ * posts, matches, cancels or fails a receive first turns the ring's
+ * receives into requests (ntx_tme_lean_flush), so that the queues
+ * alone hold them again, in order (DESIGN §3, "Tag matching"). */
 struct ntx_tme {
 	/* what every post and match reads, on one cache line */
 	struct ntx_list posted[2]; /* [0] untagged, [1] tagged with ignore */
 	struct ntx_list unexp[2];
 	uint64_t seq;
 	size_t nexact; /* receives in posted_tag */
+	uint32_t lean_head, lean_tail; /* running; both 0 when empty */
 	struct ntx_list posted_tag[NTX_TME_BUCKETS];
 	struct ntx_list unexp_tag[NTX_TME_BUCKETS];
+	struct ntx_lean_recv lean[NTX_TME_LEAN];
 };
 
 /* One back-end instance of an endpoint (callback context of its conns). */
@@ -660,8 +685,18 @@ static inline bool ntx_tme_exact(const struct ntx_req *req)
 {
 	return (req->flags & FI_TAGGED) && !req->ignore;
 }
-/* Queues a receive in post order. Inline: every receive is posted. */
-static inline void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req)
+/* The lean ring's receives become requests on the queues, in order (a
+ * receive no request can be had for fails with FI_ENOMEM); the ring is
+ * empty after. tme is an endpoint's own (ntx_ep.tme). */
+void ntx_tme_lean_flush(struct ntx_tme *tme);
+/* Before anything else looks at or joins the tagged queues. */
+static inline void ntx_tme_lean_check(struct ntx_tme *tme)
+{
+	if (tme->lean_head != tme->lean_tail)
+		ntx_tme_lean_flush(tme);
+}
+/* ntx_tme_post where the lean ring is empty. */
+static inline void ntx_tme_queue(struct ntx_tme *tme, struct ntx_req *req)
 {
 	req->state = NTX_RS_POSTED;
 	req->seq = ++tme->seq;
@@ -672,6 +707,12 @@ static inline void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req)
 	} else
 		ntx_list_insert_tail(&tme->posted[!!(req->flags & FI_TAGGED)],
 				     &req->entry);
+}
+/* Queues a receive in post order. Inline: every receive is posted. */
+static inline void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req)
+{
+	ntx_tme_lean_check(tme);
+	ntx_tme_queue(tme, req);
 }
 /* Takes a posted receive off its queue (once). */
 static inline void ntx_tme_unpost(struct ntx_tme *tme, struct ntx_req *req)
@@ -709,8 +750,10 @@ static inline struct ntx_req *ntx_tme_match_posted(struct ntx_tme *tme,
 						   bool tagged, fi_addr_t src,
 						   uint64_t tag)
 {
-	struct ntx_req *r = ntx_tme_first(&tme->posted[tagged], tagged, src,
-					  tag);
+	struct ntx_req *r;
+
+	ntx_tme_lean_check(tme);
+	r = ntx_tme_first(&tme->posted[tagged], tagged, src, tag);
 
 	if (tagged && tme->nexact) {
 		struct ntx_req *e = ntx_tme_first(

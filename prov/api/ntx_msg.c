@@ -302,29 +302,21 @@ ntx_trecv_waiting(struct fid_ep *fep, void *buf, size_t len, void *desc,
 	return ntx_trecv_any(fep, buf, len, desc, src, tag, ignore, context);
 }
 
-/* fi_trecv, the message path's case (every MPI_Irecv through the MTL) in
- * a function without a frame: an endpoint that may post at once
- * (ntx_ep_set_paths), valid op flags, a request at hand and no tagged
- * message waiting unexpected: the request is filled and queued as
- * ntx_proto_post_recv would, from the registers. With a tagged message
- * waiting it is ntx_trecv_waiting, anything else ntx_trecv_any, with the
- * same arguments. */
-static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,
-			 fi_addr_t src, uint64_t tag, uint64_t ignore,
-			 void *context)
+/* fi_trecv's case of a receive that becomes a request (ntx_trecv's
+ * tests passed but the lean ring's): filled and queued as
+ * ntx_proto_post_recv would, from the registers; with no request at hand,
+ * ntx_trecv_any. */
+static __attribute__((noinline)) ssize_t
+ntx_trecv_req(struct fid_ep *fep, void *buf, size_t len, void *desc,
+	      fi_addr_t src, uint64_t tag, uint64_t ignore, void *context)
 {
 	struct ntx_ep *ep = ntx_ep_of(fep);
 	uint64_t flags = (ntx_fep_rx_flags(fep) & ~FI_MULTI_RECV) | FI_TAGGED;
-	struct ntx_tme *tme = &ep->tme;
 	struct ntx_req *r;
 
-	if (!ep->post_fast || (flags & ~(NTX_RECV_FLAGS | FI_TAGGED)) ||
-	    (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)) || !ep->req_free)
+	if (!ep->req_free)
 		return ntx_trecv_any(fep, buf, len, desc, src, tag, ignore,
 				     context);
-	if (!ntx_list_empty(&tme->unexp[1]))
-		return ntx_trecv_waiting(fep, buf, len, desc, src, tag, ignore,
-					 context);
 	if (!(ep->caps & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
 	r = ntx_req_pop(ep);
@@ -332,7 +324,48 @@ static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,
 	r->iov[0].iov_base = buf;
 	r->iov[0].iov_len = len;
 	ntx_req_set_recv(ep, r, 1, len, src, tag, ignore, context, flags);
-	ntx_tme_post(tme, r);
+	ntx_tme_post(&ep->tme, r);
+	return 0;
+}
+
+/* fi_trecv, the message path's case (every MPI_Irecv through the MTL) in
+ * a function without a frame: an endpoint that may post at once
+ * (ntx_ep_set_paths), valid op flags, no tagged message waiting
+ * unexpected, no tagged receive that is a request, a completion that is a
+ * plain CQ entry and room in the lean ring: the arguments go to the ring
+ * (struct ntx_tme; seven stores instead of a request's twenty and its
+ * links). A receive that has to be a request is ntx_trecv_req, one with
+ * a tagged message waiting ntx_trecv_waiting, anything else
+ * ntx_trecv_any, with the same arguments. */
+static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,
+			 fi_addr_t src, uint64_t tag, uint64_t ignore,
+			 void *context)
+{
+	struct ntx_ep *ep = ntx_ep_of(fep);
+	uint64_t flags = (ntx_fep_rx_flags(fep) & ~FI_MULTI_RECV) | FI_TAGGED;
+	struct ntx_tme *tme = &ep->tme;
+	struct ntx_lean_recv *l;
+
+	if (!ep->post_fast || (flags & ~(NTX_RECV_FLAGS | FI_TAGGED)) ||
+	    (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)))
+		return ntx_trecv_any(fep, buf, len, desc, src, tag, ignore,
+				     context);
+	if (!ntx_list_empty(&tme->unexp[1]))
+		return ntx_trecv_waiting(fep, buf, len, desc, src, tag, ignore,
+					 context);
+	if (!ep->rx_fast || !ntx_list_empty(&tme->posted[1]) || tme->nexact ||
+	    tme->lean_tail - tme->lean_head >= NTX_TME_LEAN ||
+	    !ntx_comp_wanted(ep->rx_selective, flags))
+		return ntx_trecv_req(fep, buf, len, desc, src, tag, ignore,
+				     context);
+	l = &tme->lean[tme->lean_tail++ & (NTX_TME_LEAN - 1)];
+	l->buf = buf;
+	l->len = len;
+	l->src = ep->caps & FI_DIRECTED_RECV ? src : FI_ADDR_UNSPEC;
+	l->tag = tag;
+	l->ignore = ignore;
+	l->context = context;
+	l->flags = flags;
 	return 0;
 }
 

@@ -1329,26 +1329,23 @@ ntx_proto_on_small_any(struct ntx_vc *vc, uint8_t pflags, uint64_t tag,
 	ntx_proto_on_recv(vc, &h, NULL, 0);
 }
 
-/* A half entry's message: the message path's case here, in a function
- * that needs no frame of its own (every message of a window comes this
- * way): a tagged message on a proven VC whose address is known, an
- * endpoint whose receive completions are plain CQ entries and that has
- * no connection management (ntx_ep_set_paths), no exact tagged
- * receive hashed, and the receive at the head of the queue plain
- * (ntx_req_set_recv), large enough and matching; with no tagged receive
- * posted it waits at once (ntx_proto_small_waits). Anything else is
- * ntx_proto_on_small_any. */
-void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
-			uint64_t data, uint64_t bytes, size_t len)
+/* ntx_proto_on_small's case of an empty lean ring: a tagged message on a
+ * proven VC whose address is known, an endpoint whose receive
+ * completions are plain CQ entries and that has no connection management
+ * (ntx_ep_set_paths), no exact tagged receive hashed, and the receive at
+ * the head of the queue plain (ntx_req_set_recv), large enough and
+ * matching; with no tagged receive posted it waits at once
+ * (ntx_proto_small_waits). Anything else is ntx_proto_on_small_any. */
+static __attribute__((noinline)) void
+ntx_proto_on_small_req(struct ntx_vc *vc, uint8_t pflags, uint64_t tag,
+		       uint64_t data, uint64_t bytes, size_t len)
 {
-	struct ntx_vc *vc = arg;
 	struct ntx_ep *ep = vc->ep;
 	struct ntx_list *q = &ep->tme.posted[1];
 	fi_addr_t src = vc->fi_addr;
 	struct ntx_req *r;
 	void *buf, *ctx;
 
-	ntx_assert_ep_locked(ep);
 	if (!(pflags & NTX_PF_TAGGED) || !ep->rx_fast ||
 	    vc->state != NTX_VC_CONNECTED || src == FI_ADDR_NOTAVAIL ||
 	    len > sizeof(bytes) || ep->tme.nexact)
@@ -1374,6 +1371,51 @@ void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
 	return;
 any:
 	ntx_proto_on_small_any(vc, pflags, tag, data, bytes, len);
+}
+
+/* A half entry's message: the message path's case here, in a function
+ * that needs no frame of its own (every message of a window comes this
+ * way): a tagged message on a proven VC whose address is known, an
+ * endpoint whose receive completions are plain CQ entries and that has
+ * no connection management, and the receive at the head of the lean
+ * ring (struct ntx_tme; its tagged queues are empty then) large enough
+ * and matching: the bytes stored from the register, the CQ entry
+ * written. With the ring empty it is ntx_proto_on_small_req; anything
+ * else is ntx_proto_on_small_any (whose match turns the ring into
+ * requests first). */
+void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
+			uint64_t data, uint64_t bytes, size_t len)
+{
+	struct ntx_vc *vc = arg;
+	struct ntx_ep *ep = vc->ep;
+	struct ntx_tme *tme = &ep->tme;
+	fi_addr_t src = vc->fi_addr;
+	struct ntx_lean_recv *l;
+	void *buf, *ctx;
+
+	ntx_assert_ep_locked(ep);
+	if (tme->lean_head == tme->lean_tail) {
+		ntx_proto_on_small_req(vc, pflags, tag, data, bytes, len);
+		return;
+	}
+	l = &tme->lean[tme->lean_head & (NTX_TME_LEAN - 1)];
+	if (!(pflags & NTX_PF_TAGGED) || !ep->rx_fast ||
+	    vc->state != NTX_VC_CONNECTED || src == FI_ADDR_NOTAVAIL ||
+	    len > sizeof(bytes) || l->len < len ||
+	    !ntx_tme_src_match(l->src, src) ||
+	    !ntx_tme_tag_match(l->tag, l->ignore, tag)) {
+		ntx_proto_on_small_any(vc, pflags, tag, data, bytes, len);
+		return;
+	}
+	buf = l->buf;
+	ctx = l->context;
+	if (++tme->lean_head == tme->lean_tail)
+		tme->lean_head = tme->lean_tail = 0;
+	ntx_store_word(buf, bytes, len);
+	ntx_cq_push(ep->rx_cq, ctx,
+		    FI_RECV | FI_TAGGED |
+			    (pflags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA : 0),
+		    len, buf, data, tag, src);
 }
 
 /* A failed peer's unexpected messages: its rendezvous data can no longer
@@ -1423,6 +1465,7 @@ void ntx_proto_fail_posted(struct ntx_ep *rx, fi_addr_t src, int err)
 	struct ntx_tme *tme = &rx->tme;
 	struct ntx_list *it, *tmp;
 
+	ntx_tme_lean_check(tme);
 	for (int q = 0; q < 2 + NTX_TME_BUCKETS; q++) {
 		struct ntx_list *l = q < 2 ? &tme->posted[q]
 					   : &tme->posted_tag[q - 2];

@@ -4,7 +4,10 @@
  * (tag/ignore, FI_ADDR_UNSPEC or directed source, FIFO per peer, claims).
  * Exact tagged receives and tagged unexpected messages are hashed by tag;
  * a message matches the earliest-posted of the first candidate in its
- * bucket and the first candidate among wildcard receives.
+ * bucket and the first candidate among wildcard receives. The message
+ * path's receives wait in the lean ring first (struct ntx_tme), which
+ * becomes requests on the queues here (ntx_tme_lean_flush) before
+ * anything else uses them.
  */
 #include "config.h"
 
@@ -88,6 +91,7 @@ struct ntx_req *ntx_tme_cancel(struct ntx_tme *tme, void *context)
 {
 	struct ntx_req *r = NULL;
 
+	ntx_tme_lean_check(tme);
 	for (int t = 0; t < 2 && !r; t++)
 		r = ntx_tme_find_ctx(&tme->posted[t], context);
 	for (int b = 0; b < NTX_TME_BUCKETS && !r; b++)
@@ -95,4 +99,32 @@ struct ntx_req *ntx_tme_cancel(struct ntx_tme *tme, void *context)
 	if (r)
 		ntx_tme_unpost(tme, r);
 	return r;
+}
+
+void ntx_tme_lean_flush(struct ntx_tme *tme)
+{
+	struct ntx_ep *ep = ntx_container_of(tme, struct ntx_ep, tme);
+
+	while (tme->lean_head != tme->lean_tail) {
+		struct ntx_lean_recv *l =
+			&tme->lean[tme->lean_head++ & (NTX_TME_LEAN - 1)];
+		struct ntx_req *r = ntx_req_get(ep, NTX_REQ_RECV);
+
+		if (!r) {
+			NTX_WARN(FI_LOG_EP_DATA,
+				 "no memory to keep a posted receive\n");
+			if (ep->rx_cq)
+				ntx_cq_push_err(ep->rx_cq, l->context,
+						FI_RECV | FI_TAGGED, 0, NULL,
+						0, l->tag, 0, FI_ENOMEM,
+						FI_ADDR_NOTAVAIL, NULL);
+			continue;
+		}
+		r->iov[0].iov_base = l->buf;
+		r->iov[0].iov_len = l->len;
+		ntx_req_set_recv(ep, r, 1, l->len, l->src, l->tag, l->ignore,
+				 l->context, l->flags);
+		ntx_tme_queue(tme, r);
+	}
+	tme->lean_head = tme->lean_tail = 0;
 }

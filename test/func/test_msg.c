@@ -402,7 +402,7 @@ static int child_tags(int sock)
 	return 0;
 }
 
-Test(msg, tag_matching_and_unexpected, .timeout = 60)
+static void tag_matching_and_unexpected_run(void)
 {
 	struct tctx t;
 	fi_addr_t peer;
@@ -427,6 +427,21 @@ Test(msg, tag_matching_and_unexpected, .timeout = 60)
 	cr_assert_eq(t_sync(sock), 0);
 	cr_assert_eq(t_join(pid), 0);
 	t_close(&t);
+}
+
+Test(msg, tag_matching_and_unexpected, .timeout = 60)
+{
+	tag_matching_and_unexpected_run();
+}
+
+/* The same in a lockless domain (FI_THREAD_DOMAIN, as Open MPI's MTL
+ * opens it), where a tagged receive posted while
+ * none is a request waits in the lean ring (DESIGN §3, "Tag matching"). */
+Test(msg, tag_matching_and_unexpected_lockless, .timeout = 60)
+{
+	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1);
+	tag_matching_and_unexpected_run();
+	unsetenv("NTX_TEST_THREAD_DOMAIN");
 }
 
 /* Progresses both until b has 'want' more completions; a, whose sends
@@ -570,7 +585,7 @@ static int child_semantics(int sock)
 	return 0;
 }
 
-Test(msg, truncation_cancel_multi_recv_peek_claim_discard, .timeout = 60)
+static void truncation_cancel_multi_recv_peek_claim_discard_run(void)
 {
 	struct tctx t;
 	fi_addr_t peer;
@@ -602,6 +617,22 @@ Test(msg, truncation_cancel_multi_recv_peek_claim_discard, .timeout = 60)
 	cr_assert_eq(t_join(pid), 0);
 	t_close(&t);
 	free(buf);
+}
+
+Test(msg, truncation_cancel_multi_recv_peek_claim_discard, .timeout = 60)
+{
+	truncation_cancel_multi_recv_peek_claim_discard_run();
+}
+
+/* The same in a lockless domain (FI_THREAD_DOMAIN, as Open MPI's MTL
+ * opens it), where the receives
+ * that are truncated, cancelled or peeked around wait in the lean ring
+ * first. */
+Test(msg, truncation_cancel_multi_recv_peek_claim_discard_lockless, .timeout = 60)
+{
+	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1);
+	truncation_cancel_multi_recv_peek_claim_discard_run();
+	unsetenv("NTX_TEST_THREAD_DOMAIN");
 }
 
 static int child_sleeper(int sock)
@@ -682,7 +713,7 @@ static int child_greeter(int sock)
 /* A receive directed at a peer that died (FI_DIRECTED_RECV) can never
  * be filled: it fails with the connection's error. A receive from any
  * source stays posted for the peers still alive. */
-Test(msg, dead_peer_fails_the_receives_directed_at_it, .timeout = 60)
+static void dead_peer_fails_the_receives_directed_at_it_run(void)
 {
 	struct tctx t;
 	struct fi_cq_err_entry err;
@@ -716,6 +747,21 @@ Test(msg, dead_peer_fails_the_receives_directed_at_it, .timeout = 60)
 	cr_assert_eq(err.err, FI_ECANCELED);
 	cr_assert_eq(t_drain(&t, 50), 0, "nothing else");
 	t_close(&t);
+}
+
+Test(msg, dead_peer_fails_the_receives_directed_at_it, .timeout = 60)
+{
+	dead_peer_fails_the_receives_directed_at_it_run();
+}
+
+/* The same in a lockless domain (FI_THREAD_DOMAIN, as Open MPI's MTL
+ * opens it), where the receive
+ * directed at the dead peer waits in the lean ring. */
+Test(msg, dead_peer_fails_the_receives_directed_at_it_lockless, .timeout = 60)
+{
+	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1);
+	dead_peer_fails_the_receives_directed_at_it_run();
+	unsetenv("NTX_TEST_THREAD_DOMAIN");
 }
 
 /* Sends one message, then a second once the parent says so. */
@@ -862,6 +908,145 @@ Test(msg, a_receive_takes_the_waiting_message_it_matches, .timeout = 60)
 	cr_assert(err.err == FI_ETRUNC && err.op_context == &v[3] &&
 		  err.olen == 2, "err %d olen %zu", err.err, err.olen);
 	cr_assert_eq(v[3], 44, "the bytes that fit: %#lx", (unsigned long)v[3]);
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+	unsetenv("NTX_TEST_THREAD_DOMAIN");
+}
+
+#define LEAN_MANY 300 /* receives posted at once: more than the lean
+			* ring holds (NTX_TME_LEAN) */
+
+/* Sends what child_lean's parent, which posts first, expects; each step
+ * after the parent's sync. */
+static int child_lean(int sock)
+{
+	uint64_t v[2] = { 0, 0 };
+	struct tctx t;
+	fi_addr_t peer;
+	ssize_t ret;
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	v[0] = 999; /* the connection, before the steps */
+	CHK(fi_tinject(t.ep, v, 8, peer, 999) == 0);
+	/* 1: the head of the ring does not match the first message */
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0);
+	v[0] = 2;
+	CHK(fi_tinject(t.ep, v, 8, peer, 2) == 0);
+	v[0] = 0x45;
+	CHK(fi_tinject(t.ep, v, 8, peer, 0x45) == 0);
+	v[0] = 3;
+	v[1] = 33; /* 16 bytes: not a small entry, the engine's own path */
+	CHK(fi_tinject(t.ep, v, 16, peer, 3) == 0);
+	v[0] = 1;
+	CHK(fi_tinject(t.ep, v, 8, peer, 1) == 0);
+	/* 2: one tag, four receives kept four ways */
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0);
+	for (v[0] = 1; v[0] <= 4; v[0]++)
+		CHK(fi_tinject(t.ep, v, 8, peer, 0x50) == 0);
+	/* 3: more receives than the ring holds, in order */
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0);
+	for (v[0] = 0; v[0] < LEAN_MANY; v[0]++) {
+		while ((ret = fi_tinject(t.ep, v, 8, peer, 0x100 + v[0])) ==
+		       -FI_EAGAIN)
+			(void)fi_cq_read(t.cq, NULL, 0);
+		CHK(ret == 0);
+	}
+	/* 4: the receive after a cancelled one */
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0);
+	v[0] = 61;
+	CHK(fi_tinject(t.ep, v, 8, peer, 0x61) == 0);
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0); /* the parent is done */
+	t_close(&t);
+	return 0;
+}
+
+/* Waits for the next completion: ctx's, with bytes v of tag 'tag'. */
+static void lean_expect(struct tctx *t, void *ctx, uint64_t tag, uint64_t v,
+			const uint64_t *buf)
+{
+	struct fi_cq_tagged_entry e;
+
+	cr_assert_eq(t_wait(t, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert(e.op_context == ctx && e.tag == tag && *buf == v,
+		  "ctx %p (want %p) tag %#llx (want %#llx) bytes %llu (want "
+		  "%llu)", e.op_context, ctx, (unsigned long long)e.tag,
+		  (unsigned long long)tag, (unsigned long long)*buf,
+		  (unsigned long long)v);
+}
+
+/* The tagged receives of a lockless endpoint, posted while none is a
+ * request, wait in the lean ring (DESIGN §3, "Tag matching"): whatever
+ * comes, they match as if they were on the queues. A first message that
+ * the ring's head does not take goes to a later receive; a message that
+ * is not a small entry finds its receive there; receives kept in the
+ * ring, as requests and hashed by their exact tag take one tag's
+ * messages in the order they were posted; more receives than the ring
+ * holds keep their order; a cancelled one is gone and the next takes
+ * the message. */
+Test(msg, receives_in_the_lean_ring_match_in_post_order, .timeout = 60)
+{
+	static uint64_t buf[LEAN_MANY][2];
+	struct fi_msg_tagged tm = { .iov_count = 1, .addr = FI_ADDR_UNSPEC,
+				    .tag = 0x50 };
+	struct fi_cq_err_entry err;
+	struct iovec iov;
+	struct tctx t;
+	fi_addr_t peer;
+	int sock;
+	pid_t pid;
+
+	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1);
+	pid = t_fork(&sock, child_lean);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(fi_trecv(t.ep, buf[0], 8, NULL, peer, 999, 0, buf[0]), 0);
+	lean_expect(&t, buf[0], 999, 999, buf[0]);
+	/* 1 */
+	cr_assert_eq(fi_trecv(t.ep, buf[0], 16, NULL, peer, 1, 0, buf[0]), 0);
+	cr_assert_eq(fi_trecv(t.ep, buf[1], 16, NULL, FI_ADDR_UNSPEC, 2, 0,
+			      buf[1]), 0);
+	cr_assert_eq(fi_trecv(t.ep, buf[2], 16, NULL, peer, 0x40, 0xf, buf[2]),
+		     0);
+	cr_assert_eq(fi_trecv(t.ep, buf[3], 16, NULL, peer, 3, 0, buf[3]), 0);
+	cr_assert_eq(t_sync(sock), 0);
+	lean_expect(&t, buf[1], 2, 2, buf[1]);
+	lean_expect(&t, buf[2], 0x45, 0x45, buf[2]);
+	lean_expect(&t, buf[3], 3, 3, buf[3]);
+	cr_assert_eq(buf[3][1], 33);
+	lean_expect(&t, buf[0], 1, 1, buf[0]);
+	/* 2: in the ring; a request (fi_trecvmsg); hashed (no ignore bits,
+	 * with a request posted); on the queue */
+	cr_assert_eq(fi_trecv(t.ep, buf[0], 8, NULL, peer, 0x50, 0xf, buf[0]),
+		     0);
+	iov.iov_base = buf[1];
+	iov.iov_len = 8;
+	tm.msg_iov = &iov;
+	tm.context = buf[1];
+	cr_assert_eq(fi_trecvmsg(t.ep, &tm, FI_COMPLETION), 0);
+	cr_assert_eq(fi_trecv(t.ep, buf[2], 8, NULL, peer, 0x50, 0, buf[2]), 0);
+	cr_assert_eq(fi_trecv(t.ep, buf[3], 8, NULL, peer, 0x50, 0xf, buf[3]),
+		     0);
+	cr_assert_eq(t_sync(sock), 0);
+	for (uint64_t i = 0; i < 4; i++)
+		lean_expect(&t, buf[i], 0x50, i + 1, buf[i]);
+	/* 3 */
+	for (uint64_t i = 0; i < LEAN_MANY; i++)
+		cr_assert_eq(fi_trecv(t.ep, buf[i], 8, NULL, peer, 0x100 + i,
+				      0, buf[i]), 0);
+	cr_assert_eq(t_sync(sock), 0);
+	for (uint64_t i = 0; i < LEAN_MANY; i++)
+		lean_expect(&t, buf[i], 0x100 + i, i, buf[i]);
+	/* 4 */
+	cr_assert_eq(fi_trecv(t.ep, buf[0], 8, NULL, peer, 0x61, 0, buf[0]), 0);
+	cr_assert_eq(fi_trecv(t.ep, buf[1], 8, NULL, peer, 0x61, 0, buf[1]), 0);
+	cr_assert_eq(fi_cancel(&t.ep->fid, buf[0]), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, &err, WAIT_MS), -FI_EAVAIL);
+	cr_assert(err.err == FI_ECANCELED && err.op_context == buf[0]);
+	cr_assert_eq(t_sync(sock), 0);
+	lean_expect(&t, buf[1], 0x61, 61, buf[1]);
+	cr_assert_eq(t_drain(&t, 50), 0, "nothing else");
 	cr_assert_eq(t_sync(sock), 0);
 	cr_assert_eq(t_join(pid), 0);
 	t_close(&t);
