@@ -695,6 +695,12 @@ static inline void ntx_tme_lean_check(struct ntx_tme *tme)
 	if (tme->lean_head != tme->lean_tail)
 		ntx_tme_lean_flush(tme);
 }
+/* A tagged message's match while the lean ring holds receives: the
+ * ring's head, as a request taken off it (the others stay), when it takes
+ * the message; else NULL, the ring turned into requests on the queues
+ * first (ntx_tme_lean_flush), where the caller looks. */
+struct ntx_req *ntx_tme_lean_match(struct ntx_tme *tme, fi_addr_t src,
+				   uint64_t tag);
 /* ntx_tme_post where the lean ring is empty. */
 static inline void ntx_tme_queue(struct ntx_tme *tme, struct ntx_req *req)
 {
@@ -711,7 +717,8 @@ static inline void ntx_tme_queue(struct ntx_tme *tme, struct ntx_req *req)
 /* Queues a receive in post order. Inline: every receive is posted. */
 static inline void ntx_tme_post(struct ntx_tme *tme, struct ntx_req *req)
 {
-	ntx_tme_lean_check(tme);
+	if (req->flags & FI_TAGGED)
+		ntx_tme_lean_check(tme);
 	ntx_tme_queue(tme, req);
 }
 /* Takes a posted receive off its queue (once). */
@@ -752,7 +759,11 @@ static inline struct ntx_req *ntx_tme_match_posted(struct ntx_tme *tme,
 {
 	struct ntx_req *r;
 
-	ntx_tme_lean_check(tme);
+	if (tagged && tme->lean_head != tme->lean_tail) {
+		r = ntx_tme_lean_match(tme, src, tag);
+		if (r)
+			return r;
+	}
 	r = ntx_tme_first(&tme->posted[tagged], tagged, src, tag);
 
 	if (tagged && tme->nexact) {

@@ -331,8 +331,10 @@ ntx_trecv_req(struct fid_ep *fep, void *buf, size_t len, void *desc,
 /* fi_trecv, the message path's case (every MPI_Irecv through the MTL) in
  * a function without a frame: an endpoint that may post at once
  * (ntx_ep_set_paths), valid op flags, no tagged message waiting
- * unexpected, no tagged receive that is a request, a completion that is a
- * plain CQ entry and room in the lean ring: the arguments go to the ring
+ * unexpected, a buffer of at most NTX_INLINE_MAX bytes (a larger message
+ * would take it as a request anyway), no tagged receive that is a
+ * request, a completion that is a plain CQ entry and room in the lean
+ * ring: the arguments go to the ring
  * (struct ntx_tme; seven stores instead of a request's twenty and its
  * links). A receive that has to be a request is ntx_trecv_req, one with
  * a tagged message waiting ntx_trecv_waiting, anything else
@@ -353,7 +355,8 @@ static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,
 	if (!ntx_list_empty(&tme->unexp[1]))
 		return ntx_trecv_waiting(fep, buf, len, desc, src, tag, ignore,
 					 context);
-	if (!ep->rx_fast || !ntx_list_empty(&tme->posted[1]) || tme->nexact ||
+	if (!ep->rx_fast || len > NTX_INLINE_MAX ||
+	    !ntx_list_empty(&tme->posted[1]) || tme->nexact ||
 	    tme->lean_tail - tme->lean_head >= NTX_TME_LEAN ||
 	    !ntx_comp_wanted(ep->rx_selective, flags))
 		return ntx_trecv_req(fep, buf, len, desc, src, tag, ignore,

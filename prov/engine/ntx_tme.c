@@ -101,6 +101,23 @@ struct ntx_req *ntx_tme_cancel(struct ntx_tme *tme, void *context)
 	return r;
 }
 
+/* A lean receive as a request, not yet posted; NULL when no request can
+ * be had. */
+static struct ntx_req *ntx_tme_lean_req(struct ntx_tme *tme,
+					const struct ntx_lean_recv *l)
+{
+	struct ntx_ep *ep = ntx_container_of(tme, struct ntx_ep, tme);
+	struct ntx_req *r = ntx_req_get(ep, NTX_REQ_RECV);
+
+	if (!r)
+		return NULL;
+	r->iov[0].iov_base = l->buf;
+	r->iov[0].iov_len = l->len;
+	ntx_req_set_recv(ep, r, 1, l->len, l->src, l->tag, l->ignore,
+			 l->context, l->flags);
+	return r;
+}
+
 void ntx_tme_lean_flush(struct ntx_tme *tme)
 {
 	struct ntx_ep *ep = ntx_container_of(tme, struct ntx_ep, tme);
@@ -108,7 +125,7 @@ void ntx_tme_lean_flush(struct ntx_tme *tme)
 	while (tme->lean_head != tme->lean_tail) {
 		struct ntx_lean_recv *l =
 			&tme->lean[tme->lean_head++ & (NTX_TME_LEAN - 1)];
-		struct ntx_req *r = ntx_req_get(ep, NTX_REQ_RECV);
+		struct ntx_req *r = ntx_tme_lean_req(tme, l);
 
 		if (!r) {
 			NTX_WARN(FI_LOG_EP_DATA,
@@ -120,11 +137,29 @@ void ntx_tme_lean_flush(struct ntx_tme *tme)
 						FI_ADDR_NOTAVAIL, NULL);
 			continue;
 		}
-		r->iov[0].iov_base = l->buf;
-		r->iov[0].iov_len = l->len;
-		ntx_req_set_recv(ep, r, 1, l->len, l->src, l->tag, l->ignore,
-				 l->context, l->flags);
 		ntx_tme_queue(tme, r);
 	}
 	tme->lean_head = tme->lean_tail = 0;
+}
+
+struct ntx_req *ntx_tme_lean_match(struct ntx_tme *tme, fi_addr_t src,
+				   uint64_t tag)
+{
+	const struct ntx_lean_recv *l =
+		&tme->lean[tme->lean_head & (NTX_TME_LEAN - 1)];
+	struct ntx_req *r;
+
+	if (ntx_tme_src_match(l->src, src) &&
+	    ntx_tme_tag_match(l->tag, l->ignore, tag)) {
+		r = ntx_tme_lean_req(tme, l);
+		if (r) {
+			r->state = NTX_RS_POSTED; /* and matched at once */
+			r->seq = ++tme->seq;
+			if (++tme->lean_head == tme->lean_tail)
+				tme->lean_head = tme->lean_tail = 0;
+			return r;
+		}
+	}
+	ntx_tme_lean_flush(tme);
+	return NULL;
 }

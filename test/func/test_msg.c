@@ -921,7 +921,7 @@ Test(msg, a_receive_takes_the_waiting_message_it_matches, .timeout = 60)
  * after the parent's sync. */
 static int child_lean(int sock)
 {
-	uint64_t v[2] = { 0, 0 };
+	uint64_t v[2] = { 0, 0 }, big[13] = { 0 };
 	struct tctx t;
 	fi_addr_t peer;
 	ssize_t ret;
@@ -957,6 +957,14 @@ static int child_lean(int sock)
 	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0);
 	v[0] = 61;
 	CHK(fi_tinject(t.ep, v, 8, peer, 0x61) == 0);
+	/* 5: messages that are not small entries, at the ring's head */
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0);
+	v[0] = 7;
+	v[1] = 77;
+	CHK(fi_tinject(t.ep, v, 16, peer, 7) == 0);
+	CHK(fi_tinject(t.ep, big, sizeof(big), peer, 8) == 0);
+	v[0] = 9;
+	CHK(fi_tinject(t.ep, v, 8, peer, 9) == 0);
 	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0); /* the parent is done */
 	t_close(&t);
 	return 0;
@@ -984,7 +992,8 @@ static void lean_expect(struct tctx *t, void *ctx, uint64_t tag, uint64_t v,
  * ring, as requests and hashed by their exact tag take one tag's
  * messages in the order they were posted; more receives than the ring
  * holds keep their order; a cancelled one is gone and the next takes
- * the message. */
+ * the message; messages that are not small entries take the ring's head
+ * alone, truncated where it is too small. */
 Test(msg, receives_in_the_lean_ring_match_in_post_order, .timeout = 60)
 {
 	static uint64_t buf[LEAN_MANY][2];
@@ -1046,6 +1055,30 @@ Test(msg, receives_in_the_lean_ring_match_in_post_order, .timeout = 60)
 	cr_assert(err.err == FI_ECANCELED && err.op_context == buf[0]);
 	cr_assert_eq(t_sync(sock), 0);
 	lean_expect(&t, buf[1], 0x61, 61, buf[1]);
+	/* 5: the head taken by a 16-byte message, then by one of 104 bytes
+	 * that its 8 do not hold (truncated), then a small one */
+	cr_assert_eq(fi_trecv(t.ep, buf[0], 16, NULL, peer, 7, 0, buf[0]), 0);
+	cr_assert_eq(fi_trecv(t.ep, buf[1], 8, NULL, peer, 8, 0, buf[1]), 0);
+	cr_assert_eq(fi_trecv(t.ep, buf[2], 8, NULL, peer, 9, 0, buf[2]), 0);
+	cr_assert_eq(t_sync(sock), 0);
+	lean_expect(&t, buf[0], 7, 7, buf[0]);
+	cr_assert_eq(buf[0][1], 77);
+	/* an error completion may be read after a later success */
+	for (int k = 0, got_err = 0, got_ok = 0; k < 2; k++) {
+		struct fi_cq_tagged_entry e;
+		int ret = t_wait(&t, &e, NULL, &err, WAIT_MS);
+
+		if (ret == -FI_EAVAIL) {
+			cr_assert(!got_err++ && err.err == FI_ETRUNC &&
+				  err.op_context == buf[1] &&
+				  err.olen == 104 - 8, "err %d olen %zu",
+				  err.err, err.olen);
+		} else {
+			cr_assert(ret == 1 && !got_ok++);
+			cr_assert(e.op_context == buf[2] && e.tag == 9 &&
+				  buf[2][0] == 9);
+		}
+	}
 	cr_assert_eq(t_drain(&t, 50), 0, "nothing else");
 	cr_assert_eq(t_sync(sock), 0);
 	cr_assert_eq(t_join(pid), 0);
