@@ -20,7 +20,8 @@
  *   and its completion read before it answers (as MPI_Send and
  *   MPI_Recv do through the MTL): the work on a ping-pong's path.
  *   PEERS (default 0) more endpoints first send one message each to a
- *   and to b and then stay idle: the same path with that many idle
+ *   and to b and then stay idle (MSGPATH_SIZE in the environment: the
+ *   windows' messages have that many bytes, at most 4096, instead of 8): the same path with that many idle
  *   peers connected (more than 4 puts the shm back end in its ready
  *   bitmap mode).
  */
@@ -36,6 +37,7 @@
 #include <time.h>
 
 #define WINDOW 64
+#define MSG_MAX 4096 /* MSGPATH_SIZE: bytes of a window's messages */
 #define READ_MAX 100 /* the MTL's ofi_progress_event_count */
 #define TAG 0x1234
 #define IGNORE 0x0300000000000000ull /* like the MTL's sync-send bits */
@@ -51,6 +53,7 @@ struct side {
 static struct fid_domain *dom;
 static struct fid_av *av;
 static struct side a, b, idle;
+static size_t msg_size = 8;
 
 static void check(int ret, const char *what)
 {
@@ -111,11 +114,11 @@ static void window(char *sbuf, char *rbuf)
 	static struct fi_context ctx[WINDOW];
 
 	for (int i = 0; i < WINDOW; i++)
-		while (fi_trecv(b.ep, rbuf, 8, NULL, b.peer, TAG, IGNORE,
+		while (fi_trecv(b.ep, rbuf, msg_size, NULL, b.peer, TAG, IGNORE,
 				&ctx[i]) == -FI_EAGAIN)
 			poke(&b);
 	for (int i = 0; i < WINDOW; i++)
-		while (fi_tsenddata(a.ep, sbuf, 8, NULL, 1, a.peer, TAG,
+		while (fi_tsenddata(a.ep, sbuf, msg_size, NULL, 1, a.peer, TAG,
 				    &ctx[i]) == -FI_EAGAIN) {
 			poke(&a);
 			poke(&b);
@@ -205,11 +208,17 @@ int main(int argc, char **argv)
 	struct fi_info *hints, *fi;
 	struct fid_fabric *fab;
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
-	char sbuf[8] = { 0 }, rbuf[8];
+	static char sbuf[MSG_MAX], rbuf[MSG_MAX];
 	long nwin, w;
 	const char *mode = argc > 2 ? argv[2] : "message", *what;
 	double t0;
 
+	if (getenv("MSGPATH_SIZE"))
+		msg_size = strtoul(getenv("MSGPATH_SIZE"), NULL, 0);
+	if (msg_size > MSG_MAX) {
+		fprintf(stderr, "msgpath: MSGPATH_SIZE at most %d\n", MSG_MAX);
+		return 1;
+	}
 	if (argc < 2 || (nwin = atol(argv[1])) < 1 ||
 	    (strcmp(mode, "message") && strcmp(mode, "empty") &&
 	     strcmp(mode, "pingpong"))) {

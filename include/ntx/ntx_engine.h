@@ -930,6 +930,16 @@ ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 		ntx_cntr_inc(ep->send_cntr);
 	return 0;
 }
+/* ntx_proto_send_small's case of a message of more than NTX_INLINE_MAX
+ * and at most NTX_INJECT_MAX bytes in one buffer: one eager packet
+ * straight from the buffer (the back end copies it before it returns, as
+ * for fi_inject), completed at once, without a request. 1 when it does
+ * not apply (not connected, work queued, FI_DELIVERY_COMPLETE or
+ * FI_FENCE, no room or any error: the general path queues or reports
+ * it), else 0. */
+int ntx_proto_send_eager(struct ntx_ep *ep, const void *buf, size_t len,
+			 fi_addr_t dest, uint64_t tag, uint64_t data,
+			 void *context, uint64_t flags, bool fast);
 /* Sends what req still has to send; 0 when done, -FI_EAGAIN to retry */
 int ntx_proto_tx(struct ntx_req *req);
 /* A packet from a back end: the ntx_be_cb recv callback of every VC. */

@@ -254,6 +254,31 @@ ssize_t ntx_proto_send(struct ntx_ep *ep, struct ntx_req *r)
 	return 0;
 }
 
+int ntx_proto_send_eager(struct ntx_ep *ep, const void *buf, size_t len,
+			 fi_addr_t dest, uint64_t tag, uint64_t data,
+			 void *context, uint64_t flags, bool fast)
+{
+	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab,
+					  !fast && ep->cm ? ep->msg_dest
+							  : ntx_vc_key(ep, dest));
+	struct ntx_wire_hdr h = {
+		.op = NTX_OP_EAGER,
+		.flags = ntx_pkt_flags(flags),
+		.tag = tag,
+		.cq_data = data,
+		.msg_len = len,
+	};
+	struct iovec iov = { (void *)buf, len };
+
+	if (len > NTX_INJECT_MAX || !vc || vc->state != NTX_VC_CONNECTED ||
+	    !ntx_list_empty(&vc->backlog) ||
+	    (flags & (FI_DELIVERY_COMPLETE | FI_FENCE)) ||
+	    vc->ops->send(vc->conn, &h, &iov, 1, len))
+		return 1;
+	ntx_comp_send(ep, context, flags, fast);
+	return 0;
+}
+
 /* fi_inject: straight into the ring when it has room, else a copy waits
  * on the backlog. No completion is ever written. */
 ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
@@ -974,6 +999,31 @@ static inline void ntx_msg_unexpected(struct ntx_vc *vc,
 	ntx_tme_add_unexp(&vc->ep->rx->tme, u);
 }
 
+
+/* An eager tagged message that asks for no ack, while the lean ring
+ * holds receives (so ep->rx is ep and its tagged queues are empty): the
+ * ring's head, when it takes the message whole, is filled and completed
+ * without a request. False when not (the caller matches as usual). */
+static bool ntx_rx_lean_eager(struct ntx_ep *ep, const struct ntx_wire_hdr *h,
+			      fi_addr_t src, const void *payload, size_t len)
+{
+	struct ntx_tme *tme = &ep->tme;
+	struct ntx_lean_recv *l = &tme->lean[tme->lean_head &
+					     (NTX_TME_LEAN - 1)];
+	void *buf = l->buf, *ctx = l->context;
+
+	if (!ep->rx_fast || l->len < len || !ntx_tme_src_match(l->src, src) ||
+	    !ntx_tme_tag_match(l->tag, l->ignore, h->tag))
+		return false;
+	if (++tme->lean_head == tme->lean_tail)
+		tme->lean_head = tme->lean_tail = 0;
+	memcpy(buf, payload, len);
+	ntx_cq_push(ep->rx_cq, ctx,
+		    FI_RECV | FI_TAGGED |
+			    (h->flags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA : 0),
+		    len, buf, h->cq_data, h->tag, src);
+	return true;
+}
 /* A parsed EAGER or RTS message (eager: known to be EAGER): into the
  * receive it matches, else waiting unexpected. Inline into both callers:
  * ntx_proto_on_packet's message path passes an eager message in the
@@ -987,6 +1037,11 @@ ntx_msg_deliver(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	fi_addr_t src = ntx_vc_fi_addr(vc);
 	struct ntx_req *r;
 
+	if ((h->flags & NTX_PF_TAGGED) &&
+	    ep->tme.lean_head != ep->tme.lean_tail &&
+	    (eager || h->op == NTX_OP_EAGER) && !(h->flags & NTX_PF_ACK) &&
+	    ntx_rx_lean_eager(ep, h, src, payload, len))
+		return;
 	r = ntx_tme_match_posted(&ep->rx->tme, h->flags & NTX_PF_TAGGED, src,
 				 h->tag);
 	if (!r) {

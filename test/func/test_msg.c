@@ -916,12 +916,14 @@ Test(msg, a_receive_takes_the_waiting_message_it_matches, .timeout = 60)
 
 #define LEAN_MANY 300 /* receives posted at once: more than the lean
 			* ring holds (NTX_TME_LEAN) */
+#define LEAN_RNDV 100000 /* above every eager size: a rendezvous */
 
 /* Sends what child_lean's parent, which posts first, expects; each step
  * after the parent's sync. */
 static int child_lean(int sock)
 {
 	uint64_t v[2] = { 0, 0 }, big[13] = { 0 };
+	char *payload;
 	struct tctx t;
 	fi_addr_t peer;
 	ssize_t ret;
@@ -965,6 +967,19 @@ static int child_lean(int sock)
 	CHK(fi_tinject(t.ep, big, sizeof(big), peer, 8) == 0);
 	v[0] = 9;
 	CHK(fi_tinject(t.ep, v, 8, peer, 9) == 0);
+	/* 6: an eager message and a rendezvous one into larger receives */
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0);
+	CHK((payload = malloc(LEAN_RNDV)) != NULL);
+	t_fill(payload, 100, 73);
+	CHK(fi_tsend(t.ep, payload, 100, NULL, peer, 0x73, NULL) == 0);
+	CHK(t_wait(&t, NULL, NULL, NULL, WAIT_MS) == 1);
+	t_fill(payload, 100, 70);
+	CHK(fi_tsend(t.ep, payload, 100, NULL, peer, 0x70, NULL) == 0);
+	CHK(t_wait(&t, NULL, NULL, NULL, WAIT_MS) == 1);
+	t_fill(payload, LEAN_RNDV, 71);
+	CHK(fi_tsend(t.ep, payload, LEAN_RNDV, NULL, peer, 0x71, NULL) == 0);
+	CHK(t_wait(&t, NULL, NULL, NULL, WAIT_MS) == 1);
+	free(payload);
 	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0); /* the parent is done */
 	t_close(&t);
 	return 0;
@@ -993,12 +1008,15 @@ static void lean_expect(struct tctx *t, void *ctx, uint64_t tag, uint64_t v,
  * messages in the order they were posted; more receives than the ring
  * holds keep their order; a cancelled one is gone and the next takes
  * the message; messages that are not small entries take the ring's head
- * alone, truncated where it is too small. */
+ * alone, truncated where it is too small; an eager message larger than
+ * a small one and a rendezvous one find larger receives kept there. */
 Test(msg, receives_in_the_lean_ring_match_in_post_order, .timeout = 60)
 {
 	static uint64_t buf[LEAN_MANY][2];
 	struct fi_msg_tagged tm = { .iov_count = 1, .addr = FI_ADDR_UNSPEC,
 				    .tag = 0x50 };
+	char *big[3] = { malloc(128), malloc(LEAN_RNDV), malloc(128) };
+	struct fi_cq_tagged_entry e;
 	struct fi_cq_err_entry err;
 	struct iovec iov;
 	struct tctx t;
@@ -1065,7 +1083,6 @@ Test(msg, receives_in_the_lean_ring_match_in_post_order, .timeout = 60)
 	cr_assert_eq(buf[0][1], 77);
 	/* an error completion may be read after a later success */
 	for (int k = 0, got_err = 0, got_ok = 0; k < 2; k++) {
-		struct fi_cq_tagged_entry e;
 		int ret = t_wait(&t, &e, NULL, &err, WAIT_MS);
 
 		if (ret == -FI_EAVAIL) {
@@ -1079,10 +1096,32 @@ Test(msg, receives_in_the_lean_ring_match_in_post_order, .timeout = 60)
 				  buf[2][0] == 9);
 		}
 	}
+	/* 6: 100 bytes into 128 that the head does not take, then 100 that
+	 * it takes (eager, straight from the ring), then a rendezvous at the
+	 * head */
+	cr_assert_eq(fi_trecv(t.ep, big[0], 128, NULL, peer, 0x70, 0, big[0]),
+		     0);
+	cr_assert_eq(fi_trecv(t.ep, big[2], 128, NULL, peer, 0x73, 0, big[2]),
+		     0);
+	cr_assert_eq(fi_trecv(t.ep, big[1], LEAN_RNDV, NULL, peer, 0x71, 0,
+			      big[1]), 0);
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert(e.op_context == big[2] && e.len == 100 && e.tag == 0x73);
+	cr_assert_eq(t_check(big[2], 100, 73), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert(e.op_context == big[0] && e.len == 100 && e.tag == 0x70);
+	cr_assert_eq(t_check(big[0], 100, 70), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert(e.op_context == big[1] && e.len == LEAN_RNDV &&
+		  e.tag == 0x71);
+	cr_assert_eq(t_check(big[1], LEAN_RNDV, 71), 0);
 	cr_assert_eq(t_drain(&t, 50), 0, "nothing else");
 	cr_assert_eq(t_sync(sock), 0);
 	cr_assert_eq(t_join(pid), 0);
 	t_close(&t);
+	for (int i = 0; i < 3; i++)
+		free(big[i]);
 	unsetenv("NTX_TEST_THREAD_DOMAIN");
 }
 
