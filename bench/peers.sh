@@ -91,16 +91,19 @@ awk -F, '
   function r(a, b) { return (a == "" || b == "" || b == 0) ? "n/a" : sprintf("%.2f", a / b) }
   END {
     if (ni) {
-      printf "\nidle peers: 8 B half round trip (us), median / min, ratio to K=0\n"
-      printf "%-6s | %8s %8s %7s %7s | %8s %8s %7s %7s | %8s\n", "K", "shm med", "shm min",
-        "med/K0", "min/K0", "tcp med", "tcp min", "med/K0", "min/K0", "tcp/shm"
+      printf "\nidle peers: 8 B half round trip (us), median / min, ratio to K=0; bat: median of\n"
+      printf "batch means (50 round trips a clock reading: no 5 ns step), ratio to K=0\n"
+      printf "%-6s | %8s %8s %7s %7s %7s | %8s %8s %7s %7s %7s | %8s\n", "K", "shm med", "shm min",
+        "med/K0", "min/K0", "bat/K0", "tcp med", "tcp min", "med/K0", "min/K0", "bat/K0", "tcp/shm"
       for (i = 1; i <= ni; i++) {
         k = ilist[i]
-        printf "%-6s | %8s %8s %7s %7s | %8s %8s %7s %7s | %8s\n", substr(k, 2),
+        printf "%-6s | %8s %8s %7s %7s %7s | %8s %8s %7s %7s %7s | %8s\n", substr(k, 2),
           g("shm", "idle", k ".median"), g("shm", "idle", k ".min"),
           g("shm", "idle", k ".median_ratio"), g("shm", "idle", k ".min_ratio"),
+          g("shm", "idle", k ".batched_ratio"),
           g("tcp", "idle", k ".median"), g("tcp", "idle", k ".min"),
           g("tcp", "idle", k ".median_ratio"), g("tcp", "idle", k ".min_ratio"),
+          g("tcp", "idle", k ".batched_ratio"),
           r(g("tcp", "idle", k ".median"), g("shm", "idle", k ".median"))
       }
     }

@@ -180,11 +180,13 @@ struct ntx_lean_recv {
  * post sequence numbers keep the order against wildcard receives.
  * Before all of that, the lean ring: [lean_head, lean_tail) are tagged
  * receives in post order, kept while no tagged receive is a request (the
- * tagged queues are empty); the message path matches a small message
- * against its head alone (ntx_proto_on_small), and anything else that
- * posts, matches, cancels or fails a receive first turns the ring's
- * receives into requests (ntx_tme_lean_flush), so that the queues
- * alone hold them again, in order (DESIGN §3, "Tag matching"). */
+ * tagged queues are empty). A small or eager message that the ring's
+ * head takes whole fills it without a request (ntx_proto_on_small,
+ * ntx_rx_lean_eager); any other tagged message's match takes the head as
+ * a request when it matches (ntx_tme_lean_match); anything else that
+ * posts a tagged receive, matches, cancels or fails one first turns the
+ * ring's receives into requests (ntx_tme_lean_flush), so that the queues
+ * alone hold them again, in order (DESIGN §3, "TME"). */
 struct ntx_tme {
 	/* what every post and match reads, on one cache line */
 	struct ntx_list posted[2]; /* [0] untagged, [1] tagged with ignore */

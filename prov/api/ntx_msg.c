@@ -352,9 +352,8 @@ ntx_trecv_req(struct fid_ep *fep, void *buf, size_t len, void *desc,
  * (ntx_ep_set_paths), valid op flags, no tagged message waiting
  * unexpected, no tagged receive that is a request, a completion that is
  * a plain CQ entry and room in the lean ring: the arguments go to the
- * ring
- * (struct ntx_tme; seven stores instead of a request's twenty and its
- * links). A receive that has to be a request is ntx_trecv_req, one with
+ * ring (struct ntx_tme; seven stores instead of a request's twenty and
+ * its links). A receive that has to be a request is ntx_trecv_req, one with
  * a tagged message waiting ntx_trecv_waiting, anything else
  * ntx_trecv_any, with the same arguments. */
 static ssize_t ntx_trecv(struct fid_ep *fep, void *buf, size_t len, void *desc,

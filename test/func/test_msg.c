@@ -436,7 +436,7 @@ Test(msg, tag_matching_and_unexpected, .timeout = 60)
 
 /* The same in a lockless domain (FI_THREAD_DOMAIN, as Open MPI's MTL
  * opens it), where a tagged receive posted while
- * none is a request waits in the lean ring (DESIGN §3, "Tag matching"). */
+ * none is a request waits in the lean ring (DESIGN §3, "TME"). */
 Test(msg, tag_matching_and_unexpected_lockless, .timeout = 60)
 {
 	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1);
@@ -1000,7 +1000,7 @@ static void lean_expect(struct tctx *t, void *ctx, uint64_t tag, uint64_t v,
 }
 
 /* The tagged receives of a lockless endpoint, posted while none is a
- * request, wait in the lean ring (DESIGN §3, "Tag matching"): whatever
+ * request, wait in the lean ring (DESIGN §3, "TME"): whatever
  * comes, they match as if they were on the queues. A first message that
  * the ring's head does not take goes to a later receive; a message that
  * is not a small entry finds its receive there; receives kept in the
