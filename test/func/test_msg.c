@@ -1213,7 +1213,8 @@ static void three_after_idle(t_child_fn child, int idle_peers,
 	for (int m = 0; m < 3; m++) {
 		cr_assert_eq(fi_trecv(t.ep, &r[m], 8, NULL, peer, 1, 0,
 				      &r[m]), 0);
-		/* idle long enough for the watch (two empty polls) */
+		/* idle long enough for the watch (NTX_NTB_QUIET_AFTER empty
+		 * polls) */
 		end = t_ms() + (uint64_t)idle_ms[m];
 		for (int k = 0; k < 1000 || t_ms() < end; k++)
 			cr_assert_eq(fi_cq_read(t.cq, &e, 1), -FI_EAGAIN);
