@@ -691,10 +691,28 @@ static inline bool ntx_tme_exact(const struct ntx_req *req)
  * receive no request can be had for fails with FI_ENOMEM); the ring is
  * empty after. tme is an endpoint's own (ntx_ep.tme). */
 void ntx_tme_lean_flush(struct ntx_tme *tme);
+/* The lean ring holds receives. */
+static inline bool ntx_tme_lean_any(const struct ntx_tme *tme)
+{
+	return tme->lean_head != tme->lean_tail;
+}
+/* The receive at the head of a lean ring that holds one. */
+static inline struct ntx_lean_recv *ntx_tme_lean_head(struct ntx_tme *tme)
+{
+	return &tme->lean[tme->lean_head & (NTX_TME_LEAN - 1)];
+}
+/* The head was taken: the next one is the head. Both ends go back to 0
+ * when the ring empties, so that a ring read as fast as it fills stays
+ * in its first lines. */
+static inline void ntx_tme_lean_pop(struct ntx_tme *tme)
+{
+	if (++tme->lean_head == tme->lean_tail)
+		tme->lean_head = tme->lean_tail = 0;
+}
 /* Before anything else looks at or joins the tagged queues. */
 static inline void ntx_tme_lean_check(struct ntx_tme *tme)
 {
-	if (tme->lean_head != tme->lean_tail)
+	if (ntx_tme_lean_any(tme))
 		ntx_tme_lean_flush(tme);
 }
 /* A tagged message's match while the lean ring holds receives: the
@@ -739,6 +757,13 @@ static inline bool ntx_tme_src_match(fi_addr_t want, fi_addr_t src)
 {
 	return want == FI_ADDR_UNSPEC || want == src;
 }
+/* The lean receive l takes a tagged message from src with this tag. */
+static inline bool ntx_tme_lean_takes(const struct ntx_lean_recv *l,
+				      fi_addr_t src, uint64_t tag)
+{
+	return ntx_tme_src_match(l->src, src) &&
+	       ntx_tme_tag_match(l->tag, l->ignore, tag);
+}
 static inline struct ntx_req *ntx_tme_first(struct ntx_list *q, bool tagged,
 					    fi_addr_t src, uint64_t tag)
 {
@@ -761,7 +786,7 @@ static inline struct ntx_req *ntx_tme_match_posted(struct ntx_tme *tme,
 {
 	struct ntx_req *r;
 
-	if (tagged && tme->lean_head != tme->lean_tail) {
+	if (tagged && ntx_tme_lean_any(tme)) {
 		r = ntx_tme_lean_match(tme, src, tag);
 		if (r)
 			return r;
@@ -900,6 +925,24 @@ ntx_vc_send_inline(struct ntx_vc *vc, uint8_t pflags, uint64_t tag,
 	ntx_wire_hdr_inline(&h, pflags, tag, data, buf, len);
 	return vc->ops->send(vc->conn, &h, NULL, 0, 0);
 }
+/* The VC of a send made without a request (fast: see
+ * ntx_proto_send_small). */
+static inline struct ntx_vc *ntx_vc_direct(struct ntx_ep *ep, fi_addr_t dest,
+					   bool fast)
+{
+	return ntx_idtab_get(&ep->vc_tab, !fast && ep->cm
+						  ? ep->msg_dest
+						  : ntx_vc_key(ep, dest));
+}
+/* vc takes a send without a request now: it is connected, nothing is
+ * queued on it to go first, and no flag asks for a request (anything
+ * else needs one, or order behind queued work). */
+static inline bool ntx_vc_direct_ok(const struct ntx_vc *vc, uint64_t flags)
+{
+	return vc && vc->state == NTX_VC_CONNECTED &&
+	       ntx_list_empty(&vc->backlog) &&
+	       !(flags & (FI_DELIVERY_COMPLETE | FI_FENCE));
+}
 /* The message-rate path: a send of at most NTX_INLINE_MAX bytes to a
  * connected peer with nothing queued, written into the header and
  * completed at once, without a request (inject: fi_inject's, which
@@ -914,14 +957,9 @@ ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 		     fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
 		     uint64_t flags, bool inject, bool fast)
 {
-	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab,
-					  !fast && ep->cm ? ep->msg_dest
-							  : ntx_vc_key(ep, dest));
+	struct ntx_vc *vc = ntx_vc_direct(ep, dest, fast);
 
-	/* anything that needs a request, or order behind queued work */
-	if (len > NTX_INLINE_MAX || !vc || vc->state != NTX_VC_CONNECTED ||
-	    !ntx_list_empty(&vc->backlog) ||
-	    (flags & (FI_DELIVERY_COMPLETE | FI_FENCE)))
+	if (len > NTX_INLINE_MAX || !ntx_vc_direct_ok(vc, flags))
 		return 1;
 	if (ntx_vc_send_inline(vc, ntx_pkt_flags(flags), tag, data, buf, len))
 		return 1; /* full or failed: the general path queues or

@@ -254,13 +254,15 @@ ssize_t ntx_proto_send(struct ntx_ep *ep, struct ntx_req *r)
 	return 0;
 }
 
-int ntx_proto_send_eager(struct ntx_ep *ep, const void *buf, size_t len,
-			 fi_addr_t dest, uint64_t tag, uint64_t data,
-			 void *context, uint64_t flags, bool fast)
+/* One eager packet of len bytes (at most NTX_INJECT_MAX) from buf that
+ * asks for no ack, written by vc's back end at once, which copies the
+ * payload before it returns (in the header when it fits): the back end's
+ * answer, -FI_EAGAIN when it has no room. For sends without a request
+ * (fi_inject, ntx_proto_send_eager). */
+static inline __attribute__((always_inline)) int
+ntx_vc_send_eager(struct ntx_vc *vc, const void *buf, size_t len,
+		  uint64_t tag, uint64_t data, uint64_t flags)
 {
-	struct ntx_vc *vc = ntx_idtab_get(&ep->vc_tab,
-					  !fast && ep->cm ? ep->msg_dest
-							  : ntx_vc_key(ep, dest));
 	struct ntx_wire_hdr h = {
 		.op = NTX_OP_EAGER,
 		.flags = ntx_pkt_flags(flags),
@@ -270,10 +272,19 @@ int ntx_proto_send_eager(struct ntx_ep *ep, const void *buf, size_t len,
 	};
 	struct iovec iov = { (void *)buf, len };
 
-	if (len > NTX_INJECT_MAX || !vc || vc->state != NTX_VC_CONNECTED ||
-	    !ntx_list_empty(&vc->backlog) ||
-	    (flags & (FI_DELIVERY_COMPLETE | FI_FENCE)) ||
-	    vc->ops->send(vc->conn, &h, &iov, 1, len))
+	if (len <= NTX_INLINE_MAX)
+		return ntx_vc_send_inline(vc, h.flags, tag, data, buf, len);
+	return vc->ops->send(vc->conn, &h, &iov, 1, len);
+}
+
+int ntx_proto_send_eager(struct ntx_ep *ep, const void *buf, size_t len,
+			 fi_addr_t dest, uint64_t tag, uint64_t data,
+			 void *context, uint64_t flags, bool fast)
+{
+	struct ntx_vc *vc = ntx_vc_direct(ep, dest, fast);
+
+	if (len > NTX_INJECT_MAX || !ntx_vc_direct_ok(vc, flags) ||
+	    ntx_vc_send_eager(vc, buf, len, tag, data, flags))
 		return 1;
 	ntx_comp_send(ep, context, flags, fast);
 	return 0;
@@ -287,25 +298,13 @@ ssize_t ntx_proto_inject(struct ntx_ep *ep, const void *buf, size_t len,
 {
 	struct ntx_vc *vc;
 	struct ntx_req *r;
-	struct ntx_wire_hdr h = {
-		.op = NTX_OP_EAGER,
-		.flags = ntx_pkt_flags(flags),
-		.tag = tag,
-		.cq_data = data,
-		.msg_len = len,
-	};
-	struct iovec iov = { (void *)buf, len };
 	int ret;
 
 	ret = ntx_vc_get(ep, dest, &vc);
 	if (ret)
 		return ret;
 	if (vc->state == NTX_VC_CONNECTED && ntx_list_empty(&vc->backlog)) {
-		if (len <= NTX_INLINE_MAX)
-			ret = ntx_vc_send_inline(vc, h.flags, tag, data, buf,
-						 len);
-		else
-			ret = vc->ops->send(vc->conn, &h, &iov, 1, len);
+		ret = ntx_vc_send_eager(vc, buf, len, tag, data, flags);
 		if (ret != -FI_EAGAIN) {
 			if (!ret && ep->send_cntr)
 				ntx_cntr_inc(ep->send_cntr);
@@ -1000,6 +999,20 @@ static inline void ntx_msg_unexpected(struct ntx_vc *vc,
 }
 
 
+/* A tagged receive whose completion is a plain CQ entry (ep->rx_fast)
+ * filled with len bytes of a message: its entry. Inline: the message
+ * path's. */
+static inline __attribute__((always_inline)) void ntx_rx_plain_done(struct ntx_ep *ep, void *ctx,
+				     uint8_t pflags, size_t len, void *buf,
+				     uint64_t data, uint64_t tag,
+				     fi_addr_t src)
+{
+	ntx_cq_push(ep->rx_cq, ctx,
+		    FI_RECV | FI_TAGGED |
+			    (pflags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA : 0),
+		    len, buf, data, tag, src);
+}
+
 /* An eager tagged message that asks for no ack, while the lean ring
  * holds receives (so ep->rx is ep and its tagged queues are empty): the
  * ring's head, when it takes the message whole, is filled and completed
@@ -1007,21 +1020,14 @@ static inline void ntx_msg_unexpected(struct ntx_vc *vc,
 static bool ntx_rx_lean_eager(struct ntx_ep *ep, const struct ntx_wire_hdr *h,
 			      fi_addr_t src, const void *payload, size_t len)
 {
-	struct ntx_tme *tme = &ep->tme;
-	struct ntx_lean_recv *l = &tme->lean[tme->lean_head &
-					     (NTX_TME_LEAN - 1)];
+	struct ntx_lean_recv *l = ntx_tme_lean_head(&ep->tme);
 	void *buf = l->buf, *ctx = l->context;
 
-	if (!ep->rx_fast || l->len < len || !ntx_tme_src_match(l->src, src) ||
-	    !ntx_tme_tag_match(l->tag, l->ignore, h->tag))
+	if (!ep->rx_fast || l->len < len || !ntx_tme_lean_takes(l, src, h->tag))
 		return false;
-	if (++tme->lean_head == tme->lean_tail)
-		tme->lean_head = tme->lean_tail = 0;
+	ntx_tme_lean_pop(&ep->tme);
 	memcpy(buf, payload, len);
-	ntx_cq_push(ep->rx_cq, ctx,
-		    FI_RECV | FI_TAGGED |
-			    (h->flags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA : 0),
-		    len, buf, h->cq_data, h->tag, src);
+	ntx_rx_plain_done(ep, ctx, h->flags, len, buf, h->cq_data, h->tag, src);
 	return true;
 }
 /* A parsed EAGER or RTS message (eager: known to be EAGER): into the
@@ -1037,8 +1043,7 @@ ntx_msg_deliver(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	fi_addr_t src = ntx_vc_fi_addr(vc);
 	struct ntx_req *r;
 
-	if ((h->flags & NTX_PF_TAGGED) &&
-	    ep->tme.lean_head != ep->tme.lean_tail &&
+	if ((h->flags & NTX_PF_TAGGED) && ntx_tme_lean_any(&ep->tme) &&
 	    (eager || h->op == NTX_OP_EAGER) && !(h->flags & NTX_PF_ACK) &&
 	    ntx_rx_lean_eager(ep, h, src, payload, len))
 		return;
@@ -1419,10 +1424,7 @@ ntx_proto_on_small_req(struct ntx_vc *vc, uint8_t pflags, uint64_t tag,
 	ctx = r->context;
 	ntx_req_put_lean(ep, r); /* posted, matched, filled: no tail (the
 				  * queue is ep's: its requests are ep's) */
-	ntx_cq_push(ep->rx_cq, ctx,
-		    FI_RECV | FI_TAGGED |
-			    (pflags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA : 0),
-		    len, buf, data, tag, src);
+	ntx_rx_plain_done(ep, ctx, pflags, len, buf, data, tag, src);
 	return;
 any:
 	ntx_proto_on_small_any(vc, pflags, tag, data, bytes, len);
@@ -1449,28 +1451,23 @@ void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
 	void *buf, *ctx;
 
 	ntx_assert_ep_locked(ep);
-	if (tme->lean_head == tme->lean_tail) {
+	if (!ntx_tme_lean_any(tme)) {
 		ntx_proto_on_small_req(vc, pflags, tag, data, bytes, len);
 		return;
 	}
-	l = &tme->lean[tme->lean_head & (NTX_TME_LEAN - 1)];
+	l = ntx_tme_lean_head(tme);
 	if (!(pflags & NTX_PF_TAGGED) || !ep->rx_fast ||
 	    vc->state != NTX_VC_CONNECTED || src == FI_ADDR_NOTAVAIL ||
 	    len > sizeof(bytes) || l->len < len ||
-	    !ntx_tme_src_match(l->src, src) ||
-	    !ntx_tme_tag_match(l->tag, l->ignore, tag)) {
+	    !ntx_tme_lean_takes(l, src, tag)) {
 		ntx_proto_on_small_any(vc, pflags, tag, data, bytes, len);
 		return;
 	}
 	buf = l->buf;
 	ctx = l->context;
-	if (++tme->lean_head == tme->lean_tail)
-		tme->lean_head = tme->lean_tail = 0;
+	ntx_tme_lean_pop(tme);
 	ntx_store_word(buf, bytes, len);
-	ntx_cq_push(ep->rx_cq, ctx,
-		    FI_RECV | FI_TAGGED |
-			    (pflags & NTX_PF_DATA ? FI_REMOTE_CQ_DATA : 0),
-		    len, buf, data, tag, src);
+	ntx_rx_plain_done(ep, ctx, pflags, len, buf, data, tag, src);
 }
 
 /* A failed peer's unexpected messages: its rendezvous data can no longer

@@ -122,12 +122,13 @@ void ntx_tme_lean_flush(struct ntx_tme *tme)
 {
 	struct ntx_ep *ep = ntx_container_of(tme, struct ntx_ep, tme);
 
-	while (tme->lean_head != tme->lean_tail) {
-		struct ntx_lean_recv *l =
-			&tme->lean[tme->lean_head++ & (NTX_TME_LEAN - 1)];
+	while (ntx_tme_lean_any(tme)) {
+		struct ntx_lean_recv *l = ntx_tme_lean_head(tme);
 		struct ntx_req *r = ntx_tme_lean_req(tme, l);
 
-		if (!r) {
+		if (r) {
+			ntx_tme_queue(tme, r);
+		} else {
 			NTX_WARN(FI_LOG_EP_DATA,
 				 "no memory to keep a posted receive\n");
 			if (ep->rx_cq)
@@ -135,28 +136,23 @@ void ntx_tme_lean_flush(struct ntx_tme *tme)
 						FI_RECV | FI_TAGGED, 0, NULL,
 						0, l->tag, 0, FI_ENOMEM,
 						FI_ADDR_NOTAVAIL, NULL);
-			continue;
 		}
-		ntx_tme_queue(tme, r);
+		ntx_tme_lean_pop(tme);
 	}
-	tme->lean_head = tme->lean_tail = 0;
 }
 
 struct ntx_req *ntx_tme_lean_match(struct ntx_tme *tme, fi_addr_t src,
 				   uint64_t tag)
 {
-	const struct ntx_lean_recv *l =
-		&tme->lean[tme->lean_head & (NTX_TME_LEAN - 1)];
+	const struct ntx_lean_recv *l = ntx_tme_lean_head(tme);
 	struct ntx_req *r;
 
-	if (ntx_tme_src_match(l->src, src) &&
-	    ntx_tme_tag_match(l->tag, l->ignore, tag)) {
+	if (ntx_tme_lean_takes(l, src, tag)) {
 		r = ntx_tme_lean_req(tme, l);
 		if (r) {
 			r->state = NTX_RS_POSTED; /* and matched at once */
 			r->seq = ++tme->seq;
-			if (++tme->lean_head == tme->lean_tail)
-				tme->lean_head = tme->lean_tail = 0;
+			ntx_tme_lean_pop(tme);
 			return r;
 		}
 	}

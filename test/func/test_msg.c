@@ -402,6 +402,15 @@ static int child_tags(int sock)
 	return 0;
 }
 
+/* run, both processes in a lockless domain (FI_THREAD_DOMAIN, as Open
+ * MPI's MTL opens it): the forked child inherits the setting. */
+static void in_lockless_domain(void (*run)(void))
+{
+	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1);
+	run();
+	unsetenv("NTX_TEST_THREAD_DOMAIN");
+}
+
 static void tag_matching_and_unexpected_run(void)
 {
 	struct tctx t;
@@ -434,14 +443,11 @@ Test(msg, tag_matching_and_unexpected, .timeout = 60)
 	tag_matching_and_unexpected_run();
 }
 
-/* The same in a lockless domain (FI_THREAD_DOMAIN, as Open MPI's MTL
- * opens it), where a tagged receive posted while
+/* The same in a lockless domain, where a tagged receive posted while
  * none is a request waits in the lean ring (DESIGN §3, "TME"). */
 Test(msg, tag_matching_and_unexpected_lockless, .timeout = 60)
 {
-	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1);
-	tag_matching_and_unexpected_run();
-	unsetenv("NTX_TEST_THREAD_DOMAIN");
+	in_lockless_domain(tag_matching_and_unexpected_run);
 }
 
 /* Progresses both until b has 'want' more completions; a, whose sends
@@ -624,15 +630,11 @@ Test(msg, truncation_cancel_multi_recv_peek_claim_discard, .timeout = 60)
 	truncation_cancel_multi_recv_peek_claim_discard_run();
 }
 
-/* The same in a lockless domain (FI_THREAD_DOMAIN, as Open MPI's MTL
- * opens it), where the receives
- * that are truncated, cancelled or peeked around wait in the lean ring
- * first. */
+/* The same in a lockless domain, where the receives that are truncated,
+ * cancelled or peeked around wait in the lean ring first. */
 Test(msg, truncation_cancel_multi_recv_peek_claim_discard_lockless, .timeout = 60)
 {
-	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1);
-	truncation_cancel_multi_recv_peek_claim_discard_run();
-	unsetenv("NTX_TEST_THREAD_DOMAIN");
+	in_lockless_domain(truncation_cancel_multi_recv_peek_claim_discard_run);
 }
 
 static int child_sleeper(int sock)
@@ -754,14 +756,11 @@ Test(msg, dead_peer_fails_the_receives_directed_at_it, .timeout = 60)
 	dead_peer_fails_the_receives_directed_at_it_run();
 }
 
-/* The same in a lockless domain (FI_THREAD_DOMAIN, as Open MPI's MTL
- * opens it), where the receive
- * directed at the dead peer waits in the lean ring. */
+/* The same in a lockless domain, where the receive directed at the dead
+ * peer waits in the lean ring. */
 Test(msg, dead_peer_fails_the_receives_directed_at_it_lockless, .timeout = 60)
 {
-	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1);
-	dead_peer_fails_the_receives_directed_at_it_run();
-	unsetenv("NTX_TEST_THREAD_DOMAIN");
+	in_lockless_domain(dead_peer_fails_the_receives_directed_at_it_run);
 }
 
 /* Sends one message, then a second once the parent says so. */
