@@ -422,7 +422,7 @@ static void victim_end(struct fz *f, pid_t pid)
 	munmap(f->base, f->g.size);
 }
 
-Test(fuzz, shm_ring_entries_connect_cells_and_control_lines, .timeout = 240)
+static void fuzz_shm_run(void)
 {
 	const char *sec = getenv("NTX_FUZZ_SECONDS"), *seed = getenv("NTX_FUZZ_SEED");
 	uint64_t end = t_ms() + 1000 * (uint64_t)(sec ? atoi(sec) : 3);
@@ -453,6 +453,22 @@ Test(fuzz, shm_ring_entries_connect_cells_and_control_lines, .timeout = 240)
 		    f.cases[1], f.cases[2], f.lost);
 	cr_assert_leq(f.lost * 10, f.cases[0], "most ring cases reach a ring");
 	victim_end(&f, pid);
+}
+
+Test(fuzz, shm_ring_entries_connect_cells_and_control_lines, .timeout = 240)
+{
+	fuzz_shm_run();
+}
+
+/* The same against a victim in a lockless domain (FI_THREAD_DOMAIN, as
+ * Open MPI's MTL opens it): its tagged receives wait in the lean ring,
+ * so the junk parts and eager headers reach the ring's own paths
+ * (ntx_proto_on_small, ntx_rx_lean_eager, ntx_tme_lean_match). */
+Test(fuzz, shm_ring_entries_against_a_lockless_victim, .timeout = 240)
+{
+	setenv("NTX_TEST_THREAD_DOMAIN", "1", 1);
+	fuzz_shm_run();
+	unsetenv("NTX_TEST_THREAD_DOMAIN");
 }
 
 /* Connect requests in the victim's own name, as it is and as if it had
