@@ -239,3 +239,132 @@ Test(peers, three_hundred_endpoints_on_one_cq, .timeout = 120)
 	fi_freeinfo(fi);
 	fi_freeinfo(hints);
 }
+
+/* Past four peers the receiver looks first at the ring it last found
+ * ready alone (the hot ring) and passes over the bitmap only every
+ * NTX_NTB_HOT_RUNS (16) drains of it: a peer whose ring never empties
+ * must not keep another's message out. One process: the busy sender
+ * tops its ring up between the receiver's reads (one drain of at most 64
+ * entries each), so the hot ring is never empty when the receiver
+ * polls. The quiet peer's one message must come
+ * before 4096 more of the busy peer's (about 17 drains of 64 with the
+ * limit; never without it). */
+#define NQUIET 5
+#define HOT_POSTED 256
+#define HOT_BOUND 4096
+
+static void open_shm(struct tctx *t)
+{
+	struct fi_info *h = t_hints(FI_MSG | FI_TAGGED);
+
+	free(h->domain_attr->name);
+	h->domain_attr->name = strdup("shm");
+	cr_assert_eq(t_open_hints(t, h), 0);
+}
+
+/* The busy sender: its completions read (its progress moves what waits
+ * into its ring as room frees), and sends added until the ring and the
+ * engine's queue hold 2048. */
+static void hot_top_up(struct tctx *h, fi_addr_t to, uint64_t *sent,
+		       uint64_t *done)
+{
+	static uint64_t v = 1;
+	struct fi_cq_tagged_entry e[64];
+	ssize_t n;
+
+	while ((n = fi_cq_read(h->cq, e, 64)) > 0)
+		*done += (uint64_t)n;
+	cr_assert(n == -FI_EAGAIN, "busy sender: %zd", n);
+	while (*sent - *done < 2048) {
+		n = fi_tsend(h->ep, &v, sizeof(v), NULL, to, 1, NULL);
+		if (n == -FI_EAGAIN)
+			break;
+		cr_assert_eq(n, 0);
+		(*sent)++;
+	}
+}
+
+/* One read of the receiver's completions (one poll, one drain of at most
+ * 64 entries); the busy peer's receives posted again. True when the
+ * quiet peer's came. */
+static bool recv_some(struct tctx *r, uint64_t *qin, uint64_t *hot_got)
+{
+	struct fi_cq_tagged_entry e[64];
+	ssize_t n = fi_cq_read(r->cq, e, 64);
+	bool came = false;
+
+	cr_assert(n > 0 || n == -FI_EAGAIN, "receiver: %zd", n);
+	for (ssize_t i = 0; i < n; i++) {
+		if (e[i].op_context == qin) {
+			came = true;
+			continue;
+		}
+		(*hot_got)++;
+		cr_assert_eq(fi_trecv(r->ep, e[i].op_context, sizeof(uint64_t),
+				      NULL, FI_ADDR_UNSPEC, 1, 0,
+				      e[i].op_context), 0);
+	}
+	return came;
+}
+
+Test(peers, a_busy_peer_does_not_starve_the_others, .timeout = 60)
+{
+	static uint64_t hin[HOT_POSTED];
+	struct tctx r, h, q[NQUIET];
+	fi_addr_t to_r[NQUIET + 1];
+	char name[T_NAMELEN];
+	size_t len = sizeof(name);
+	uint64_t one = 7, qin = 0, sent = 0, done = 0, hot_got = 0, at;
+	struct fi_cq_tagged_entry e;
+	bool came = false;
+	ssize_t n;
+
+	open_shm(&r);
+	open_shm(&h);
+	cr_assert_eq(fi_getname(&r.ep->fid, name, &len), 0);
+	cr_assert_eq(t_insert(&h, name, &to_r[NQUIET]), 0);
+	for (int i = 0; i < NQUIET; i++) {
+		open_shm(&q[i]);
+		cr_assert_eq(t_insert(&q[i], name, &to_r[i]), 0);
+	}
+	/* every peer connects with one message (tag 3): six peers, so the
+	 * receiver drains by its bitmap; the busy sender's comes last and
+	 * alone, which makes its ring the hot one */
+	for (int i = 0; i <= NQUIET; i++) {
+		struct tctx *t = i < NQUIET ? &q[i] : &h;
+		unsigned polls = 0;
+
+		cr_assert_eq(fi_trecv(r.ep, hin, sizeof(hin[0]), NULL,
+				      FI_ADDR_UNSPEC, 3, 0, NULL), 0);
+		cr_assert_eq(T_RETRY(t, fi_tinject(t->ep, &one, sizeof(one),
+						   to_r[i], 3)), 0);
+		while ((n = fi_cq_read(r.cq, &e, 1)) == -FI_EAGAIN &&
+		       ++polls < 10000000)
+			fi_cq_read(t->cq, NULL, 0);
+		cr_assert_eq(n, 1, "set-up message %d", i);
+	}
+	for (int i = 0; i < HOT_POSTED; i++)
+		cr_assert_eq(fi_trecv(r.ep, &hin[i], sizeof(hin[0]), NULL,
+				      FI_ADDR_UNSPEC, 1, 0, &hin[i]), 0);
+	cr_assert_eq(fi_trecv(r.ep, &qin, sizeof(qin), NULL, FI_ADDR_UNSPEC,
+			      2, 0, &qin), 0);
+	/* the busy peer's ring full and draining before the quiet peer
+	 * sends */
+	while (hot_got < HOT_POSTED) {
+		hot_top_up(&h, to_r[NQUIET], &sent, &done);
+		cr_assert(!recv_some(&r, &qin, &hot_got));
+	}
+	cr_assert_eq(fi_tinject(q[0].ep, &one, sizeof(one), to_r[0], 2), 0);
+	at = hot_got;
+	while (!came && hot_got - at < HOT_BOUND) {
+		hot_top_up(&h, to_r[NQUIET], &sent, &done);
+		came = recv_some(&r, &qin, &hot_got);
+	}
+	cr_assert(came, "the quiet peer's message did not come while %lu of "
+		  "the busy peer's did", (unsigned long)(hot_got - at));
+	cr_assert_eq(qin, one);
+	for (int i = 0; i < NQUIET; i++)
+		t_close(&q[i]);
+	t_close(&h);
+	t_close(&r);
+}
