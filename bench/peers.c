@@ -5,11 +5,15 @@
  * program (A pinned to cpu 0, B to cpu 1 by default; -a/-b change that),
  * with a fresh pair of processes for every run:
  *
- *   idle     A opens the measured endpoint a0 and K extra endpoints, B opens
- *            b0 and K extra endpoints. Every extra endpoint of B sends one
- *            8 B message to a0, every extra endpoint of A one to b0, and a0
- *            sends one to b0, so a0 and b0 each hold K+1 connected peers, K
- *            of them idle. Then an 8 B ping-pong a0<->b0 is timed: median
+ *   idle     For every K of the list, A opens a measured endpoint a0 and
+ *            K extra endpoints, B opens b0 and K extra endpoints (one
+ *            group per K, all in the same two processes). Every extra
+ *            endpoint of B sends one 8 B message to its group's a0, every
+ *            extra endpoint of A one to b0, and a0 sends one to b0, so a0
+ *            and b0 each hold K+1 connected peers, K of them idle. Then an
+ *            8 B ping-pong a0<->b0 is timed in every group, in blocks of
+ *            IDLE_BLOCK round trips taken in turn from each group (so that
+ *            this machine's changes of speed hit every K alike): median
  *            and min half round trip, the median of the means of batches
  *            of round trips (IDLE_BATCH), and their ratio to K = 0.
  *   connect  A opens a0, B opens N endpoints with a receive posted on each.
@@ -138,6 +142,7 @@ static const struct memf {
 struct result {
 	int ok;
 	double v[2 * NMEMF + 4];
+	double idle[MAX_LIST][4]; /* per K: median, min, p99, batched */
 	char text[160];
 };
 
@@ -498,81 +503,137 @@ static double exchange_names(struct proc *p)
  * per batch, so the clock's own step (10 ns on some virtual machines, 5
  * ns of a half round trip) no longer rounds each sample. */
 #define IDLE_BATCH 50
+/* Round trips of one group in a row before the next group's turn (10
+ * batches), each turn after IDLE_TURN_WARM untimed ones. */
+#define IDLE_BLOCK (10 * IDLE_BATCH)
+#define IDLE_TURN_WARM 20
 
-static void run_idle(struct proc *p, bool is_a, int k, struct result *r)
+/* One round trip on endpoint i, as A: a receive posted, the message
+ * sent, both completions waited for. */
+static void idle_rt(struct proc *p, int i, uint64_t *rx, uint64_t *tx)
 {
-	int total = o.warmup + o.iters, expect0 = k + (is_a ? 0 : 1);
-	uint64_t rx0, tx0;
+	post_recv(p, i, SMALL, TAG_PP);
+	post_send(p, i, SMALL, p->peer[i], TAG_PP);
+	++*rx;
+	++*tx;
+	while (p->rx[i] < *rx || p->tx[i] < *tx)
+		poll_cq(p, i);
+}
+
+/* B's side of n round trips on endpoint i: each answer sent after the
+ * receive of the next message is posted. */
+static void idle_serve(struct proc *p, int i, int n, uint64_t *rx,
+		       uint64_t *tx)
+{
+	post_recv(p, i, SMALL, TAG_PP);
+	for (int it = 0; it < n; it++) {
+		++*rx;
+		while (p->rx[i] < *rx)
+			poll_cq(p, i);
+		if (it + 1 < n)
+			post_recv(p, i, SMALL, TAG_PP);
+		post_send(p, i, SMALL, p->peer[i], TAG_PP);
+		++*tx;
+	}
+}
+
+static void run_idle(struct proc *p, bool is_a, struct result *r)
+{
+	int n = o.n_idle, base[MAX_LIST], nep = 0;
+	int blocks = (o.iters + IDLE_BLOCK - 1) / IDLE_BLOCK;
+	int per = blocks * IDLE_BLOCK, nb = per / IDLE_BATCH;
+	uint64_t rx[MAX_LIST], tx[MAX_LIST];
+	double *s[MAX_LIST], *bt[MAX_LIST];
 	bool done;
 
-	proc_open(p, k + 1, k + 1);
+	for (int g = 0; g < n; g++) {
+		base[g] = nep;
+		nep += o.idle_k[g] + 1;
+	}
+	proc_open(p, nep, nep);
 	exchange_names(p);
 
-	/* set-up: ep 0 receives one message from each extra endpoint of the
-	 * other side (b0 also one from a0), each extra endpoint sends one to
-	 * the other side's ep 0 */
-	for (int j = 0; j < expect0; j++)
-		post_recv(p, 0, SMALL, TAG_SETUP);
-	for (int i = 1; i <= k; i++)
-		post_send(p, i, SMALL, p->peer[0], TAG_SETUP);
-	if (is_a)
-		post_send(p, 0, SMALL, p->peer[0], TAG_SETUP);
+	/* set-up, per group: its ep 0 receives one message from each extra
+	 * endpoint of the other side (b0 also one from a0), each extra
+	 * endpoint sends one to the other side's ep 0 */
+	for (int g = 0; g < n; g++) {
+		int b0 = base[g], k = o.idle_k[g];
+
+		for (int j = 0; j < k + (is_a ? 0 : 1); j++)
+			post_recv(p, b0, SMALL, TAG_SETUP);
+		for (int i = 1; i <= k; i++)
+			post_send(p, b0 + i, SMALL, p->peer[b0], TAG_SETUP);
+		if (is_a)
+			post_send(p, b0, SMALL, p->peer[b0], TAG_SETUP);
+	}
 	do {
 		progress_all(p);
-		done = p->rx[0] >= (uint64_t)expect0 &&
-		       p->tx[0] >= (is_a ? 1u : 0u);
-		for (int i = 1; done && i <= k; i++)
-			done = p->tx[i] >= 1;
+		done = true;
+		for (int g = 0; done && g < n; g++) {
+			int b0 = base[g], k = o.idle_k[g];
+
+			done = p->rx[b0] >= (uint64_t)(k + (is_a ? 0 : 1)) &&
+			       p->tx[b0] >= (is_a ? 1u : 0u);
+			for (int i = 1; done && i <= k; i++)
+				done = p->tx[b0 + i] >= 1;
+		}
 	} while (!done);
 	barrier(p);
 
-	rx0 = p->rx[0];
-	tx0 = p->tx[0];
-	if (is_a) {
-		double *s = xcalloc((size_t)o.iters, sizeof(*s));
-		int nb = o.iters / IDLE_BATCH;
-		double *bt = xcalloc((size_t)nb + 1, sizeof(*bt));
-
-		for (int it = 0; it < total; it++) {
-			double t0 = now(), t1;
-
-			/* a batch's start is the end of the one before */
-			if (it >= o.warmup && (it - o.warmup) % IDLE_BATCH == 0 &&
-			    (it - o.warmup) / IDLE_BATCH <= nb)
-				bt[(it - o.warmup) / IDLE_BATCH] = t0;
-
-			post_recv(p, 0, SMALL, TAG_PP);
-			post_send(p, 0, SMALL, p->peer[0], TAG_PP);
-			while (p->rx[0] < rx0 + (uint64_t)it + 1 ||
-			       p->tx[0] < tx0 + (uint64_t)it + 1)
-				poll_cq(p, 0);
-			t1 = now();
-			if (it >= o.warmup)
-				s[it - o.warmup] = (t1 - t0) / 2 * 1e6;
-		}
-		/* the last batch ends with the loop */
-		if (nb)
-			bt[nb] = now();
-		for (int b = 0; b < nb; b++)
-			bt[b] = (bt[b + 1] - bt[b]) / IDLE_BATCH / 2 * 1e6;
-		r->v[3] = nb ? median(bt, nb) : 0;
-		r->v[1] = min_of(s, o.iters);
-		r->v[0] = median(s, o.iters); /* sorts s */
-		r->v[2] = s[(size_t)((double)o.iters * 0.99)];
-		free(s);
-		free(bt);
-	} else {
-		post_recv(p, 0, SMALL, TAG_PP);
-		for (int it = 0; it < total; it++) {
-			while (p->rx[0] < rx0 + (uint64_t)it + 1)
-				poll_cq(p, 0);
-			if (it + 1 < total)
-				post_recv(p, 0, SMALL, TAG_PP);
-			post_send(p, 0, SMALL, p->peer[0], TAG_PP);
-		}
-		while (p->tx[0] < tx0 + (uint64_t)total)
-			poll_cq(p, 0);
+	for (int g = 0; g < n; g++) {
+		rx[g] = p->rx[base[g]];
+		tx[g] = p->tx[base[g]];
+		s[g] = xcalloc((size_t)per, sizeof(double));
+		bt[g] = xcalloc((size_t)nb + 1, sizeof(double));
+		if (!is_a)
+			idle_serve(p, base[g], o.warmup, &rx[g], &tx[g]);
+		for (int it = 0; is_a && it < o.warmup; it++)
+			idle_rt(p, base[g], &rx[g], &tx[g]);
 	}
+	/* the groups take turns, each turn starting with the next group */
+	for (int blk = 0; blk < blocks; blk++) {
+		for (int j = 0; j < n; j++) {
+			int g = (blk + j) % n, ep = base[g];
+			double t0, t1, b0;
+
+			if (!is_a) {
+				idle_serve(p, ep, IDLE_TURN_WARM + IDLE_BLOCK,
+					   &rx[g], &tx[g]);
+				continue;
+			}
+			for (int it = 0; it < IDLE_TURN_WARM; it++)
+				idle_rt(p, ep, &rx[g], &tx[g]);
+			b0 = t0 = now();
+			for (int it = 0; it < IDLE_BLOCK; it++) {
+				int at = blk * IDLE_BLOCK + it;
+
+				idle_rt(p, ep, &rx[g], &tx[g]);
+				t1 = now();
+				s[g][at] = (t1 - t0) / 2 * 1e6;
+				t0 = t1;
+				if ((it + 1) % IDLE_BATCH == 0) {
+					bt[g][at / IDLE_BATCH] =
+						(t1 - b0) / IDLE_BATCH / 2 *
+						1e6;
+					b0 = t1;
+				}
+			}
+		}
+	}
+	for (int g = 0; g < n; g++) {
+		if (is_a) {
+			r->idle[g][3] = median(bt[g], nb);
+			r->idle[g][1] = min_of(s[g], per);
+			r->idle[g][0] = median(s[g], per); /* sorts s */
+			r->idle[g][2] = s[g][(size_t)((double)per * 0.99)];
+		}
+		free(s[g]);
+		free(bt[g]);
+	}
+	/* B's last sends complete */
+	for (int g = 0; !is_a && g < n; g++)
+		while (p->tx[base[g]] < tx[g])
+			poll_cq(p, base[g]);
 	barrier(p);
 	proc_close(p);
 }
@@ -738,7 +799,7 @@ child(enum mode m, int k, bool is_a, int sock, int resfd)
 	}
 	switch (m) {
 	case M_IDLE:
-		run_idle(&p, is_a, k, &r);
+		run_idle(&p, is_a, &r);
 		break;
 	case M_CONNECT:
 		run_connect(&p, is_a, k, &r);
@@ -921,9 +982,10 @@ static void note_max_peers(enum mode m, const int *list, int n)
 static int do_idle(void)
 {
 	double med[MAX_LIST][64], mn[MAX_LIST][64], p99[MAX_LIST][64];
-	double bat[MAX_LIST][64], bm[MAX_LIST];
+	double bat[MAX_LIST][64], bm[MAX_LIST], mr[MAX_LIST], br[MAX_LIST];
 	double m[MAX_LIST], lo[MAX_LIST], p[MAX_LIST], tmp[64];
 	struct result r;
+	int kmax = 0;
 
 	printf("\n## idle peers (%s): 8 B ping-pong a0<->b0 with K idle peers "
 	       "each, half round trip in us\n", o.domain);
@@ -931,18 +993,20 @@ static int do_idle(void)
 	       "the runs' medians, min = lowest of all\n", o.iters, o.warmup);
 	note_max_peers(M_IDLE, o.idle_k, o.n_idle);
 	fflush(stdout);
-	/* runs interleaved over K so that machine noise hits all K alike */
+	/* every run holds all K, taken in turns (run_idle) */
+	for (int i = 0; i < o.n_idle; i++)
+		if (o.idle_k[i] > kmax)
+			kmax = o.idle_k[i];
 	for (int rep = 0; rep < o.reps; rep++) {
+		if (run_pair(M_IDLE, kmax, &r)) {
+			fprintf(stderr, "peers: idle run %d failed\n", rep + 1);
+			return -1;
+		}
 		for (int i = 0; i < o.n_idle; i++) {
-			if (run_pair(M_IDLE, o.idle_k[i], &r)) {
-				fprintf(stderr, "peers: idle K=%d run %d "
-					"failed\n", o.idle_k[i], rep + 1);
-				return -1;
-			}
-			med[i][rep] = r.v[0];
-			mn[i][rep] = r.v[1];
-			p99[i][rep] = r.v[2];
-			bat[i][rep] = r.v[3];
+			med[i][rep] = r.idle[i][0];
+			mn[i][rep] = r.idle[i][1];
+			p99[i][rep] = r.idle[i][2];
+			bat[i][rep] = r.idle[i][3];
 		}
 	}
 	for (int i = 0; i < o.n_idle; i++) {
@@ -953,16 +1017,26 @@ static int do_idle(void)
 		p[i] = median(tmp, o.reps);
 		memcpy(tmp, bat[i], sizeof(double) * (size_t)o.reps);
 		bm[i] = median(tmp, o.reps);
+		/* the ratios of a run's own K = 0 (taken in turns with it),
+		 * their median over the runs */
+		for (int rep = 0; rep < o.reps; rep++)
+			tmp[rep] = med[i][rep] / med[0][rep];
+		mr[i] = median(tmp, o.reps);
+		for (int rep = 0; rep < o.reps; rep++)
+			tmp[rep] = bat[0][rep] ? bat[i][rep] / bat[0][rep] : 0;
+		br[i] = median(tmp, o.reps);
 	}
 	printf("# batched = median of the means of batches of %d round "
-	       "trips (one clock reading a batch)\n", IDLE_BATCH);
+	       "trips (one clock reading a batch); med/K0 and bat/K0: median "
+	       "over the runs of each run's ratio to its own K = 0\n",
+	       IDLE_BATCH);
 	printf("%5s %9s | %9s %9s %9s %9s | %9s %9s %9s | %s\n", "K",
 	       "peers/ep", "median", "min", "p99", "batched", "med/K0",
 	       "min/K0", "bat/K0", "medians of runs");
 	for (int i = 0; i < o.n_idle; i++) {
 		printf("%5d %9d | %9.3f %9.3f %9.3f %9.4f | %9.2f %9.2f %9.3f |",
 		       o.idle_k[i], o.idle_k[i] + 1, m[i], lo[i], p[i], bm[i],
-		       m[i] / m[0], lo[i] / lo[0], bm[0] ? bm[i] / bm[0] : 0);
+		       mr[i], lo[i] / lo[0], br[i]);
 		for (int rep = 0; rep < o.reps; rep++)
 			printf(" %.3f", med[i][rep]);
 		printf("\n");
@@ -974,13 +1048,13 @@ static int do_idle(void)
 		printf("RESULT %s.idle.k%d.min %.3f us\n", o.domain, k, lo[i]);
 		printf("RESULT %s.idle.k%d.p99 %.3f us\n", o.domain, k, p[i]);
 		printf("RESULT %s.idle.k%d.median_ratio %.3f x\n", o.domain, k,
-		       m[i] / m[0]);
+		       mr[i]);
 		printf("RESULT %s.idle.k%d.min_ratio %.3f x\n", o.domain, k,
 		       lo[i] / lo[0]);
 		printf("RESULT %s.idle.k%d.batched %.4f us\n", o.domain, k,
 		       bm[i]);
 		printf("RESULT %s.idle.k%d.batched_ratio %.3f x\n", o.domain,
-		       k, bm[0] ? bm[i] / bm[0] : 0);
+		       k, br[i]);
 	}
 	return 0;
 }

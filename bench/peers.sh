@@ -4,7 +4,8 @@
 # to K = 0), connect time to 15/63/255 fresh peers, and memory per peer
 # (RSS and PSS of the measuring process after an 8 KiB all-to-all), for the
 # shm and the tcp domain. Each point is REPEAT runs, each run a fresh pair
-# of processes pinned to A_CPU and B_CPU. Prints the program's tables, a
+# of processes pinned to A_CPU and B_CPU (the idle runs hold every K in
+# one pair, taking turns; their ratios are each run's to its own K = 0). Prints the program's tables, a
 # summary with ratios, and writes bench/out/peers.csv (domain, measurement,
 # name, value, unit) and bench/out/peers-DOMAIN-MEASUREMENT.log.
 #
