@@ -28,23 +28,19 @@ struct ntx_be_ops;
  * nothing, so that the engine can tell a poll that would find nothing
  * without making it (ntx_be_quiet; DESIGN §3, "Progress"): words of the
  * back end's own memory that change when something arrives (word[i]
- * reads busy[i] then), a doorbell of new connections, and the words of a
- * bitmap of ready rings as they read when the watch was built (bits[i]
- * differs from bits_seen[i] once one changes). Not on: no watch, poll.
- * The back end turns it off whenever its state changes other than by a
- * poll that found nothing. */
+ * reads busy[i] then), and a doorbell, a counter that moves when
+ * something arrives elsewhere (new connections, rings newly flagged in a
+ * bitmap of ready rings: bell no longer reads bell_seen). Not on: no
+ * watch, poll. The back end turns it off whenever its state changes
+ * other than by a poll that found nothing. */
 #define NTX_BE_WATCH_MAX 4
-#define NTX_BE_WATCH_BITS 8
 struct ntx_be_watch {
 	bool on;
 	uint32_t n;
-	uint32_t nbits;
 	uint32_t busy[NTX_BE_WATCH_MAX];
 	const _Atomic uint32_t *word[NTX_BE_WATCH_MAX];
 	const _Atomic uint64_t *bell;
 	uint64_t bell_seen;
-	const _Atomic uint64_t *bits;
-	uint64_t bits_seen[NTX_BE_WATCH_BITS];
 };
 
 struct ntx_be_ep {
@@ -65,10 +61,6 @@ static inline bool ntx_be_quiet(const struct ntx_be_ep *be)
 	for (uint32_t i = 0; i < w->n; i++)
 		if (atomic_load_explicit(w->word[i], memory_order_relaxed) ==
 		    w->busy[i])
-			return false;
-	for (uint32_t i = 0; i < w->nbits; i++)
-		if (atomic_load_explicit(&w->bits[i], memory_order_relaxed) !=
-		    w->bits_seen[i])
 			return false;
 	return true;
 }

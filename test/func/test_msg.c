@@ -1249,11 +1249,12 @@ Test(msg, an_idle_read_sees_a_message_at_once, .timeout = 60)
 }
 
 /* The same with more peers than the shm back end polls directly: it
- * drains by its ready bitmap, and the watch holds the bitmap's words and
- * the rings of the bits set. The first message comes after 50 ms of idle
- * reads, when the bitmap has taken the sender's bit back (10 ms idle), so
- * that it sets its bit again; the others while the bit is still set, so
- * that only their rings change. */
+ * drains by its ready bitmap, and the watch holds the connect bell (a
+ * sender rings it after it sets its bit) and the rings of the bits set.
+ * The first message comes after 50 ms of idle reads, when the bitmap has
+ * taken the sender's bit back (10 ms idle), so that it sets its bit and
+ * rings the bell again; the others while the bit is still set, so that
+ * only their rings change. */
 Test(msg, an_idle_read_sees_a_message_at_once_among_many_peers,
      .timeout = 60)
 {

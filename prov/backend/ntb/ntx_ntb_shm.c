@@ -1171,6 +1171,19 @@ static void ntx_ntb_wake(struct ntx_shm_conn *c)
 			strerror(errno));
 }
 
+/* Our ready bit in the peer's bitmap, found clear: set, then the
+ * bitmap's count in the connect bell raised for a peer that watches
+ * (ntx_ntb_quiet_on). seq_cst: the entry before the bit, the bit before
+ * the bell. Out of line: once per busy spell of the ring. */
+static __attribute__((noinline)) void
+ntx_ntb_set_bit(struct ntx_shm_conn *c, struct ntx_win_hdr *ph)
+{
+	atomic_fetch_or_explicit(c->peer_bits, c->peer_bit,
+				 memory_order_seq_cst);
+	atomic_fetch_add_explicit(&ph->conn_bell, NTX_WIN_BITS_BELL,
+				  memory_order_seq_cst);
+}
+
 /* After an entry: marks our ring ready in the peer's bitmap when the peer
  * drains by bitmap, and wakes the peer if it sleeps. */
 static inline __attribute__((always_inline)) void
@@ -1193,9 +1206,7 @@ ntx_ntb_ring_bell_conn(struct ntx_shm_conn *c)
 	if (atomic_load_explicit(&ph->bits_on, memory_order_relaxed) &&
 	    !(atomic_load_explicit(c->peer_bits, memory_order_relaxed) &
 	      c->peer_bit))
-		/* seq_cst: the entry before the bit */
-		atomic_fetch_or_explicit(c->peer_bits, c->peer_bit,
-					 memory_order_seq_cst);
+		ntx_ntb_set_bit(c, ph);
 	if (atomic_load_explicit(&ph->waiters, memory_order_relaxed))
 		ntx_ntb_wake(c);
 }
@@ -1812,20 +1823,24 @@ static bool ntx_ntb_watch_ring(struct ntx_be_watch *w,
 
 /* After NTX_NTB_QUIET_AFTER polls in a row that found nothing, with
  * nothing new on the connect bell: the words the next poll would read,
- * for the engine's ntx_be_quiet. With few peers, each connection's ring. With the ready
- * bitmap, its words read again here and the rings of the bits set there
- * (a sender whose bit is set writes no bit), on only if none of those
- * rings has an entry now: a sender whose bit is clear writes its entry
- * before its bit. No watch when they do not fit. */
+ * for the engine's ntx_be_quiet. With few peers, each connection's ring.
+ * With the ready bitmap, the rings of the bits set now (a sender whose
+ * bit is set writes no bit); a sender that finds its bit clear sets it,
+ * then adds NTX_WIN_BITS_BELL to the connect bell, which the watch reads
+ * instead of the bitmap. The bell's value kept (conn_bell_seen) was read
+ * by the poll, before the bitmap here: a bit seen clear is set later, and
+ * its ring of the bell comes after that value (acquire: a value that
+ * counts a sender's ring makes its bit visible to the reads after it).
+ * On only if none of those rings has an entry now. No watch when the
+ * rings do not fit. */
 static __attribute__((noinline)) void ntx_ntb_quiet_on(struct ntx_shm_ep *be)
 {
 	struct ntx_be_watch *w = &be->head.watch;
-	uint32_t words = be->bit_words;
+	struct ntx_win_hdr *h = ntx_win_hdr(&be->win);
 	struct ntx_shm_conn *c;
 	struct ntx_list *it;
 
 	w->n = 0;
-	w->nbits = 0;
 	if (!be->bits_on) {
 		ntx_list_foreach(&be->conns, it) {
 			c = ntx_container_of(it, struct ntx_shm_conn, entry);
@@ -1834,24 +1849,23 @@ static __attribute__((noinline)) void ntx_ntb_quiet_on(struct ntx_shm_ep *be)
 				return;
 		}
 	} else {
-		if (words > NTX_BE_WATCH_BITS)
-			return;
-		w->bits = ntx_win_bits(&be->win);
+		_Atomic uint64_t *bits = ntx_win_bits(&be->win);
+
 		/* a set bit of a slot with no connected peer is skipped by
 		 * the poll too; its connecting turns the watch off */
-		for (uint32_t i = 0; i < words; i++) {
+		for (uint32_t i = 0; i < be->bit_words; i++) {
 			/* acquire: as ntx_ntb_poll_bits */
-			w->bits_seen[i] = atomic_load_explicit(
-				&w->bits[i], memory_order_acquire);
-			for (uint64_t m = w->bits_seen[i]; m; m &= m - 1) {
-				c = ntx_ntb_slot_conn(be, i, m & -m);
+			uint64_t b = atomic_load_explicit(&bits[i],
+							  memory_order_acquire);
+
+			for (; b; b &= b - 1) {
+				c = ntx_ntb_slot_conn(be, i, b & -b);
 				if (c && !ntx_ntb_watch_ring(w, c))
 					return;
 			}
 		}
-		w->nbits = words;
 	}
-	w->bell = &ntx_win_hdr(&be->win)->conn_bell;
+	w->bell = &h->conn_bell;
 	w->bell_seen = be->conn_bell_seen;
 	w->on = true;
 	/* an entry came since the poll: the next poll takes it */
@@ -1884,9 +1898,16 @@ static __attribute__((noinline)) int ntx_ntb_poll_any(struct ntx_shm_ep *be)
 	}
 	bell = atomic_load_explicit(&ntx_win_hdr(&be->win)->conn_bell,
 				    memory_order_acquire);
-	if (bell != be->conn_bell_seen || be->rescan) {
+	/* its low half moved: connect work; the high half alone: a ring
+	 * newly flagged in the bitmap, which the pass below drains */
+	if (bell != be->conn_bell_seen) {
 		ntx_ntb_quiet_off(be);
+		if ((uint32_t)bell != (uint32_t)be->conn_bell_seen)
+			be->rescan = true;
 		be->conn_bell_seen = bell;
+	}
+	if (be->rescan) {
+		ntx_ntb_quiet_off(be);
 		be->rescan = false;
 		ntx_ntb_poll_cells(be);
 		ntx_ntb_poll_connecting(be);

@@ -36,9 +36,11 @@
 #include "ntx/ntx_wire.h"
 
 #define NTX_WIN_MAGIC 0x4e54584857494e31ull /* "NTXHWIN1" */
-#define NTX_WIN_VERSION 5 /* 3: half entries (struct ntx_win_half); 4: the
+#define NTX_WIN_VERSION 6 /* 3: half entries (struct ntx_win_half); 4: the
 			    * owner's service in the header; 5: quarter
-			    * entries (struct ntx_win_quarter) */
+			    * entries (struct ntx_win_quarter); 6: the
+			    * bitmap's count in conn_bell */
+#define NTX_WIN_BITS_BELL (1ull << 32) /* conn_bell's high half */
 #define NTX_WIN_CELLS 64
 #define NTX_WIN_PAGE 4096
 
@@ -71,7 +73,10 @@ struct ntx_win_hdr {
 	_Atomic uint32_t waiters; /* owner about to sleep: wake it up */
 	_Atomic uint32_t bits_on; /* owner drains by the ready bitmap */
 	/* line 2: connect doorbell, incremented after a connect request or
-	 * response, so that data traffic never scans the connect cells */
+	 * response, so that data traffic never scans the connect cells (its
+	 * low half); NTX_WIN_BITS_BELL is added by a sender right after it
+	 * set its ready bit (one it found clear), so that an owner's watch
+	 * reads this word instead of every bitmap word (its high half) */
 	_Alignas(NTX_CACHELINE) _Atomic uint64_t conn_bell;
 	/* lines 3-: the ready bitmap, one bit per slot, set by a peer after
 	 * it published entries; an owner with many peers drains only the
