@@ -584,7 +584,7 @@ static void run_idle(struct proc *p, bool is_a, struct result *r)
 		rx[g] = p->rx[base[g]];
 		tx[g] = p->tx[base[g]];
 		s[g] = xcalloc((size_t)per, sizeof(double));
-		bt[g] = xcalloc((size_t)nb + 1, sizeof(double));
+		bt[g] = xcalloc((size_t)nb, sizeof(double));
 		if (!is_a)
 			idle_serve(p, base[g], o.warmup, &rx[g], &tx[g]);
 		for (int it = 0; is_a && it < o.warmup; it++)

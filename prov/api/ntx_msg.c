@@ -58,20 +58,17 @@ ssize_t ntx_msg_post_send(struct ntx_ep *ep, const struct iovec *iov,
 	return ret;
 }
 
+/* The flags of a send without a request (inline or eager): FI_INJECT
+ * (and any flag ntx_msg_post_send refuses) goes its way. */
+static inline bool ntx_send_flags_ok(uint64_t flags)
+{
+	return !(flags & ~((NTX_SEND_FLAGS | FI_TAGGED) & ~FI_INJECT));
+}
+
 /* The small sends' paths: one whole test of the arguments. */
 static inline bool ntx_send_small_ok(size_t len, uint64_t flags)
 {
-	/* FI_INJECT (and any flag ntx_msg_post_send refuses) goes its way */
-	return len <= NTX_INLINE_MAX &&
-	       !(flags & ~((NTX_SEND_FLAGS | FI_TAGGED) & ~FI_INJECT));
-}
-
-/* ntx_proto_send_eager's whole test of the arguments (the size against
- * the peer's limits is its own). */
-static inline bool ntx_send_eager_ok(size_t len, uint64_t flags)
-{
-	return len <= NTX_INJECT_MAX &&
-	       !(flags & ~((NTX_SEND_FLAGS | FI_TAGGED) & ~FI_INJECT));
+	return len <= NTX_INLINE_MAX && ntx_send_flags_ok(flags);
 }
 
 /* ntx_send_one where the endpoint may not send at once (locks, not
@@ -98,8 +95,8 @@ ntx_send_one_any(struct ntx_ep *ep, const void *buf, size_t len,
 		if (ret <= 0)
 			return ret;
 	}
-	if (ep->send_fast && len > NTX_INLINE_MAX &&
-	    ntx_send_eager_ok(len, flags)) {
+	/* (ntx_proto_send_eager tests the size against NTX_INJECT_MAX) */
+	if (ep->send_fast && len > NTX_INLINE_MAX && ntx_send_flags_ok(flags)) {
 		ret = ntx_proto_send_eager(ep, buf, len, dest, tag, data,
 					   context, flags, true);
 		if (ret <= 0)

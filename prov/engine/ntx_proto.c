@@ -998,14 +998,12 @@ static inline void ntx_msg_unexpected(struct ntx_vc *vc,
 	ntx_tme_add_unexp(&vc->ep->rx->tme, u);
 }
 
-
 /* A tagged receive whose completion is a plain CQ entry (ep->rx_fast)
  * filled with len bytes of a message: its entry. Inline: the message
  * path's. */
-static inline __attribute__((always_inline)) void ntx_rx_plain_done(struct ntx_ep *ep, void *ctx,
-				     uint8_t pflags, size_t len, void *buf,
-				     uint64_t data, uint64_t tag,
-				     fi_addr_t src)
+static inline __attribute__((always_inline)) void
+ntx_rx_plain_done(struct ntx_ep *ep, void *ctx, uint8_t pflags, size_t len,
+		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
 {
 	ntx_cq_push(ep->rx_cq, ctx,
 		    FI_RECV | FI_TAGGED |
@@ -1389,11 +1387,22 @@ ntx_proto_on_small_any(struct ntx_vc *vc, uint8_t pflags, uint64_t tag,
 	ntx_proto_on_recv(vc, &h, NULL, 0);
 }
 
-/* ntx_proto_on_small's case of an empty lean ring: a tagged message on a
- * proven VC whose address is known, an endpoint whose receive
- * completions are plain CQ entries and that has no connection management
- * (ntx_ep_set_paths), no exact tagged receive hashed, and the receive at
- * the head of the queue plain (ntx_req_set_recv), large enough and
+/* A half entry's message that may take the message path's receive: a
+ * tagged message of at most a word on a proven VC whose address is known,
+ * to an endpoint whose receive completions are plain CQ entries and that
+ * has no connection management (ntx_ep_set_paths). */
+static inline bool ntx_small_plain(const struct ntx_vc *vc, uint8_t pflags,
+				   size_t len)
+{
+	return (pflags & NTX_PF_TAGGED) && vc->ep->rx_fast &&
+	       vc->state == NTX_VC_CONNECTED &&
+	       vc->fi_addr != FI_ADDR_NOTAVAIL && len <= sizeof(uint64_t);
+}
+
+/* ntx_proto_on_small's case of an empty lean ring: a message that may
+ * take the message path's receive (ntx_small_plain), with no exact
+ * tagged receive hashed, fills the receive at the head of the tagged
+ * queue when that is plain (ntx_req_set_recv), large enough and
  * matching; with no tagged receive posted it waits at once
  * (ntx_proto_small_waits). Anything else is ntx_proto_on_small_any. */
 static __attribute__((noinline)) void
@@ -1406,9 +1415,7 @@ ntx_proto_on_small_req(struct ntx_vc *vc, uint8_t pflags, uint64_t tag,
 	struct ntx_req *r;
 	void *buf, *ctx;
 
-	if (!(pflags & NTX_PF_TAGGED) || !ep->rx_fast ||
-	    vc->state != NTX_VC_CONNECTED || src == FI_ADDR_NOTAVAIL ||
-	    len > sizeof(bytes) || ep->tme.nexact)
+	if (!ntx_small_plain(vc, pflags, len) || ep->tme.nexact)
 		goto any;
 	if (ntx_list_empty(q)) { /* no receive: it waits */
 		ntx_proto_small_waits(vc, pflags, tag, data, bytes, len);
@@ -1456,9 +1463,7 @@ void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
 		return;
 	}
 	l = ntx_tme_lean_head(tme);
-	if (!(pflags & NTX_PF_TAGGED) || !ep->rx_fast ||
-	    vc->state != NTX_VC_CONNECTED || src == FI_ADDR_NOTAVAIL ||
-	    len > sizeof(bytes) || l->len < len ||
+	if (!ntx_small_plain(vc, pflags, len) || l->len < len ||
 	    !ntx_tme_lean_takes(l, src, tag)) {
 		ntx_proto_on_small_any(vc, pflags, tag, data, bytes, len);
 		return;

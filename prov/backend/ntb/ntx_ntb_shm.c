@@ -1836,7 +1836,6 @@ static bool ntx_ntb_watch_ring(struct ntx_be_watch *w,
 static __attribute__((noinline)) void ntx_ntb_quiet_on(struct ntx_shm_ep *be)
 {
 	struct ntx_be_watch *w = &be->head.watch;
-	struct ntx_win_hdr *h = ntx_win_hdr(&be->win);
 	struct ntx_shm_conn *c;
 	struct ntx_list *it;
 
@@ -1865,7 +1864,7 @@ static __attribute__((noinline)) void ntx_ntb_quiet_on(struct ntx_shm_ep *be)
 			}
 		}
 	}
-	w->bell = &h->conn_bell;
+	w->bell = &ntx_win_hdr(&be->win)->conn_bell;
 	w->bell_seen = be->conn_bell_seen;
 	w->on = true;
 	/* an entry came since the poll: the next poll takes it */
