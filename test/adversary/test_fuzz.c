@@ -379,7 +379,19 @@ static void fuzz_ctl(struct fz *f)
 		atomic_fetch_or(&bits[s / 64], rnd());
 		break;
 	}
-	atomic_fetch_add(&h->conn_bell, 1);
+	/* the connect bell's low half (connect work), its high half alone
+	 * (a ready bit set: NTX_WIN_BITS_BELL) or any value */
+	switch (rnd() % 3) {
+	case 0:
+		atomic_fetch_add(&h->conn_bell, 1);
+		break;
+	case 1:
+		atomic_fetch_add(&h->conn_bell, NTX_WIN_BITS_BELL);
+		break;
+	default:
+		atomic_fetch_add(&h->conn_bell, rnd());
+		break;
+	}
 	ping(f);
 }
 
