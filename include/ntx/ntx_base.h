@@ -32,7 +32,20 @@
 
 #define NTX_PROV_NAME "ntx"
 #define NTX_PROV_VERSION FI_VERSION(0, 1)
-#define NTX_FI_VERSION FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+/* The newest libfabric API whose semantics ntx implements (DESIGN §2,
+ * API versions). ntx reports it as its fi_version, capped by the headers
+ * it was built against (NTX_FI_VERSION) and, when libfabric loads it, by
+ * the core's fi_version() (fi_prov_ini). */
+#define NTX_API_NEWEST FI_VERSION(2, 1)
+#define NTX_API_HEADERS FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+#define NTX_FI_VERSION                                                    \
+	(NTX_API_HEADERS < NTX_API_NEWEST ? NTX_API_HEADERS : NTX_API_NEWEST)
+/* Values libfabric 2.x deprecates that callers of older API versions
+ * still pass: mr_mode FI_MR_BASIC and FI_MR_SCALABLE (whole modes before
+ * API 1.5) and comp_order FI_ORDER_NONE. */
+#define NTX_MR_BASIC (1 << 0)
+#define NTX_MR_SCALABLE (1 << 1)
+#define NTX_ORDER_NONE 0ULL
 #define NTX_FABRIC_NAME "ntx"
 #define NTX_DOMAIN_SHM "shm"
 #define NTX_DOMAIN_TCP "tcp"

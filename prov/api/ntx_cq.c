@@ -152,10 +152,23 @@ static ssize_t ntx_cq_read(struct fid_cq *fcq, void *buf, size_t count)
 	return ntx_cq_read_poll(fcq, buf, count);
 }
 
+/* The error entry as the caller's API version lays it out: src_addr
+ * (API 1.20) is written only for callers that know the field. */
+static size_t ntx_cq_err_size(uint32_t api)
+{
+#if NTX_API_HEADERS >= FI_VERSION(1, 20)
+	if (FI_VERSION_LT(api, FI_VERSION(1, 20)))
+		return offsetof(struct fi_cq_err_entry, src_addr);
+#endif
+	(void)api;
+	return sizeof(struct fi_cq_err_entry);
+}
+
 static ssize_t ntx_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
 			      uint64_t flags)
 {
 	struct ntx_cq *cq = ntx_container_of(fcq, struct ntx_cq, cq);
+	uint32_t api = cq->domain->fabric->fab.api_version;
 	struct ntx_cq_err *e;
 	void *user_data;
 	size_t user_size;
@@ -177,9 +190,9 @@ static ssize_t ntx_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
 	/* copied under the lock: another thread's readerr frees e */
 	user_data = buf->err_data;
 	user_size = buf->err_data_size;
-	*buf = e->e;
-	if (FI_VERSION_GE(cq->domain->fabric->fab.api_version,
-			  FI_VERSION(1, 5)) && user_size && e->e.err_data) {
+	memcpy(buf, &e->e, ntx_cq_err_size(api));
+	if (FI_VERSION_GE(api, FI_VERSION(1, 5)) && user_size &&
+	    e->e.err_data) {
 		size_t n = user_size < e->e.err_data_size ? user_size
 							  : e->e.err_data_size;
 		memcpy(user_data, e->e.err_data, n);

@@ -105,9 +105,9 @@ static int ntx_domain_auth_key(struct ntx_domain *dom,
 
 static uint64_t ntx_domain_mr_mode(uint64_t mode)
 {
-	if (mode == FI_MR_BASIC) /* the old enum: a whole mode */
+	if (mode == NTX_MR_BASIC) /* the old enum: a whole mode */
 		return FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-	if (mode == FI_MR_SCALABLE)
+	if (mode == NTX_MR_SCALABLE)
 		return 0;
 	return mode;
 }

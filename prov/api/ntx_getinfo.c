@@ -146,7 +146,7 @@ const struct fi_tx_attr ntx_tx_attr = {
 	.caps = NTX_EP_CAPS & ~NTX_RX_ONLY_CAPS,
 	.op_flags = 0,
 	.msg_order = NTX_MSG_ORDER,
-	.comp_order = FI_ORDER_NONE,
+	.comp_order = NTX_ORDER_NONE,
 	.inject_size = NTX_INJECT_SIZE,
 	.size = 1024,
 	.iov_limit = NTX_IOV_DEFAULT,
@@ -157,7 +157,7 @@ const struct fi_rx_attr ntx_rx_attr = {
 	.caps = NTX_EP_CAPS & ~NTX_TX_ONLY_CAPS,
 	.op_flags = 0,
 	.msg_order = NTX_MSG_ORDER,
-	.comp_order = FI_ORDER_NONE,
+	.comp_order = NTX_ORDER_NONE,
 	.total_buffered_recv = 0,
 	.size = 1024,
 	.iov_limit = NTX_IOV_DEFAULT,
@@ -233,7 +233,7 @@ static int ntx_check_tx(const struct fi_tx_attr *h, uint64_t caps)
 		NTX_NOMATCH("tx op_flags not supported\n");
 	if (h->msg_order & ~ntx_tx_attr.msg_order)
 		NTX_NOMATCH("tx msg_order not supported\n");
-	if (h->comp_order & ~(FI_ORDER_NONE))
+	if (h->comp_order & ~(NTX_ORDER_NONE))
 		NTX_NOMATCH("tx comp_order not supported\n");
 	if (h->inject_size > ntx_tx_attr.inject_size)
 		NTX_NOMATCH("inject_size %zu too large\n", h->inject_size);
@@ -254,7 +254,7 @@ static int ntx_check_rx(const struct fi_rx_attr *h)
 		NTX_NOMATCH("rx op_flags not supported\n");
 	if (h->msg_order & ~ntx_rx_attr.msg_order)
 		NTX_NOMATCH("rx msg_order not supported\n");
-	if (h->comp_order & ~(FI_ORDER_NONE))
+	if (h->comp_order & ~(NTX_ORDER_NONE))
 		NTX_NOMATCH("rx comp_order not supported\n");
 	if (h->iov_limit > NTX_MAX_IOV)
 		NTX_NOMATCH("rx iov_limit too large\n");
@@ -514,7 +514,7 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 		/* the old enum values name whole modes and come back as
 		 * they are: FI_MR_BASIC (provider keys, virtual addresses)
 		 * and FI_MR_SCALABLE (user keys, offsets) */
-		if (d->mr_mode == FI_MR_BASIC || d->mr_mode == FI_MR_SCALABLE)
+		if (d->mr_mode == NTX_MR_BASIC || d->mr_mode == NTX_MR_SCALABLE)
 			fi->domain_attr->mr_mode = d->mr_mode;
 		else if (FI_VERSION_GE(version, FI_VERSION(1, 5)))
 			fi->domain_attr->mr_mode = ntx_params.mr_offered ?
@@ -522,9 +522,9 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 					      FI_MR_VIRT_ADDR |
 					      FI_MR_ENDPOINT) : 0;
 		else
-			fi->domain_attr->mr_mode = FI_MR_SCALABLE;
+			fi->domain_attr->mr_mode = NTX_MR_SCALABLE;
 	} else if (!FI_VERSION_GE(version, FI_VERSION(1, 5))) {
-		fi->domain_attr->mr_mode = FI_MR_SCALABLE;
+		fi->domain_attr->mr_mode = NTX_MR_SCALABLE;
 	}
 	/* iovec limits: NTX_IOV_DEFAULT unless the hints ask for more */
 	if (h->tx_attr) {
@@ -587,7 +587,8 @@ static int ntx_apply_keys(struct fi_info *fi, const struct fi_info *h)
 	return ret;
 }
 
-static struct fi_info *ntx_info_template(const struct ntx_dom_desc *d)
+static struct fi_info *ntx_info_template(const struct ntx_dom_desc *d,
+					 uint32_t version)
 {
 	struct fi_info *fi = fi_allocinfo();
 
@@ -616,7 +617,7 @@ static struct fi_info *ntx_info_template(const struct ntx_dom_desc *d)
 		fi->rx_attr->size = d->rx_size;
 	fi->fabric_attr->name = strdup(NTX_FABRIC_NAME);
 	fi->fabric_attr->prov_name = NULL; /* filled in by libfabric */
-	fi->fabric_attr->api_version = NTX_FI_VERSION;
+	fi->fabric_attr->api_version = version;
 	fi->nic = NULL;
 	if (!fi->domain_attr->name || !fi->fabric_attr->name) {
 		fi_freeinfo(fi);
@@ -778,7 +779,7 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 		if (ret)
 			return ret;
 	}
-	fi = ntx_info_template(d);
+	fi = ntx_info_template(d, version);
 	if (!fi)
 		return -FI_ENOMEM;
 	ntx_info_type(fi, type);

@@ -7,6 +7,9 @@
 
 FI_EXT_INI
 {
+	/* never an API newer than the core that loads us implements */
+	if (FI_VERSION_LT(fi_version(), ntx_prov.fi_version))
+		ntx_prov.fi_version = fi_version();
 	ntx_params_init();
 	ntx_prov.getinfo = ntx_getinfo;
 	ntx_prov.fabric = ntx_fabric_open;

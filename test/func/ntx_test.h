@@ -22,6 +22,13 @@
 #include <sys/types.h>
 
 #define T_VERSION FI_VERSION(1, 17)
+/* libfabric 2.x deprecates wait sets, poll sets and AVs bound to an EQ;
+ * ntx keeps them for applications of older API versions, and the tests
+ * of them use them on purpose. */
+#define T_DEPRECATED_BEGIN                       \
+	_Pragma("GCC diagnostic push")           \
+	_Pragma("GCC diagnostic ignored \"-Wdeprecated-declarations\"")
+#define T_DEPRECATED_END _Pragma("GCC diagnostic pop")
 #define T_NAMELEN 32
 
 struct tctx {

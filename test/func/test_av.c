@@ -99,6 +99,7 @@ Test(av, sockaddr_in_names_tcp)
 }
 
 /* An AV of the sockaddr domain, alone (no endpoint needed). */
+T_DEPRECATED_BEGIN
 static void sin_av(struct tctx *t, enum fi_av_type type, struct fid_eq **eq)
 {
 	struct fi_av_attr aa = { .type = type,
@@ -121,6 +122,8 @@ static void sin_av(struct tctx *t, enum fi_av_type type, struct fid_eq **eq)
 		cr_assert_eq(fi_av_bind(t->av, &(*eq)->fid, 0), 0);
 	}
 }
+
+T_DEPRECATED_END
 
 static struct sockaddr_in sin_of(const char *ip, uint16_t port)
 {

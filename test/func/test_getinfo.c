@@ -178,7 +178,9 @@ Test(getinfo, endpoint_and_domain_attributes)
 	struct fi_info *h, *fi;
 
 	h = base();
-	h->ep_attr->type = FI_EP_SOCK_STREAM;
+	/* a type past those ntx knows (libfabric 1.x's FI_EP_SOCK_STREAM;
+	 * 2.x defines that name as FI_EP_UNSPEC) */
+	h->ep_attr->type = (enum fi_ep_type)(FI_EP_RDM + 1);
 	cr_assert_eq(try(h, NULL, NULL, 0, NULL), -FI_ENODATA);
 	h = base();
 	h->ep_attr->type = FI_EP_DGRAM;
@@ -317,4 +319,118 @@ Test(getinfo, fi_info_lists_parameters)
 		found += !strncmp(params[i].name, "FI_NTX_", 7);
 	fi_freeparams(params);
 	cr_assert_geq(found, 8, "FI_NTX_* parameters are defined");
+}
+
+/* The version contract (DESIGN §2, API versions): fi_getinfo at API 1.9,
+ * 1.18 and the core's own version finds ntx wherever the core takes the
+ * version (a core older than the version refuses it before asking any
+ * provider), and each entry carries the version it was asked for. */
+Test(getinfo, old_and_new_api_versions_find_ntx)
+{
+	uint32_t core = fi_version();
+	uint32_t want[] = { FI_VERSION(1, 9), FI_VERSION(1, 18), core };
+
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		struct fi_info *h = base(), *fi = NULL;
+		int ret = fi_getinfo(want[i], NULL, NULL, 0, h, &fi);
+
+		fi_freeinfo(h);
+		if (FI_VERSION_LT(core, want[i])) {
+			cr_assert_eq(ret, -FI_ENOSYS, "core %u.%u, API %u.%u",
+				     FI_MAJOR(core), FI_MINOR(core),
+				     FI_MAJOR(want[i]), FI_MINOR(want[i]));
+			continue;
+		}
+		cr_assert_eq(ret, 0, "API %u.%u", FI_MAJOR(want[i]),
+			     FI_MINOR(want[i]));
+		cr_assert_str_eq(fi->fabric_attr->prov_name, "ntx");
+		cr_assert_eq(fi->fabric_attr->api_version, want[i]);
+		fi_freeinfo(fi);
+	}
+}
+
+/* Capability bits ntx does not know are refused at every version:
+ * libfabric 2.0 gave bits 45, 46 and 48 new meanings (FI_HMEM_HOST_ALLOC,
+ * FI_HMEM_DEVICE_ONLY and FI_VARIABLE_MSG before; FI_TAGGED_DIRECTED_RECV,
+ * FI_TAGGED_MULTI_RECV and FI_EXACT_DIRECTED_RECV after), and bit 44
+ * (1.x's FI_XPU_TRIGGER) is reserved in 2.x. */
+Test(getinfo, unknown_and_reused_capability_bits_are_refused)
+{
+	uint32_t ver[] = { FI_VERSION(1, 9), fi_version() };
+	int bits[] = { 44, 45, 46, 48 };
+
+	for (size_t v = 0; v < 2; v++)
+		for (size_t b = 0; b < sizeof(bits) / sizeof(bits[0]); b++) {
+			struct fi_info *h = base(), *fi = NULL;
+			int ret;
+
+			h->caps = FI_MSG | (1ULL << bits[b]);
+			ret = fi_getinfo(ver[v], NULL, NULL, 0, h, &fi);
+			fi_freeinfo(h);
+			cr_assert_eq(ret, -FI_ENODATA, "bit %d at %u.%u",
+				     bits[b], FI_MAJOR(ver[v]),
+				     FI_MINOR(ver[v]));
+		}
+}
+
+/* fi_cq_readerr writes the error entry as the caller's API version lays
+ * it out: src_addr (API 1.20) not for a caller of 1.9, whose entry ends
+ * before it. */
+Test(getinfo, an_old_caller_gets_the_error_entry_of_its_version)
+{
+	struct fi_info *h = base(), *fi = NULL;
+	struct fid_fabric *fab;
+	struct fid_domain *dom;
+	struct fid_cq *cq;
+	struct fid_av *av;
+	struct fid_ep *ep;
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED };
+	struct fi_av_attr aa = { .type = FI_AV_TABLE };
+	union {
+		struct fi_cq_err_entry e;
+		unsigned char b[sizeof(struct fi_cq_err_entry) + 64];
+	} u;
+	size_t old = sizeof(struct fi_cq_err_entry);
+	char buf[8];
+	ssize_t n = -FI_EAGAIN;
+
+#if FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION) >= FI_VERSION(1, 20)
+	old = offsetof(struct fi_cq_err_entry, src_addr);
+#endif
+	h->caps = FI_MSG;
+	h->domain_attr->name = strdup("shm");
+	cr_assert_eq(fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, h, &fi), 0);
+	fi_freeinfo(h);
+	cr_assert_eq(fi_fabric(fi->fabric_attr, &fab, NULL), 0);
+	cr_assert_eq(fi_domain(fab, fi, &dom, NULL), 0);
+	cr_assert_eq(fi_cq_open(dom, &ca, &cq, NULL), 0);
+	cr_assert_eq(fi_av_open(dom, &aa, &av, NULL), 0);
+	cr_assert_eq(fi_endpoint(dom, fi, &ep, NULL), 0);
+	cr_assert_eq(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	cr_assert_eq(fi_ep_bind(ep, &av->fid, 0), 0);
+	cr_assert_eq(fi_enable(ep), 0);
+	cr_assert_eq(fi_recv(ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC,
+			     buf), 0);
+	cr_assert_eq(fi_cancel(&ep->fid, buf), 0);
+	memset(&u, 0xa5, sizeof(u));
+	u.e.err_data = NULL;
+	u.e.err_data_size = 0;
+	for (int i = 0; i < 100000 && n == -FI_EAGAIN; i++) {
+		struct fi_cq_tagged_entry ce;
+
+		n = fi_cq_read(cq, &ce, 1);
+		if (n == -FI_EAVAIL)
+			n = fi_cq_readerr(cq, &u.e, 0);
+	}
+	cr_assert_eq(n, 1);
+	cr_assert_eq(u.e.err, FI_ECANCELED);
+	cr_assert_eq(u.e.op_context, buf);
+	for (size_t i = old; i < sizeof(u); i++)
+		cr_assert_eq(u.b[i], 0xa5, "byte %zu of the entry written", i);
+	fi_close(&ep->fid);
+	fi_close(&av->fid);
+	fi_close(&cq->fid);
+	fi_close(&dom->fid);
+	fi_close(&fab->fid);
+	fi_freeinfo(fi);
 }

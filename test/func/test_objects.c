@@ -81,6 +81,7 @@ Test(objects, av_insert_lookup_remove_straddr)
 	t_close(&b);
 }
 
+T_DEPRECATED_BEGIN
 Test(objects, av_map_and_async_insert_on_an_eq)
 {
 	struct tctx a;
@@ -111,6 +112,8 @@ Test(objects, av_map_and_async_insert_on_an_eq)
 	cr_assert_eq(fi_close(&eq->fid), 0);
 	t_close(&a);
 }
+
+T_DEPRECATED_END
 
 Test(objects, eq_read_write_sread_and_fd)
 {
@@ -246,6 +249,7 @@ Test(objects, options_and_bad_arguments)
 /* fi_poll over a CQ and a counter: nothing before traffic; after a
  * message, the CQ's context until it is read and the counter's context
  * once per change; members are held until fi_poll_del. */
+T_DEPRECATED_BEGIN
 Test(objects, poll_set_of_a_cq_and_a_counter)
 {
 	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED };
@@ -321,3 +325,4 @@ Test(objects, poll_set_of_a_cq_and_a_counter)
 	cr_assert_eq(fi_close(&dom2->fid), 0);
 	t_close(&t);
 }
+T_DEPRECATED_END

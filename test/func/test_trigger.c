@@ -22,7 +22,7 @@ Test(trigger, write_waits_for_its_counter_threshold)
 						   FI_TRIGGER_THRESHOLD };
 	char first[32] = "first write", second[32] = "triggered write";
 	char before[32], now[32];
-	struct fid_ep *alias;
+	struct fid_ep *alias = NULL;
 	struct fid_cntr *c;
 	struct t_ini in;
 	uint64_t fl;

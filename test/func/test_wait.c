@@ -7,6 +7,8 @@
 
 #include "ntx_test.h"
 
+T_DEPRECATED_BEGIN /* the whole file tests wait sets */
+
 #define WAIT_MS 20000
 
 struct wctx {
@@ -156,3 +158,4 @@ Test(wait, bad_wait_set_arguments_are_refused)
 	cr_assert_eq(fi_close(&w.ws->fid), -FI_EBUSY, "members remain");
 	w_close(&w);
 }
+T_DEPRECATED_END

@@ -88,7 +88,7 @@ Test(atomic_ops, undefined_combinations)
 	cr_expect_not(ntx_atomic_supported(NTX_AFN_FETCH, FI_INT32, 99));
 	cr_expect_not(ntx_atomic_supported(NTX_AFN_FETCH, FI_INT32, FI_NOOP));
 	cr_expect_not(ntx_atomic_supported(NTX_AFN_FETCH, FI_INT32,
-					   FI_ATOMIC_OP_LAST));
+					   (enum fi_op)FI_ATOMIC_OP_LAST));
 	cr_expect_not(ntx_atomic_supported(NTX_AFN_FETCH, 99, FI_SUM));
 	cr_expect_not(ntx_atomic_supported(NTX_AFN_FETCH, -1, FI_SUM));
 	cr_expect_not(ntx_atomic_supported(NTX_AFN_FETCH, FI_INT32, -1));
