@@ -9,7 +9,7 @@ pkgs=(build-essential autoconf automake libtool pkg-config
       libhwloc-dev libcriterion-dev pandoc man-db gnuplot-nox
       openmpi-bin libopenmpi-dev util-linux iproute2 procps
       qemu-system-x86 ibverbs-utils ibverbs-providers bc python3 strace
-      hwloc-nox nftables)
+      hwloc-nox nftables debootstrap)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -70,6 +70,8 @@ step "install, fi_info and man page" install
 step "verbs back end on soft-RoCE (rxe0 under qemu)" test/rxe/run-rxe-tests.sh
 step "verbs between two soft-RoCE hosts (two qemu guests): fi_pingpong, functional suite" \
   test/rxe/run-rxe-two-hosts.sh
+step "Debian 13 (libfabric 2.1, Open MPI 5, gcc 14) in a chroot: werror build, make check, Open MPI, fi_pingpong" \
+  test/debian13/run-debian13.sh
 step "two hosts of namespaces: tcp, loss, functional suite, Open MPI 2x2, link down" \
   test/hosts/run-hosts-tests.sh
 for mode in msg tagged; do
