@@ -51,7 +51,8 @@ void ntx_ep_unbind_dir(struct ntx_ep *ep, bool tx);
 /* ---- scalable endpoints (ntx_sep.c, DESIGN §3) --------------------------- */
 int ntx_sep_open(struct fid_domain *domain, struct fi_info *info,
 		 struct fid_ep **sep, void *context);
-struct ntx_ep *ntx_sep_mr_scope(struct fid *fid);
+/* The domain of a scalable endpoint or of one of its contexts. */
+struct ntx_domain *ntx_sep_domain(struct fid *fid);
 extern struct fi_ops ntx_sep_ctx_fi_ops;
 /* Domains whose names can list a scalable endpoint's contexts: ntx
  * names (not FI_SOCKADDR_IN) without flag bits of the back end's. */

@@ -104,10 +104,6 @@ static int ntx_ep_close(struct fid *fid)
 	ntx_msg_ep_closing(ep);
 	ntx_ep_leave_domain(ep);
 	ntx_ep_lock(ep);
-	/* FI_MR_ENDPOINT: keys bound to this endpoint are valid nowhere */
-	ntx_mutex_lock(dom, &dom->mr_lock);
-	ntx_mr_table_unbind(dom, ep);
-	ntx_mutex_unlock(dom, &dom->mr_lock);
 	ntx_list_foreach_safe(&ep->vcs, it, tmp)
 		ntx_vc_destroy(ntx_container_of(it, struct ntx_vc, entry));
 	ntx_proto_unexp_fini(ep);
@@ -468,7 +464,6 @@ void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
 	pthread_mutex_init(&ep->lock, NULL);
 	ep->lockp = &ep->lock;
 	ep->rx = ep;
-	ep->mr_scope = ep;
 	ep->caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED);
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;

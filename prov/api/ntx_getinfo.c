@@ -510,7 +510,10 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 		if (d->resource_mgmt != FI_RM_UNSPEC)
 			fi->domain_attr->resource_mgmt = d->resource_mgmt;
 		/* ntx needs no mr_mode bit; it honours the ones that change
-		 * key and address use when the application offers them */
+		 * key and address use when the application offers them.
+		 * FI_MR_ENDPOINT is never taken: keys are the domain's, valid
+		 * through each of its endpoints, as applications that open
+		 * several endpoints expect (DESIGN §6) */
 		/* the old enum values name whole modes and come back as
 		 * they are: FI_MR_BASIC (provider keys, virtual addresses)
 		 * and FI_MR_SCALABLE (user keys, offsets) */
@@ -519,8 +522,7 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 		else if (FI_VERSION_GE(version, FI_VERSION(1, 5)))
 			fi->domain_attr->mr_mode = ntx_params.mr_offered ?
 				d->mr_mode & (FI_MR_PROV_KEY |
-					      FI_MR_VIRT_ADDR |
-					      FI_MR_ENDPOINT) : 0;
+					      FI_MR_VIRT_ADDR) : 0;
 		else
 			fi->domain_attr->mr_mode = FI_MR_SCALABLE;
 	} else if (!FI_VERSION_GE(version, FI_VERSION(1, 5))) {
@@ -712,14 +714,6 @@ static void ntx_apply_sep(struct fi_info *fi, const struct fi_info *hints,
 		fi->ep_attr->tx_ctx_cnt = e->tx_ctx_cnt;
 	if (e && ntx_ctx_cnt_many(e->rx_ctx_cnt))
 		fi->ep_attr->rx_ctx_cnt = e->rx_ctx_cnt;
-	/* asked for scalable endpoints: keys are the domain's, not bound
-	 * to endpoints (code written for FI_MR_ENDPOINT binds its MRs to
-	 * each context, which it may not have registered when ntx takes no
-	 * FI_MR_LOCAL) */
-	if ((hints && (hints->caps & FI_NAMED_RX_CTX)) ||
-	    ntx_ctx_cnt_many(fi->ep_attr->tx_ctx_cnt) ||
-	    ntx_ctx_cnt_many(fi->ep_attr->rx_ctx_cnt))
-		fi->domain_attr->mr_mode &= ~(uint64_t)FI_MR_ENDPOINT;
 }
 
 /* The template of an RDM entry made a MSG or DGRAM one. */
