@@ -160,8 +160,14 @@ static int ntx_ep_bind_cntr(struct ntx_ep *ep, struct ntx_cntr *c,
 		flags = (flags & ~FI_TRANSMIT) | FI_SEND;
 	for (int i = 0; i < NTX_EP_CNTRS; i++)
 		all |= ntx_ep_cntr_flags[i];
-	if (!flags || (flags & ~all) || c->domain != ep->domain)
+	/* flags 0 would count nothing: refused, so that a counter nobody
+	 * bumps fails here rather than hangs fi_cntr_wait */
+	if (!flags || (flags & ~all) || c->domain != ep->domain) {
+		NTX_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: counter of another domain, "
+			 "or flags %#llx name no event\n",
+			 (unsigned long long)flags);
 		return -FI_EINVAL;
+	}
 	for (int i = 0; i < NTX_EP_CNTRS; i++)
 		if ((flags & ntx_ep_cntr_flags[i]) && *ntx_ep_cntr_slot(ep, i))
 			return -FI_EINVAL;

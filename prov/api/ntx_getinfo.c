@@ -483,6 +483,21 @@ static void ntx_apply_prefix(struct fi_info *fi, const struct fi_info *h)
 	fi->ep_attr->msg_prefix_size = NTX_MSG_PREFIX;
 }
 
+#define NTX_RMA_MODS (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+
+/* Caps asked for with the modifiers they imply: a primary cap asked for
+ * without any of its modifiers has them all (fi_getinfo(3)), and
+ * applications look for them in the entry (fabtests binds its RMA
+ * counter with the entry's FI_REMOTE_WRITE and FI_REMOTE_READ). */
+static uint64_t ntx_caps_implied(uint64_t caps)
+{
+	if ((caps & (FI_RMA | FI_ATOMIC)) && !(caps & NTX_RMA_MODS))
+		caps |= NTX_RMA_MODS;
+	if ((caps & (FI_MSG | FI_TAGGED)) && !(caps & (FI_SEND | FI_RECV)))
+		caps |= FI_SEND | FI_RECV;
+	return caps;
+}
+
 /* Narrows the template to what the hints asked for. */
 static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 			   uint32_t version)
@@ -490,7 +505,7 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 	if (!h)
 		return;
 	if (h->caps) {
-		fi->caps = h->caps & fi->caps;
+		fi->caps = ntx_caps_implied(h->caps) & fi->caps;
 		if (!(fi->caps & (FI_MSG | FI_TAGGED)))
 			fi->caps |= h->caps & (FI_MSG | FI_TAGGED);
 		fi->tx_attr->caps &= fi->caps | FI_SEND;
