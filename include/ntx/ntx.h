@@ -83,6 +83,9 @@ void ntx_ctx_unbind(struct ntx_ep *ep);
 /* ---- FI_EP_MSG (ntx_cm.c) ------------------------------------------------ */
 int ntx_pep_open(struct fid_fabric *fabric, struct fi_info *info,
 		 struct fid_pep **pep, void *context);
+/* A client's fi_info handle, a passive endpoint: its name, which it
+ * gives up (fi_msg_sockets' "stolen" source address). */
+int ntx_pep_take_name(struct fid *handle, struct ntx_addr *name);
 /* A MSG endpoint's name request: no service (the passive ep's). */
 void ntx_msg_want(const struct fi_info *info, struct ntx_addr *want);
 /* Makes an opened engine endpoint a MSG one (its private AV, its

@@ -283,6 +283,9 @@ struct ntx_av {
 	atomic_int ref;
 	enum fi_av_type type;
 	bool read_only; /* opened FI_READ: a shared AV another process fills */
+	/* a MSG endpoint's private AV: ntx names even in a domain whose
+	 * names are FI_SOCKADDR_IN (the CM converts at the API) */
+	bool ntx_names;
 	struct ntx_av_shared shared; /* named AVs */
 	struct fid_eq *eq;
 	pthread_mutex_t lock; /* entries: endpoints look up under it */

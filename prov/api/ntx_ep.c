@@ -616,7 +616,19 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ret = ntx_ep_want(dom, info, &want_sin, &want);
 	if (ret)
 		return ret;
-	if (msg && want) {
+	if (msg && info->handle && info->handle->fclass == FI_CLASS_PEP) {
+		/* the passive endpoint's name, service and all */
+		ret = ntx_pep_take_name(info->handle, &msg_want);
+		if (ret)
+			return ret;
+		if (dom->sockaddr) {
+			memset(&want_sin, 0, sizeof(want_sin));
+			want_sin.ip4 = msg_want.ip4;
+			want_sin.service = msg_want.service;
+			msg_want = want_sin;
+		}
+		want = &msg_want;
+	} else if (msg && want) {
 		msg_want = *want;
 		ntx_msg_want(info, &msg_want);
 		want = &msg_want;

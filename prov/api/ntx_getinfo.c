@@ -827,6 +827,8 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 		fi_freeinfo(fi);
 		return ret;
 	}
+	/* a client's passive endpoint, whose name its endpoint takes */
+	fi->handle = hints ? hints->handle : NULL;
 	*info = fi;
 	return 0;
 }
@@ -900,8 +902,6 @@ static int ntx_getinfo_dom_sin(uint32_t version, const char *node,
 	struct ntx_addr src, dst;
 	int ret;
 
-	if (type == FI_EP_MSG)
-		NTX_NOMATCH("MSG endpoints have ntx names, not FI_SOCKADDR\n");
 	if (!ntx_dom_takes_sockaddr(d))
 		NTX_NOMATCH("domain %s has no FI_SOCKADDR_IN names\n", d->name);
 	if ((hints->src_addr && ntx_sin_in(hints->src_addr,
