@@ -51,7 +51,8 @@ void ntx_ep_unbind_dir(struct ntx_ep *ep, bool tx);
 /* ---- scalable endpoints (ntx_sep.c, DESIGN §3) --------------------------- */
 int ntx_sep_open(struct fid_domain *domain, struct fi_info *info,
 		 struct fid_ep **sep, void *context);
-struct ntx_ep *ntx_sep_mr_scope(struct fid *fid);
+/* The domain of a scalable endpoint or of one of its contexts. */
+struct ntx_domain *ntx_sep_domain(struct fid *fid);
 extern struct fi_ops ntx_sep_ctx_fi_ops;
 /* Domains whose names can list a scalable endpoint's contexts: ntx
  * names (not FI_SOCKADDR_IN) without flag bits of the back end's. */
@@ -82,6 +83,9 @@ void ntx_ctx_unbind(struct ntx_ep *ep);
 /* ---- FI_EP_MSG (ntx_cm.c) ------------------------------------------------ */
 int ntx_pep_open(struct fid_fabric *fabric, struct fi_info *info,
 		 struct fid_pep **pep, void *context);
+/* A client's fi_info handle, a passive endpoint: its name, which it
+ * gives up (fi_msg_sockets' "stolen" source address). */
+int ntx_pep_take_name(struct fid *handle, struct ntx_addr *name);
 /* A MSG endpoint's name request: no service (the passive ep's). */
 void ntx_msg_want(const struct fi_info *info, struct ntx_addr *want);
 /* Makes an opened engine endpoint a MSG one (its private AV, its

@@ -283,6 +283,9 @@ struct ntx_av {
 	atomic_int ref;
 	enum fi_av_type type;
 	bool read_only; /* opened FI_READ: a shared AV another process fills */
+	/* a MSG endpoint's private AV: ntx names even in a domain whose
+	 * names are FI_SOCKADDR_IN (the CM converts at the API) */
+	bool ntx_names;
 	struct ntx_av_shared shared; /* named AVs */
 	struct fid_eq *eq;
 	pthread_mutex_t lock; /* entries: endpoints look up under it */
@@ -556,27 +559,23 @@ struct ntx_mr {
 	size_t iov_count;
 	size_t len;            /* bytes of the region, all iovecs */
 	uint32_t index;
-	struct ntx_ep *ep;     /* FI_MR_ENDPOINT: the bound endpoint */
-	bool enabled;          /* FI_MR_ENDPOINT: fi_mr_enable was called */
 	struct ntx_cntr *cntr; /* FI_RMA_EVENT: bumped by remote access */
 	uint64_t cntr_flags;   /* FI_REMOTE_READ and/or FI_REMOTE_WRITE */
 };
-/* The MR that a peer's key names, checked before any byte moves (DESIGN
- * §6): live, generation, endpoint binding, range and access. Gives the
- * region's iovecs for [addr, addr + len). -FI_EKEYREJECTED, -FI_EFAULT
- * or -FI_EACCES. Hold mr_lock until the bytes moved. */
-int ntx_mr_check(struct ntx_domain *dom, const struct ntx_ep *ep,
-		 uint64_t key, uint64_t addr, uint64_t len, uint64_t access,
-		 struct iovec *iov, size_t *niov, struct ntx_mr **mr);
+/* The MR that a peer's key names, through any endpoint of the domain,
+ * checked before any byte moves (DESIGN §6): live, generation, range and
+ * access. Gives the region's iovecs for [addr, addr + len).
+ * -FI_EKEYREJECTED, -FI_EFAULT or -FI_EACCES. Hold mr_lock until the
+ * bytes moved. */
+int ntx_mr_check(struct ntx_domain *dom, uint64_t key, uint64_t addr,
+		 uint64_t len, uint64_t access, struct iovec *iov,
+		 size_t *niov, struct ntx_mr **mr);
 /* Puts an MR in a free slot of the domain's table (mr_lock held). */
 int ntx_mr_table_add(struct ntx_domain *dom, struct ntx_mr *mr);
 /* Takes it out again (mr_lock held). */
 void ntx_mr_table_del(struct ntx_domain *dom, struct ntx_mr *mr);
 /* The MR in slot i, or NULL (mr_lock held). */
 struct ntx_mr *ntx_mr_table_at(struct ntx_domain *dom, uint32_t i);
-/* FI_MR_ENDPOINT: an endpoint closes, the keys bound to it are valid
- * nowhere (mr_lock held). */
-void ntx_mr_table_unbind(struct ntx_domain *dom, const struct ntx_ep *ep);
 /* An application-chosen key some live MR already has. */
 bool ntx_mr_key_used(struct ntx_domain *dom, uint64_t key);
 

@@ -294,9 +294,6 @@ struct ntx_ep {
 	 * every context's name, told to each peer that connects */
 	const struct ntx_addr *sep_names;
 	uint32_t sep_n;
-	/* the endpoint FI_MR_ENDPOINT keys must be bound to: this one, or
-	 * for a scalable endpoint's context the scalable endpoint's */
-	const struct ntx_ep *mr_scope;
 	struct ntx_list unexp_free; /* ntx_unexp pool */
 	uint32_t unexp_pooled;      /* entries in unexp_free */
 	size_t dead_unexp_bytes;    /* unexpected messages of failed peers

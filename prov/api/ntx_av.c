@@ -23,6 +23,12 @@ static int ntx_av_finish(struct ntx_av *av, int done, void *context)
 	return 0;
 }
 
+/* Names in and out of the AV are FI_SOCKADDR_IN ones. */
+static bool ntx_av_sin(const struct ntx_av *av)
+{
+	return av->domain->sockaddr && !av->ntx_names;
+}
+
 /* The next entry of an application's array, in the domain's format, at
  * *pos names into it: one name, or a scalable endpoint's list (DESIGN
  * §3, "Scalable endpoints") of *n names, which moves *pos past it. A
@@ -35,7 +41,7 @@ static int ntx_av_parse(const struct ntx_av *av, const void *addr,
 	int ret;
 
 	*n = 1;
-	if (av->domain->sockaddr)
+	if (ntx_av_sin(av))
 		return ntx_addr_from_sin((const struct sockaddr_in *)addr +
 					 (*pos)++, out);
 	a = (const struct ntx_addr *)addr + *pos;
@@ -172,7 +178,7 @@ static int ntx_av_resolve(struct ntx_av *av, const char *node,
 	struct fi_info *info = NULL;
 	int ret;
 
-	ret = av->domain->sockaddr
+	ret = ntx_av_sin(av)
 		      ? ntx_av_resolve_sin(node, service, out)
 		      : ntx_getinfo(NTX_FI_VERSION, node, service, 0, &hints, &info);
 	if (ret) {
@@ -181,7 +187,7 @@ static int ntx_av_resolve(struct ntx_av *av, const char *node,
 			 av->domain->name);
 		return ret;
 	}
-	if (av->domain->sockaddr)
+	if (ntx_av_sin(av))
 		return 0;
 	*out = *(struct ntx_addr *)info->dest_addr;
 	fi_freeinfo(info);
@@ -332,7 +338,7 @@ static int ntx_av_export(const struct ntx_av *av, const struct ntx_addr *a,
 	struct sockaddr_in sin;
 	int ret;
 
-	if (!av->domain->sockaddr) {
+	if (!ntx_av_sin(av)) {
 		memcpy(out, a, sizeof(*a));
 		*len = sizeof(*a);
 		return 0;
@@ -366,7 +372,7 @@ static int ntx_av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr,
 	ntx_mutex_unlock(av->domain, &av->lock);
 	if (!n)
 		return -FI_ENOENT;
-	if (n > 1 && !av->domain->sockaddr) { /* the list fi_getname gave */
+	if (n > 1 && !ntx_av_sin(av)) { /* the list fi_getname gave */
 		ntx_addr_list_mark(list, n);
 		len = n * sizeof(list[0]);
 		memcpy(buf, list, len);
@@ -387,7 +393,7 @@ static int ntx_av_tostr(const struct ntx_av *av, const void *addr, char *buf,
 	const struct sockaddr_in *sin = addr;
 	char ip[INET_ADDRSTRLEN];
 
-	if (!av->domain->sockaddr)
+	if (!ntx_av_sin(av))
 		return ntx_addr_to_str(addr, buf, len);
 	if (sin->sin_family != AF_INET ||
 	    !inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip))) {

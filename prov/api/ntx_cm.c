@@ -8,6 +8,7 @@
  * connection; anything else fails its VC.
  */
 #include "config.h"
+#include <netinet/in.h>
 #include <stdlib.h>
 
 #include "ntx/ntx.h"
@@ -32,6 +33,10 @@ struct ntx_msg {
 	fi_addr_t pep_addr;    /* client: the passive endpoint asked */
 	struct ntx_addr client; /* server: from the connection request */
 	bool from_req;         /* server: opened from a connection request */
+	/* server, FI_SOCKADDR_IN: fi_getname gives the passive endpoint's
+	 * address, as an accepted TCP socket does */
+	bool pep_named;
+	struct sockaddr_in pep_sin;
 	bool closing;
 	bool shut_local;       /* our fi_shutdown ended it */
 	bool shut_reported;    /* FI_SHUTDOWN is on the EQ */
@@ -219,23 +224,50 @@ static const struct ntx_cm_hooks ntx_msg_hooks = {
 
 /* ---- packets of a passive endpoint -------------------------------------- */
 
+static int ntx_info_set_addr(void **dst, size_t *dstlen, const void *a,
+			     size_t len)
+{
+	free(*dst);
+	*dst = malloc(len);
+	if (!*dst)
+		return -FI_ENOMEM;
+	memcpy(*dst, a, len);
+	*dstlen = len;
+	return 0;
+}
+
 /* The FI_CONNREQ event: the passive endpoint's fi_info, with the
- * client's name as dest_addr and the request as handle. */
+ * client's name as dest_addr and the request as handle. With
+ * FI_SOCKADDR_IN both are sockaddr_in, src_addr the passive endpoint's
+ * address (the accepted endpoint's name). */
 static struct fi_info *ntx_pep_req_info(struct ntx_pep *p,
 					struct ntx_connreq *c)
 {
+	struct ntx_ep *iep = ntx_container_of(p->iep, struct ntx_ep, ep);
 	struct fi_info *fi = fi_dupinfo(p->info);
+	struct sockaddr_in dst, src;
+	int ret;
 
 	if (!fi)
 		return NULL;
-	free(fi->dest_addr);
-	fi->dest_addr = malloc(sizeof(c->client));
-	if (!fi->dest_addr) {
+	if (!iep->domain->sockaddr) {
+		ret = ntx_info_set_addr(&fi->dest_addr, &fi->dest_addrlen,
+					&c->client, sizeof(c->client));
+	} else {
+		ret = ntx_addr_to_sin(&c->client, &dst) ||
+		      ntx_addr_to_sin(&iep->name, &src) ? -FI_EINVAL : 0;
+		if (!ret)
+			ret = ntx_info_set_addr(&fi->dest_addr,
+						&fi->dest_addrlen, &dst,
+						sizeof(dst));
+		if (!ret)
+			ret = ntx_info_set_addr(&fi->src_addr, &fi->src_addrlen,
+						&src, sizeof(src));
+	}
+	if (ret) {
 		fi_freeinfo(fi);
 		return NULL;
 	}
-	memcpy(fi->dest_addr, &c->client, sizeof(c->client));
-	fi->dest_addrlen = sizeof(c->client);
 	fi->handle = &c->fid;
 	return fi;
 }
@@ -325,11 +357,19 @@ static int ntx_msg_connect(struct fid_ep *fep, const void *addr,
 {
 	struct ntx_msg *m = ntx_msg_fid(fep);
 	struct ntx_ep *ep = m->ep;
+	struct ntx_addr name;
 	struct ntx_vc *vc;
 	int ret;
 
-	if (!addr || !ntx_addr_valid(addr) || !ntx_cm_data_ok(param, len))
+	if (!addr || !ntx_cm_data_ok(param, len))
 		return -FI_EINVAL;
+	if (ep->domain->sockaddr) {
+		if (ntx_addr_from_sin(addr, &name))
+			return -FI_EINVAL;
+		addr = &name;
+	} else if (!ntx_addr_valid(addr)) {
+		return -FI_EINVAL;
+	}
 	if (!m->eq)
 		return -FI_ENOEQ;
 	ntx_ep_lock(ep);
@@ -431,21 +471,65 @@ static int ntx_msg_shutdown(struct fid_ep *fep, uint64_t flags)
 	return ret;
 }
 
+/* A name in the domain's format: copied whole, or -FI_ETOOSMALL with
+ * the size needed. */
+static int ntx_msg_name_out(const void *src, size_t len, void *addr,
+			    size_t *addrlen)
+{
+	size_t room = *addrlen;
+
+	*addrlen = len;
+	if (room < len)
+		return -FI_ETOOSMALL;
+	memcpy(addr, src, len);
+	return 0;
+}
+
 static int ntx_msg_getpeer(struct fid_ep *fep, void *addr, size_t *addrlen)
 {
 	struct ntx_msg *m = ntx_msg_fid(fep);
+	struct sockaddr_in sin;
+	struct ntx_addr peer;
+	size_t len = sizeof(peer);
+	fi_addr_t at = m->ep->msg_peer;
+	int ret;
 
-	if (!addrlen)
+	if (!addrlen || (*addrlen && !addr))
 		return -FI_EINVAL;
-	if (m->ep->msg_peer == FI_ADDR_NOTAVAIL)
+	if (at == FI_ADDR_NOTAVAIL)
 		return -FI_ENOTCONN;
-	return fi_av_lookup(m->av, m->ep->msg_peer, addr, addrlen);
+	/* FI_SOCKADDR_IN: a client's peer is the address it connected to,
+	 * as a TCP socket's is, not the accepting endpoint's own port */
+	if (m->ep->domain->sockaddr && m->pep_addr != FI_ADDR_NOTAVAIL)
+		at = m->pep_addr;
+	/* the private AV holds ntx names */
+	ret = fi_av_lookup(m->av, at, &peer, &len);
+	if (ret)
+		return ret;
+	if (!m->ep->domain->sockaddr)
+		return ntx_msg_name_out(&peer, sizeof(peer), addr, addrlen);
+	if (ntx_addr_to_sin(&peer, &sin))
+		return -FI_EADDRNOTAVAIL;
+	return ntx_msg_name_out(&sin, sizeof(sin), addr, addrlen);
+}
+
+static int ntx_msg_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+	struct ntx_ep *ep = ntx_container_of(fid, struct ntx_ep, ep.fid);
+	struct ntx_msg *m = ntx_msg_of(ep);
+
+	if (!m || !m->pep_named)
+		return ntx_ep_getname(fid, addr, addrlen);
+	if (!addrlen || (*addrlen && !addr))
+		return -FI_EINVAL;
+	return ntx_msg_name_out(&m->pep_sin, sizeof(m->pep_sin), addr,
+				addrlen);
 }
 
 struct fi_ops_cm ntx_msg_cm_ops = {
 	.size = sizeof(struct fi_ops_cm),
 	.setname = ntx_no_setname,
-	.getname = ntx_ep_getname,
+	.getname = ntx_msg_getname,
 	.getpeer = ntx_msg_getpeer,
 	.connect = ntx_msg_connect,
 	.listen = ntx_no_listen,
@@ -479,7 +563,9 @@ int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info)
 		return -FI_ENOMEM;
 	m->ep = ep;
 	m->pep_addr = FI_ADDR_NOTAVAIL;
-	if (info->handle) {
+	/* a client's handle is the passive endpoint whose name it took
+	 * (ntx_pep_take_name) */
+	if (info->handle && info->handle->fclass != FI_CLASS_PEP) {
 		pthread_mutex_lock(&ntx_creq_lock);
 		c = ntx_creq_find(info->handle);
 		if (c && c->magic == NTX_CONNREQ_MAGIC) {
@@ -495,6 +581,11 @@ int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info)
 			free(m);
 			return -FI_EINVAL;
 		}
+		if (ep->domain->sockaddr && info->src_addr &&
+		    info->src_addrlen == sizeof(m->pep_sin)) {
+			memcpy(&m->pep_sin, info->src_addr, sizeof(m->pep_sin));
+			m->pep_named = true;
+		}
 	}
 	ret = ntx_av_open(&ep->domain->dom, &attr, &m->av, NULL);
 	if (ret) {
@@ -502,6 +593,7 @@ int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info)
 		return ret;
 	}
 	ep->av = ntx_container_of(m->av, struct ntx_av, av);
+	ep->av->ntx_names = true;
 	ntx_ref_get(&ep->av->ref);
 	ep->caps &= ~(FI_DIRECTED_RECV | FI_SOURCE | FI_SOURCE_ERR);
 	ep->msg_peer = ep->msg_dest = FI_ADDR_NOTAVAIL;
@@ -579,7 +671,8 @@ static int ntx_pep_close(struct fid *fid)
 			ntx_creq_free(c); /* nobody will */
 	}
 	pthread_mutex_unlock(&ntx_creq_lock);
-	fi_close(&p->iep->fid);
+	if (p->iep)
+		fi_close(&p->iep->fid);
 	fi_close(&p->dom->fid);
 	fi_freeinfo(p->info);
 	ntx_ref_put(&p->fab->ref);
@@ -591,7 +684,7 @@ static int ntx_pep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
 	struct ntx_pep *p = ntx_container_of(fid, struct ntx_pep, pep.fid);
 
-	if (!bfid || bfid->fclass != FI_CLASS_EQ || p->eq)
+	if (!bfid || bfid->fclass != FI_CLASS_EQ || p->eq || !p->iep)
 		return -FI_EINVAL;
 	p->eq = ntx_container_of(bfid, struct fid_eq, fid);
 	p->src.ep = ntx_container_of(p->iep, struct ntx_ep, ep);
@@ -605,6 +698,8 @@ static int ntx_pep_listen(struct fid_pep *pep)
 
 	if (!p->eq)
 		return -FI_ENOEQ;
+	if (!p->iep)
+		return -FI_EOPBADSTATE;
 	pthread_mutex_lock(&ntx_creq_lock);
 	p->listening = true;
 	pthread_mutex_unlock(&ntx_creq_lock);
@@ -646,7 +741,78 @@ static int ntx_pep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct ntx_pep *p = ntx_container_of(fid, struct ntx_pep, pep.fid);
 
+	if (!p->iep)
+		return -FI_EOPBADSTATE;
 	return fi_getname(&p->iep->fid, addr, addrlen);
+}
+
+static int ntx_pep_open_iep(struct ntx_pep *p, struct fi_info *info,
+			    struct fid_ep **iep);
+
+/* fi_setname before fi_listen. An ntx name is made by the back end (only
+ * the passive endpoint's own is taken); with FI_SOCKADDR_IN the passive
+ * endpoint moves to the address and port given (fabtests'
+ * fi_msg_sockets opens it without one, then names it). */
+static int ntx_pep_setname(fid_t fid, void *addr, size_t addrlen)
+{
+	struct ntx_pep *p = ntx_container_of(fid, struct ntx_pep, pep.fid);
+	struct ntx_ep *old;
+	struct fi_info *ri;
+	struct fid_ep *iep;
+	int ret;
+
+	if (!p->iep || p->listening)
+		return -FI_EOPBADSTATE;
+	old = ntx_container_of(p->iep, struct ntx_ep, ep);
+	if (!old->domain->sockaddr)
+		return fi_setname(&p->iep->fid, addr, addrlen);
+	if (!addr || addrlen != sizeof(struct sockaddr_in) ||
+	    ((const struct sockaddr_in *)addr)->sin_family != AF_INET)
+		return -FI_EINVAL;
+	ri = fi_dupinfo(p->info);
+	if (!ri)
+		return -FI_ENOMEM;
+	ret = ntx_info_set_addr(&ri->src_addr, &ri->src_addrlen, addr,
+				addrlen);
+	if (!ret)
+		ret = ntx_pep_open_iep(p, ri, &iep);
+	if (ret) {
+		fi_freeinfo(ri);
+		return ret;
+	}
+	if (p->eq)
+		ntx_eq_src_del(p->eq, &p->src);
+	fi_close(&p->iep->fid);
+	p->iep = iep;
+	if (p->eq) {
+		p->src.ep = ntx_container_of(iep, struct ntx_ep, ep);
+		ntx_eq_src_add(p->eq, &p->src);
+	}
+	fi_freeinfo(p->info);
+	p->info = ri;
+	return 0;
+}
+
+/* fi_endpoint of a client whose fi_info's handle is a passive endpoint
+ * not listening: the endpoint takes its name (as libfabric's tcp
+ * provider takes the socket), which the passive endpoint gives up. */
+int ntx_pep_take_name(struct fid *handle, struct ntx_addr *name)
+{
+	struct ntx_pep *p = ntx_container_of(handle, struct ntx_pep, pep.fid);
+	struct ntx_ep *iep;
+
+	if (handle->fclass != FI_CLASS_PEP || !p->iep || p->listening) {
+		NTX_WARN(FI_LOG_EP_CTRL, "fi_info handle: a passive endpoint "
+			 "that listens, or whose name was taken\n");
+		return -FI_EOPBADSTATE;
+	}
+	iep = ntx_container_of(p->iep, struct ntx_ep, ep);
+	*name = iep->name;
+	if (p->eq)
+		ntx_eq_src_del(p->eq, &p->src);
+	fi_close(&p->iep->fid);
+	p->iep = NULL;
+	return 0;
 }
 
 /* FI_OPT_CM_DATA_SIZE of a passive or MSG endpoint. */
@@ -685,7 +851,7 @@ static struct fi_ops_ep ntx_pep_ep_ops = {
 
 static struct fi_ops_cm ntx_pep_cm_ops = {
 	.size = sizeof(struct fi_ops_cm),
-	.setname = ntx_no_setname,
+	.setname = ntx_pep_setname,
 	.getname = ntx_pep_getname,
 	.getpeer = ntx_no_getpeer,
 	.connect = ntx_no_connect,
@@ -697,23 +863,26 @@ static struct fi_ops_cm ntx_pep_cm_ops = {
 };
 
 /* The engine endpoint of a passive endpoint: opened from its fi_info as
- * an RDM one (the service of src_addr is the passive endpoint's). */
-static int ntx_pep_open_iep(struct ntx_pep *p, struct fi_info *info)
+ * an RDM one (the service of src_addr is the passive endpoint's), in the
+ * passive endpoint's domain, opened with the first. */
+static int ntx_pep_open_iep(struct ntx_pep *p, struct fi_info *info,
+			    struct fid_ep **iep)
 {
 	struct fi_info *ri = fi_dupinfo(info);
 	struct ntx_ep *ep;
-	int ret;
+	int ret = 0;
 
 	if (!ri)
 		return -FI_ENOMEM;
 	ri->ep_attr->type = FI_EP_RDM;
-	ret = fi_domain(&p->fab->fab, ri, &p->dom, NULL);
+	if (!p->dom)
+		ret = fi_domain(&p->fab->fab, ri, &p->dom, NULL);
 	if (!ret)
-		ret = fi_endpoint(p->dom, ri, &p->iep, NULL);
+		ret = fi_endpoint(p->dom, ri, iep, NULL);
 	fi_freeinfo(ri);
 	if (ret)
 		return ret;
-	ep = ntx_container_of(p->iep, struct ntx_ep, ep);
+	ep = ntx_container_of(*iep, struct ntx_ep, ep);
 	ntx_ep_lock(ep);
 	ep->msg_peer = ep->msg_dest = FI_ADDR_NOTAVAIL;
 	ep->cm_ctx = p;
@@ -740,7 +909,7 @@ int ntx_pep_open(struct fid_fabric *fabric, struct fi_info *info,
 		return -FI_ENOMEM;
 	p->fab = ntx_container_of(fabric, struct ntx_fabric, fab);
 	p->info = fi_dupinfo(info);
-	ret = p->info ? ntx_pep_open_iep(p, info) : -FI_ENOMEM;
+	ret = p->info ? ntx_pep_open_iep(p, info, &p->iep) : -FI_ENOMEM;
 	if (ret) {
 		if (p->dom)
 			fi_close(&p->dom->fid);

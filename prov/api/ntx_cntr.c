@@ -202,6 +202,9 @@ int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 	switch (attr->wait_obj) {
 	case FI_WAIT_NONE: case FI_WAIT_UNSPEC: case FI_WAIT_FD:
 	case FI_WAIT_YIELD: case FI_WAIT_SET:
+	/* FI_WAIT_MUTEX_COND: blocking calls sleep as with FI_WAIT_FD;
+	 * ntx has no mutex and condition for FI_GETWAIT to give */
+	case FI_WAIT_MUTEX_COND:
 		break;
 	default:
 		NTX_WARN(FI_LOG_CNTR, "counter wait object %d not supported\n",

@@ -103,13 +103,15 @@ static int ntx_domain_auth_key(struct ntx_domain *dom,
 	return ret;
 }
 
+/* FI_MR_ENDPOINT, never offered, is dropped if an entry carries it:
+ * keys are the domain's (DESIGN §6). */
 static uint64_t ntx_domain_mr_mode(uint64_t mode)
 {
 	if (mode == NTX_MR_BASIC) /* the old enum: a whole mode */
 		return FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
 	if (mode == NTX_MR_SCALABLE)
 		return 0;
-	return mode;
+	return mode & ~(uint64_t)FI_MR_ENDPOINT;
 }
 
 /* The locks the threading mode lets the domain skip (DESIGN §3, locks);

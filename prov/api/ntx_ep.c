@@ -104,10 +104,6 @@ static int ntx_ep_close(struct fid *fid)
 	ntx_msg_ep_closing(ep);
 	ntx_ep_leave_domain(ep);
 	ntx_ep_lock(ep);
-	/* FI_MR_ENDPOINT: keys bound to this endpoint are valid nowhere */
-	ntx_mutex_lock(dom, &dom->mr_lock);
-	ntx_mr_table_unbind(dom, ep);
-	ntx_mutex_unlock(dom, &dom->mr_lock);
 	ntx_list_foreach_safe(&ep->vcs, it, tmp)
 		ntx_vc_destroy(ntx_container_of(it, struct ntx_vc, entry));
 	ntx_proto_unexp_fini(ep);
@@ -164,8 +160,14 @@ static int ntx_ep_bind_cntr(struct ntx_ep *ep, struct ntx_cntr *c,
 		flags = (flags & ~FI_TRANSMIT) | FI_SEND;
 	for (int i = 0; i < NTX_EP_CNTRS; i++)
 		all |= ntx_ep_cntr_flags[i];
-	if (!flags || (flags & ~all) || c->domain != ep->domain)
+	/* flags 0 would count nothing: refused, so that a counter nobody
+	 * bumps fails here rather than hangs fi_cntr_wait */
+	if (!flags || (flags & ~all) || c->domain != ep->domain) {
+		NTX_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: counter of another domain, "
+			 "or flags %#llx name no event\n",
+			 (unsigned long long)flags);
 		return -FI_EINVAL;
+	}
 	for (int i = 0; i < NTX_EP_CNTRS; i++)
 		if ((flags & ntx_ep_cntr_flags[i]) && *ntx_ep_cntr_slot(ep, i))
 			return -FI_EINVAL;
@@ -468,7 +470,6 @@ void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
 	pthread_mutex_init(&ep->lock, NULL);
 	ep->lockp = &ep->lock;
 	ep->rx = ep;
-	ep->mr_scope = ep;
 	ep->caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED);
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
@@ -615,7 +616,19 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ret = ntx_ep_want(dom, info, &want_sin, &want);
 	if (ret)
 		return ret;
-	if (msg && want) {
+	if (msg && info->handle && info->handle->fclass == FI_CLASS_PEP) {
+		/* the passive endpoint's name, service and all */
+		ret = ntx_pep_take_name(info->handle, &msg_want);
+		if (ret)
+			return ret;
+		if (dom->sockaddr) {
+			memset(&want_sin, 0, sizeof(want_sin));
+			want_sin.ip4 = msg_want.ip4;
+			want_sin.service = msg_want.service;
+			msg_want = want_sin;
+		}
+		want = &msg_want;
+	} else if (msg && want) {
 		msg_want = *want;
 		ntx_msg_want(info, &msg_want);
 		want = &msg_want;

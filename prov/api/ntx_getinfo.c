@@ -483,6 +483,21 @@ static void ntx_apply_prefix(struct fi_info *fi, const struct fi_info *h)
 	fi->ep_attr->msg_prefix_size = NTX_MSG_PREFIX;
 }
 
+#define NTX_RMA_MODS (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+
+/* Caps asked for with the modifiers they imply: a primary cap asked for
+ * without any of its modifiers has them all (fi_getinfo(3)), and
+ * applications look for them in the entry (fabtests binds its RMA
+ * counter with the entry's FI_REMOTE_WRITE and FI_REMOTE_READ). */
+static uint64_t ntx_caps_implied(uint64_t caps)
+{
+	if ((caps & (FI_RMA | FI_ATOMIC)) && !(caps & NTX_RMA_MODS))
+		caps |= NTX_RMA_MODS;
+	if ((caps & (FI_MSG | FI_TAGGED)) && !(caps & (FI_SEND | FI_RECV)))
+		caps |= FI_SEND | FI_RECV;
+	return caps;
+}
+
 /* Narrows the template to what the hints asked for. */
 static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 			   uint32_t version)
@@ -490,7 +505,7 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 	if (!h)
 		return;
 	if (h->caps) {
-		fi->caps = h->caps & fi->caps;
+		fi->caps = ntx_caps_implied(h->caps) & fi->caps;
 		if (!(fi->caps & (FI_MSG | FI_TAGGED)))
 			fi->caps |= h->caps & (FI_MSG | FI_TAGGED);
 		fi->tx_attr->caps &= fi->caps | FI_SEND;
@@ -510,7 +525,10 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 		if (d->resource_mgmt != FI_RM_UNSPEC)
 			fi->domain_attr->resource_mgmt = d->resource_mgmt;
 		/* ntx needs no mr_mode bit; it honours the ones that change
-		 * key and address use when the application offers them */
+		 * key and address use when the application offers them.
+		 * FI_MR_ENDPOINT is never taken: keys are the domain's, valid
+		 * through each of its endpoints, as applications that open
+		 * several endpoints expect (DESIGN §6) */
 		/* the old enum values name whole modes and come back as
 		 * they are: FI_MR_BASIC (provider keys, virtual addresses)
 		 * and FI_MR_SCALABLE (user keys, offsets) */
@@ -519,8 +537,7 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 		else if (FI_VERSION_GE(version, FI_VERSION(1, 5)))
 			fi->domain_attr->mr_mode = ntx_params.mr_offered ?
 				d->mr_mode & (FI_MR_PROV_KEY |
-					      FI_MR_VIRT_ADDR |
-					      FI_MR_ENDPOINT) : 0;
+					      FI_MR_VIRT_ADDR) : 0;
 		else
 			fi->domain_attr->mr_mode = NTX_MR_SCALABLE;
 	} else if (!FI_VERSION_GE(version, FI_VERSION(1, 5))) {
@@ -713,14 +730,6 @@ static void ntx_apply_sep(struct fi_info *fi, const struct fi_info *hints,
 		fi->ep_attr->tx_ctx_cnt = e->tx_ctx_cnt;
 	if (e && ntx_ctx_cnt_many(e->rx_ctx_cnt))
 		fi->ep_attr->rx_ctx_cnt = e->rx_ctx_cnt;
-	/* asked for scalable endpoints: keys are the domain's, not bound
-	 * to endpoints (code written for FI_MR_ENDPOINT binds its MRs to
-	 * each context, which it may not have registered when ntx takes no
-	 * FI_MR_LOCAL) */
-	if ((hints && (hints->caps & FI_NAMED_RX_CTX)) ||
-	    ntx_ctx_cnt_many(fi->ep_attr->tx_ctx_cnt) ||
-	    ntx_ctx_cnt_many(fi->ep_attr->rx_ctx_cnt))
-		fi->domain_attr->mr_mode &= ~(uint64_t)FI_MR_ENDPOINT;
 }
 
 /* The template of an RDM entry made a MSG or DGRAM one. */
@@ -819,6 +828,8 @@ static int ntx_getinfo_dom(uint32_t version, const char *node,
 		fi_freeinfo(fi);
 		return ret;
 	}
+	/* a client's passive endpoint, whose name its endpoint takes */
+	fi->handle = hints ? hints->handle : NULL;
 	*info = fi;
 	return 0;
 }
@@ -892,8 +903,6 @@ static int ntx_getinfo_dom_sin(uint32_t version, const char *node,
 	struct ntx_addr src, dst;
 	int ret;
 
-	if (type == FI_EP_MSG)
-		NTX_NOMATCH("MSG endpoints have ntx names, not FI_SOCKADDR\n");
 	if (!ntx_dom_takes_sockaddr(d))
 		NTX_NOMATCH("domain %s has no FI_SOCKADDR_IN names\n", d->name);
 	if ((hints->src_addr && ntx_sin_in(hints->src_addr,

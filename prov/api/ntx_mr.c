@@ -31,14 +31,15 @@ static int ntx_mr_close(struct fid *fid)
 	return 0;
 }
 
-/* FI_MR_ENDPOINT: the endpoint the key is valid on; FI_RMA_EVENT: the
- * counter remote accesses bump. */
+/* FI_RMA_EVENT: the counter remote accesses bump. An endpoint of the
+ * domain is taken and changes nothing: keys are the domain's, valid
+ * through each of its endpoints (ntx never takes FI_MR_ENDPOINT, DESIGN
+ * §6), and code written for that mode binds anyway. */
 static int ntx_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
 	struct ntx_mr *mr = ntx_container_of(fid, struct ntx_mr, mr.fid);
 	struct ntx_domain *dom = mr->domain;
 	struct ntx_cntr *c;
-	struct ntx_ep *ep;
 	int ret = 0;
 
 	if (!bfid)
@@ -46,19 +47,14 @@ static int ntx_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	ntx_mutex_lock(dom, &dom->mr_lock);
 	if (bfid->fclass == FI_CLASS_EP || bfid->fclass == FI_CLASS_SEP ||
 	    bfid->fclass == FI_CLASS_TX_CTX || bfid->fclass == FI_CLASS_RX_CTX) {
-		ep = bfid->fclass == FI_CLASS_EP
-			     ? ntx_container_of(bfid, struct ntx_ep, ep.fid)
-			     : ntx_sep_mr_scope(bfid);
-		/* a scalable endpoint's contexts share one scope: binding
-		 * each of them is binding it again */
-		if (mr->ep == ep && bfid->fclass != FI_CLASS_EP && !flags) {
-			ret = 0;
-		} else if (mr->ep || mr->enabled || ep->domain != dom ||
-			   flags) {
+		struct ntx_domain *ed =
+			bfid->fclass == FI_CLASS_EP
+				? ntx_container_of(bfid, struct ntx_ep,
+						   ep.fid)->domain
+				: ntx_sep_domain(bfid);
+
+		if (flags || ed != dom)
 			ret = -FI_EINVAL;
-		} else {
-			mr->ep = ep; /* cleared when the endpoint closes */
-		}
 	} else if (bfid->fclass == FI_CLASS_CNTR) {
 		c = ntx_container_of(bfid, struct ntx_cntr, cntr.fid);
 		if (mr->cntr || c->domain != dom ||
@@ -85,19 +81,8 @@ static int ntx_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 
 static int ntx_mr_control(struct fid *fid, int command, void *arg)
 {
-	struct ntx_mr *mr = ntx_container_of(fid, struct ntx_mr, mr.fid);
-
-	if (command != FI_ENABLE)
-		return -FI_ENOSYS;
-	if ((mr->domain->mr_mode & FI_MR_ENDPOINT) && !mr->ep) {
-		NTX_WARN(FI_LOG_MR, "fi_mr_enable before fi_mr_bind to an "
-			 "endpoint\n");
-		return -FI_EOPBADSTATE;
-	}
-	ntx_mutex_lock(mr->domain, &mr->domain->mr_lock);
-	mr->enabled = true;
-	ntx_mutex_unlock(mr->domain, &mr->domain->mr_lock);
-	return 0;
+	/* a region is live from fi_mr_reg on: enabling it changes nothing */
+	return command == FI_ENABLE ? 0 : -FI_ENOSYS;
 }
 
 static struct fi_ops ntx_mr_fi_ops = {

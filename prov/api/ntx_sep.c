@@ -242,15 +242,9 @@ static int ntx_sep_rx_ctx(struct fid_ep *fep, int index, struct fi_rx_attr *attr
 
 static void ntx_sep_free(struct ntx_sep *sep)
 {
-	struct ntx_domain *dom = sep->domain;
-
 	for (uint32_t i = 0; i < sep->n; i++)
 		if (sep->eps[i])
 			fi_close(&sep->eps[i]->ep.fid);
-	/* FI_MR_ENDPOINT: keys bound to it are valid nowhere */
-	ntx_mutex_lock(dom, &dom->mr_lock);
-	ntx_mr_table_unbind(dom, &sep->idle);
-	ntx_mutex_unlock(dom, &dom->mr_lock);
 	if (sep->av)
 		ntx_ref_put(&sep->av->ref);
 	pthread_mutex_destroy(&sep->idle.lock);
@@ -414,7 +408,6 @@ static int ntx_sep_open_ep(struct ntx_sep *sep, struct fid_domain *domain,
 	if (ret)
 		return ret;
 	sep->eps[i] = ntx_container_of(fep, struct ntx_ep, ep);
-	sep->eps[i]->mr_scope = &sep->idle;
 	sep->names[i] = sep->eps[i]->name;
 	return 0;
 }
@@ -466,11 +459,10 @@ int ntx_sep_open(struct fid_domain *domain, struct fi_info *info,
 	return 0;
 }
 
-/* fi_mr_bind to a scalable endpoint or one of its contexts: the key is
- * valid at every context (FI_MR_ENDPOINT). */
-struct ntx_ep *ntx_sep_mr_scope(struct fid *fid)
+/* The domain of a scalable endpoint or of one of its contexts. */
+struct ntx_domain *ntx_sep_domain(struct fid *fid)
 {
 	if (fid->fclass == FI_CLASS_SEP)
-		return &ntx_container_of(fid, struct ntx_sep, a.ep.fid)->idle;
-	return &ntx_sep_ctx_of(fid)->sep->idle;
+		return ntx_container_of(fid, struct ntx_sep, a.ep.fid)->domain;
+	return ntx_sep_ctx_of(fid)->sep->domain;
 }

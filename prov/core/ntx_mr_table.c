@@ -26,16 +26,6 @@ struct ntx_mr *ntx_mr_table_at(struct ntx_domain *dom, uint32_t i)
 	return ntx_idtab_get(&dom->mr_table, i);
 }
 
-void ntx_mr_table_unbind(struct ntx_domain *dom, const struct ntx_ep *ep)
-{
-	for (uint32_t i = 0; i < dom->mr_table.cap; i++) {
-		struct ntx_mr *mr = ntx_mr_table_at(dom, i);
-
-		if (mr && mr->ep == ep)
-			mr->ep = NULL;
-	}
-}
-
 bool ntx_mr_key_used(struct ntx_domain *dom, uint64_t key)
 {
 	for (uint32_t i = 0; i < dom->mr_table.cap; i++) {
@@ -68,16 +58,15 @@ static struct ntx_mr *ntx_mr_find(struct ntx_domain *dom, uint64_t key)
 	return NULL;
 }
 
-int ntx_mr_check(struct ntx_domain *dom, const struct ntx_ep *ep,
-		 uint64_t key, uint64_t addr, uint64_t len, uint64_t access,
-		 struct iovec *iov, size_t *niov, struct ntx_mr **out)
+int ntx_mr_check(struct ntx_domain *dom, uint64_t key, uint64_t addr,
+		 uint64_t len, uint64_t access, struct iovec *iov,
+		 size_t *niov, struct ntx_mr **out)
 {
 	struct ntx_mr *mr = ntx_mr_find(dom, key);
 	uint64_t base, off;
 
 	ntx_assert_mutex_locked(dom, &dom->mr_lock);
-	if (!mr || ((dom->mr_mode & FI_MR_ENDPOINT) &&
-		    (mr->ep != ep || !mr->enabled))) {
+	if (!mr) {
 		NTX_WARN(FI_LOG_MR, "remote access with unknown key 0x%llx\n",
 			 (unsigned long long)key);
 		return -FI_EKEYREJECTED;

@@ -172,12 +172,11 @@ static void ntx_params_init_offer(void)
 		      "that ask for provider ntx take the first one)",
 		      &ntx_params.rxm, FI_PARAM_BOOL);
 	ntx_param_int("mr_offered",
-		      "take the FI_MR_PROV_KEY, FI_MR_VIRT_ADDR and "
-		      "FI_MR_ENDPOINT bits the hints' mr_mode offers (random "
-		      "keys a peer cannot guess); 0 takes none of them, so "
-		      "that keys are the application's requested keys, "
-		      "remote addresses offsets, and regions valid without "
-		      "fi_mr_bind (what fabtests' fi_multi_mr assumes)",
+		      "take the FI_MR_PROV_KEY and FI_MR_VIRT_ADDR bits the "
+		      "hints' mr_mode offers (random keys a peer cannot "
+		      "guess); 0 takes neither, so that keys are the "
+		      "application's requested keys and remote addresses "
+		      "offsets (what fabtests' fi_multi_mr assumes)",
 		      &ntx_params.mr_offered, FI_PARAM_BOOL);
 	ntx_param_int("local_via_network",
 		      "tcp and udp domains: reach peers on this host through the network "

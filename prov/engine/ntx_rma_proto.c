@@ -477,7 +477,7 @@ static void ntx_rma_on_write(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		return;
 	}
 	ntx_rma_mr_lock(vc);
-	ret = ntx_mr_check(vc->ep->domain, vc->ep->mr_scope, h->tag, h->offset,
+	ret = ntx_mr_check(vc->ep->domain, h->tag, h->offset,
 			   h->msg_len, FI_REMOTE_WRITE, iov, &n, &mr);
 	if (!ret) {
 		ntx_iov_copy_to(iov, n, h->rreq, payload, len);
@@ -500,7 +500,7 @@ static void ntx_rma_on_read(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 		return;
 	}
 	ntx_rma_mr_lock(vc);
-	ret = ntx_mr_check(vc->ep->domain, vc->ep->mr_scope, h->tag, h->offset,
+	ret = ntx_mr_check(vc->ep->domain, h->tag, h->offset,
 			   h->msg_len, FI_REMOTE_READ, iov, &n, &mr);
 	if (ret) {
 		ntx_rma_mr_unlock(vc);
@@ -541,7 +541,7 @@ static void ntx_rma_on_cma(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		return;
 	}
 	ntx_rma_mr_lock(vc);
-	ret = ntx_mr_check(vc->ep->domain, vc->ep->mr_scope, h->tag, h->offset,
+	ret = ntx_mr_check(vc->ep->domain, h->tag, h->offset,
 			   h->msg_len,
 			   write ? FI_REMOTE_WRITE : FI_REMOTE_READ, iov, &n,
 			   &mr);
@@ -585,7 +585,7 @@ static int ntx_rma_atomic_run(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	int ret;
 
 	access = ntx_rma_atomic_access(h->flags, op);
-	ret = ntx_mr_check(vc->ep->domain, vc->ep->mr_scope, h->tag, h->offset,
+	ret = ntx_mr_check(vc->ep->domain, h->tag, h->offset,
 			   h->msg_len, access, iov, &n, mr);
 	if (ret)
 		return ret;
@@ -672,7 +672,7 @@ static int ntx_rma_check_part(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		access = FI_REMOTE_READ;
 	else
 		access = ntx_rma_atomic_access(h->flags, op);
-	ret = ntx_mr_check(vc->ep->domain, vc->ep->mr_scope, w->key, w->addr, w->len,
+	ret = ntx_mr_check(vc->ep->domain, w->key, w->addr, w->len,
 			   access, iov, &n, &mr);
 	if (ret || h->status != NTX_OP_ATOMIC)
 		return ret;

@@ -4,7 +4,9 @@
  * and data both ways, on the shm window and through the network back
  * ends (tcp, udp: local peers through the network).
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -269,6 +271,128 @@ Test(cm, fabtests_style_service_names_the_passive_endpoint, .timeout = 60)
 	}
 	cm_xfer(&c.cli, &c.srv, 100, 5, false, NULL);
 	cm_close(&c);
+}
+
+/* A passive endpoint as fabtests' fi_msg_sockets opens it: FI_SOCKADDR_IN
+ * hints, fi_getinfo of the node with FI_SOURCE, fi_passive_ep without a
+ * source address, then fi_setname to 127.0.0.1:svc; fi_getname gives
+ * that address back. */
+static struct fid_pep *sin_pep(struct cm *c, struct fi_info *h,
+			       const char *svc, struct sockaddr_in *name)
+{
+	struct sockaddr_in got = { 0 };
+	size_t len = sizeof(got);
+	struct fi_info *fi;
+	struct fid_pep *pep;
+	void *src;
+
+	cr_assert_eq(fi_getinfo(T_VERSION, "127.0.0.1", NULL, FI_SOURCE, h,
+				&fi), 0);
+	cr_assert_eq(fi->addr_format, FI_SOCKADDR_IN);
+	cr_assert_eq(fi->src_addrlen, sizeof(struct sockaddr_in));
+	if (!c->fab)
+		cr_assert_eq(fi_fabric(fi->fabric_attr, &c->fab, NULL), 0);
+	src = fi->src_addr;
+	fi->src_addr = NULL;
+	fi->src_addrlen = 0;
+	cr_assert_eq(fi_passive_ep(c->fab, fi, &pep, NULL), 0);
+	fi->src_addr = src;
+	fi->src_addrlen = sizeof(struct sockaddr_in);
+	memset(name, 0, sizeof(*name));
+	name->sin_family = AF_INET;
+	name->sin_port = htons((uint16_t)atoi(svc));
+	name->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(fi_setname(&pep->fid, name, sizeof(*name)), 0);
+	cr_assert_eq(fi_getname(&pep->fid, &got, &len), 0);
+	cr_assert_eq(len, sizeof(got));
+	cr_assert(!memcmp(&got, name, sizeof(got)), "port %u",
+		  ntohs(got.sin_port));
+	fi_freeinfo(fi);
+	return pep;
+}
+
+static void sin_is(struct fid *fid, const struct sockaddr_in *want,
+		   bool peer, const char *what)
+{
+	struct sockaddr_in got = { 0 };
+	size_t len = sizeof(got);
+
+	cr_assert_eq(peer ? fi_getpeer((struct fid_ep *)fid, &got, &len)
+			  : fi_getname(fid, &got, &len), 0, "%s", what);
+	cr_assert_eq(len, sizeof(got), "%s", what);
+	cr_assert(!memcmp(&got, want, sizeof(got)), "%s: port %u, want %u",
+		  what, ntohs(got.sin_port), ntohs(want->sin_port));
+}
+
+/* fabtests' fi_msg_sockets, which found no entry (MSG endpoints had ntx
+ * names only): FI_SOCKADDR_IN names on both sides; the client's endpoint
+ * takes the name of a passive endpoint given as the hints' handle; the
+ * accepted endpoint is named by the passive endpoint it came through,
+ * and the client's peer is the address it connected to, as with TCP
+ * sockets. */
+static void cm_sockaddr_in(const char *domain)
+{
+	struct fi_eq_attr ea = { .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_info *h = cm_hints(domain), *fi;
+	struct sockaddr_in srv, cli;
+	struct fi_eq_cm_entry e;
+	struct fid_pep *cpep;
+	char ssvc[16], csvc[16];
+	struct cm c;
+	uint32_t ev;
+
+	memset(&c, 0, sizeof(c));
+	h->addr_format = FI_SOCKADDR_IN;
+	cr_assert_eq(t_free_service(ssvc, sizeof(ssvc), 20000, 6000), 0);
+	cr_assert_eq(t_free_service(csvc, sizeof(csvc), 26000, 6000), 0);
+	c.pep = sin_pep(&c, h, ssvc, &srv);
+	cr_assert_eq(fi_eq_open(c.fab, &ea, &c.eq, NULL), 0);
+	cr_assert_eq(fi_pep_bind(c.pep, &c.eq->fid, 0), 0);
+	cr_assert_eq(fi_listen(c.pep), 0);
+	cr_assert_eq(fi_setname(&c.pep->fid, &srv, sizeof(srv)),
+		     -FI_EOPBADSTATE, "listening");
+
+	cpep = sin_pep(&c, h, csvc, &cli);
+	h->handle = &cpep->fid;
+	cr_assert_eq(fi_getinfo(T_VERSION, "127.0.0.1", ssvc, 0, h, &fi), 0);
+	h->handle = NULL;
+	fi_freeinfo(h);
+	cr_assert_eq(fi->handle, &cpep->fid);
+	cr_assert_eq(fi->dest_addrlen, sizeof(srv));
+	cr_assert(!memcmp(fi->dest_addr, &srv, sizeof(srv)));
+	cm_open_ep(&c, &c.cli, fi);
+	cr_assert_eq(fi_close(&cpep->fid), 0);
+	sin_is(&c.cli.ep->fid, &cli, false, "client, the name it took");
+	cr_assert_eq(fi_connect(c.cli.ep, fi->dest_addr, NULL, 0), 0);
+	cr_assert_eq(cm_event(&c, &ev, &e, sizeof(e)), (ssize_t)sizeof(e));
+	cr_assert_eq(ev, FI_CONNREQ);
+	cr_assert_eq(e.info->addr_format, FI_SOCKADDR_IN);
+	cr_assert(!memcmp(e.info->dest_addr, &cli, sizeof(cli)),
+		  "the request comes from the client's name");
+	cm_open_ep(&c, &c.srv, e.info);
+	cr_assert_eq(fi_accept(c.srv.ep, NULL, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(cm_event(&c, &ev, &e, sizeof(e)),
+			     (ssize_t)sizeof(e));
+		cr_assert_eq(ev, FI_CONNECTED);
+	}
+	sin_is(&c.srv.ep->fid, &srv, false, "server, the passive endpoint's");
+	sin_is(&c.cli.ep->fid, &cli, false, "client, connected");
+	sin_is(&c.srv.ep->fid, &cli, true, "server's peer");
+	sin_is(&c.cli.ep->fid, &srv, true, "client's peer");
+	cm_xfer(&c.cli, &c.srv, 100, 6, false, NULL);
+	cm_xfer(&c.srv, &c.cli, CM_BIG, 7, false, NULL);
+	cm_close(&c);
+}
+
+Test(cm, msg_endpoints_named_by_sockaddr_in_tcp, .timeout = 60)
+{
+	cm_sockaddr_in("tcp");
+}
+
+Test(cm, msg_endpoints_named_by_sockaddr_in_shm, .timeout = 60)
+{
+	cm_sockaddr_in("shm");
 }
 
 Test(cm, getinfo_lists_msg_entries_without_per_peer_caps)

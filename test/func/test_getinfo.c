@@ -173,6 +173,66 @@ Test(getinfo, capabilities)
 	fi_freeinfo(fi);
 }
 
+/* A primary cap asked for without its modifiers implies them all
+ * (fi_getinfo(3)), in the entry's caps and its tx and rx caps: fabtests'
+ * fi_rdm_rma_event binds its counter with the entry's FI_REMOTE_READ and
+ * FI_REMOTE_WRITE, and got flags 0 (-FI_EINVAL) from FI_MSG | FI_RMA |
+ * FI_RMA_EVENT. Modifiers asked for are all a cap gets. */
+Test(getinfo, primary_caps_imply_their_modifiers)
+{
+	const uint64_t rma = FI_READ | FI_WRITE | FI_REMOTE_READ |
+			     FI_REMOTE_WRITE;
+	struct fi_cntr_attr ca = { .events = FI_CNTR_EVENTS_COMP };
+	struct fi_info *h = base(), *fi, *it;
+	struct fid_fabric *fab;
+	struct fid_domain *dom;
+	struct fid_cntr *cntr;
+	struct fid_ep *ep;
+
+	h->ep_attr->type = FI_EP_UNSPEC;
+	h->caps = FI_MSG | FI_RMA | FI_RMA_EVENT;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	for (it = fi; it; it = it->next) {
+		if (it->ep_attr->type == FI_EP_DGRAM)
+			continue;
+		cr_assert_eq(it->caps & (rma | FI_SEND | FI_RECV),
+			     rma | FI_SEND | FI_RECV, "%s: caps %#llx",
+			     it->domain_attr->name,
+			     (unsigned long long)it->caps);
+		cr_assert_eq(it->tx_attr->caps & (FI_READ | FI_WRITE | FI_SEND),
+			     FI_READ | FI_WRITE | FI_SEND);
+		cr_assert_eq(it->rx_attr->caps &
+				     (FI_REMOTE_READ | FI_REMOTE_WRITE |
+				      FI_RECV | FI_RMA_EVENT),
+			     FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RECV |
+				     FI_RMA_EVENT);
+	}
+	fi_freeinfo(fi);
+	h = base();
+	h->caps = FI_MSG | FI_RECV | FI_ATOMIC | FI_READ;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_eq(fi->caps & (rma | FI_SEND | FI_RECV), FI_READ | FI_RECV,
+		     "caps %#llx", (unsigned long long)fi->caps);
+	fi_freeinfo(fi);
+
+	/* what fabtests does with the entry */
+	h = base();
+	h->caps = FI_MSG | FI_RMA | FI_RMA_EVENT;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_eq(fi_fabric(fi->fabric_attr, &fab, NULL), 0);
+	cr_assert_eq(fi_domain(fab, fi, &dom, NULL), 0);
+	cr_assert_eq(fi_endpoint(dom, fi, &ep, NULL), 0);
+	cr_assert_eq(fi_cntr_open(dom, &ca, &cntr, NULL), 0);
+	cr_assert_eq(fi_ep_bind(ep, &cntr->fid,
+				fi->caps & (FI_REMOTE_READ | FI_REMOTE_WRITE)),
+		     0);
+	fi_close(&ep->fid);
+	fi_close(&cntr->fid);
+	fi_close(&dom->fid);
+	fi_close(&fab->fid);
+	fi_freeinfo(fi);
+}
+
 Test(getinfo, endpoint_and_domain_attributes)
 {
 	struct fi_info *h, *fi;

@@ -2,8 +2,10 @@
  * FI_WAIT_SET, fi_wait, fi_trywait and the FI_GETWAIT fd. */
 #include <criterion/criterion.h>
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ntx_test.h"
 
@@ -157,5 +159,74 @@ Test(wait, bad_wait_set_arguments_are_refused)
 	cr_assert_eq(fi_cntr_open(w.t.dom, &na, &c, NULL), -FI_EINVAL);
 	cr_assert_eq(fi_close(&w.ws->fid), -FI_EBUSY, "members remain");
 	w_close(&w);
+}
+
+static void *eq_write_late(void *arg)
+{
+	struct fi_eq_entry ev = { .data = 9 };
+
+	usleep(100 * 1000); /* the reader is asleep in fi_eq_sread by now */
+	if (fi_eq_write(arg, FI_NOTIFY, &ev, sizeof(ev), 0) != sizeof(ev))
+		return arg;
+	return NULL;
+}
+
+/* FI_WAIT_MUTEX_COND, as libfabric's own providers take it (fabtests'
+ * complex set opens EQs with it): fi_eq_sread sleeps until another
+ * thread writes an event; CQs and counters take it and FI_WAIT_YIELD
+ * too, and their blocking calls time out. */
+Test(wait, mutex_cond_eq_sread_is_woken_by_an_event)
+{
+	static const enum fi_wait_obj objs[] = { FI_WAIT_MUTEX_COND,
+						 FI_WAIT_YIELD };
+	struct fi_eq_attr ea = { .wait_obj = FI_WAIT_MUTEX_COND,
+				 .flags = FI_WRITE };
+	struct fi_eq_entry ev = { 0 };
+	enum fi_wait_obj got;
+	struct fid_eq *eq;
+	struct tctx t;
+	pthread_t th;
+	uint32_t event;
+	void *thret;
+	uint64_t t0;
+
+	cr_assert_eq(t_open(&t, FI_MSG), 0);
+	cr_assert_eq(fi_eq_open(t.fab, &ea, &eq, NULL), 0);
+	cr_assert_eq(fi_control(&eq->fid, FI_GETWAITOBJ, &got), 0);
+	cr_assert_eq(got, FI_WAIT_MUTEX_COND);
+	cr_assert_eq(pthread_create(&th, NULL, eq_write_late, eq), 0);
+	t0 = t_ms();
+	cr_assert_eq(fi_eq_sread(eq, &event, &ev, sizeof(ev), WAIT_MS, 0),
+		     sizeof(ev));
+	cr_assert_geq(t_ms() - t0, 50, "it waited for the writer");
+	cr_assert_eq(event, FI_NOTIFY);
+	cr_assert_eq(ev.data, 9);
+	cr_assert_eq(pthread_join(th, &thret), 0);
+	cr_assert_null(thret);
+	cr_assert_eq(fi_eq_sread(eq, &event, &ev, sizeof(ev), 10, 0),
+		     -FI_EAGAIN);
+	cr_assert_eq(fi_close(&eq->fid), 0);
+	for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) {
+		struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED,
+					 .wait_obj = objs[i] };
+		struct fi_cntr_attr na = { .events = FI_CNTR_EVENTS_COMP,
+					   .wait_obj = objs[i] };
+		struct fi_cq_tagged_entry e;
+		struct fid_cntr *c;
+		struct fid_cq *cq;
+
+		ea.wait_obj = objs[i];
+		cr_assert_eq(fi_eq_open(t.fab, &ea, &eq, NULL), 0);
+		cr_assert_eq(fi_cq_open(t.dom, &ca, &cq, NULL), 0);
+		cr_assert_eq(fi_cntr_open(t.dom, &na, &c, NULL), 0);
+		cr_assert_eq(fi_cq_sread(cq, &e, 1, NULL, 10), -FI_EAGAIN);
+		cr_assert_eq(fi_cntr_wait(c, 1, 10), -FI_ETIMEDOUT);
+		cr_assert_eq(fi_eq_sread(eq, &event, &ev, sizeof(ev), 10, 0),
+			     -FI_EAGAIN);
+		fi_close(&c->fid);
+		fi_close(&cq->fid);
+		fi_close(&eq->fid);
+	}
+	t_close(&t);
 }
 T_DEPRECATED_END
