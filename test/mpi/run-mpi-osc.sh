@@ -41,6 +41,7 @@ mpicc -O2 -Wall -o "$out/mpi_osc" "$top/test/mpi/mpi_osc.c" || exit 1
 extra=()
 [ "${NTX_MPI_NETWORK:-0}" = 1 ] && extra=(-x FI_NTX_LOCAL_VIA_NETWORK=1)
 [ -n "${NTX_MPI_DOMAIN:-}" ] && extra+=(-x "FI_NTX_DOMAINS=$NTX_MPI_DOMAIN")
+[ -n "${OSC_CAS_LOCAL:-}" ] && extra+=(-x OSC_CAS_LOCAL)
 export OSC_TIMEOUT=${OSC_TIMEOUT:-120}
 pass=0 fail=0
 for np in 2 4; do
