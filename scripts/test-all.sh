@@ -5,7 +5,8 @@
 # tracked file, test/dist/check-dist.sh), the verbs back end on a
 # soft-RoCE device in a qemu guest and between two such guests (test/rxe),
 # fi_pingpong end to end with data checks over each domain and path, Open
-# MPI over the ofi MTL, and the installed man page.
+# MPI over the ofi MTL, the installed man page, and the same build, tests
+# and Open MPI 5 on Debian 13's libfabric 2.1 in a chroot (test/debian13).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
