@@ -14,13 +14,7 @@ if [ "${CI:-}" = true ] || ! command -v fi_pingpong >/dev/null ||
    ! pkg-config --exists criterion libfabric; then
   scripts/deps.sh || exit 1
 fi
-pass=0 fail=0
-step() { # name, command...
-  local name=$1; shift
-  echo "=== $name"
-  if "$@"; then echo "PASS $name"; pass=$((pass + 1))
-  else echo "FAIL $name"; fail=$((fail + 1)); fi
-}
+. scripts/step.sh
 build() {
   ./autogen.sh >/dev/null && ./configure --enable-werror >/dev/null &&
     make -j"$(nproc)"

@@ -8,13 +8,8 @@ echo "debian13: $(. /etc/os-release; echo "$PRETTY_NAME"), libfabric" \
   "$(pkg-config --modversion libfabric), Open MPI" \
   "$(ompi_info --parsable --version 2>/dev/null | sed -n 's/^ompi:version:full://p')," \
   "$(gcc -dumpfullversion)"
-pass=0 fail=0
-step() { # name, command...
-  local name=$1; shift
-  echo "=== debian13: $name"
-  if "$@"; then echo "PASS debian13: $name"; pass=$((pass + 1))
-  else echo "FAIL debian13: $name"; fail=$((fail + 1)); fi
-}
+STEP_PREFIX="debian13: "
+. scripts/step.sh
 build() {
   ./autogen.sh >/dev/null 2>&1 && ./configure --enable-werror >/dev/null &&
     make -j"$(nproc)" >/dev/null
