@@ -505,7 +505,14 @@ static void ntx_apply_hints(struct fi_info *fi, const struct fi_info *h,
 	if (!h)
 		return;
 	if (h->caps) {
-		fi->caps = ntx_caps_implied(h->caps) & fi->caps;
+		/* a domain's reach is said whatever the hints ask (secondary
+		 * caps a provider may report unasked): Open MPI spreads its
+		 * local ranks only over entries whose caps hold the first
+		 * entry's, so shm (no FI_REMOTE_COMM) is never taken for a
+		 * network domain (DESIGN §2, Registry) */
+		uint64_t reach = fi->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM);
+
+		fi->caps = (ntx_caps_implied(h->caps) & fi->caps) | reach;
 		if (!(fi->caps & (FI_MSG | FI_TAGGED)))
 			fi->caps |= h->caps & (FI_MSG | FI_TAGGED);
 		fi->tx_attr->caps &= fi->caps | FI_SEND;

@@ -496,3 +496,34 @@ Test(getinfo, an_old_caller_gets_the_error_entry_of_its_version)
 	fi_close(&fab->fid);
 	fi_freeinfo(fi);
 }
+
+/* Open MPI (4.1 and 5.0, common ofi) spreads a host's ranks over the
+ * entries alike to the first one, as over NICs; alike includes holding
+ * every cap of the first. Asked with caps that name no reach (btl ofi's
+ * FI_MSG | FI_RMA | FI_ATOMIC), the network entries still say
+ * FI_REMOTE_COMM, so the shm entry, which cannot reach another host, is
+ * never alike to a network one listed first. */
+Test(getinfo, shm_is_never_alike_to_a_network_domain_listed_first)
+{
+	struct fi_info *h = base(), *fi, *it;
+	bool seen_shm = false;
+
+	h->caps = FI_MSG | FI_RMA | FI_ATOMIC;
+	cr_assert_eq(try(h, NULL, NULL, 0, &fi), 0);
+	cr_assert_neq(fi->caps & FI_REMOTE_COMM, 0, "%s",
+		      fi->domain_attr->name);
+	for (it = fi; it; it = it->next) {
+		bool shm = !strcmp(it->domain_attr->name, "shm");
+
+		cr_assert_neq(it->caps & FI_LOCAL_COMM, 0);
+		cr_assert_eq(!!(it->caps & FI_REMOTE_COMM), !shm, "%s",
+			     it->domain_attr->name);
+		if (shm)
+			cr_assert_neq(fi->caps & ~it->caps, 0,
+				      "shm holds every cap of %s",
+				      fi->domain_attr->name);
+		seen_shm |= shm;
+	}
+	cr_assert(seen_shm);
+	fi_freeinfo(fi);
+}

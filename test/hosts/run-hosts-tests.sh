@@ -8,7 +8,9 @@
 #   - the functional suite's two-process tests with the peer on host 2
 #     (messages, RMA, atomics, job keys);
 #   - Open MPI, 2 hosts x 2 ranks (shm window inside a host, tcp across),
-#     launched through an rsh agent that enters the hosts (rsh-agent.sh);
+#     launched through an rsh agent that enters the hosts (rsh-agent.sh):
+#     ob1 + btl ofi (point-to-point and one-sided, ntx's default domain
+#     list, each rank's address space capped) and the ofi MTL;
 #   - a link taken down in the middle of a 1 MiB stream: on MSG
 #     endpoints both sides get an error completion (their posted
 #     receives fail with the connection), on RDM the side with data in
@@ -193,6 +195,33 @@ if want mpi; then
       grep -q PASS "$work/mpi" &&
       { [ -z "${2:-}" ] || [ "$(grep -c "mtl:ofi:provider: $2" "$work/mpi")" = 4 ]; }
   }
+  # ob1 over btl ofi (btl_ofi_mode 2: two-sided traffic too) on ntx's
+  # default domain list: Open MPI spreads a host's ranks over the entries
+  # alike to the first, and shm (it cannot reach the other host) must not
+  # be one. Each rank's address space is capped (NTX_MPI_RANK_AS_KB,
+  # 4 GiB), so that ranks retrying a refused send while their memory grows
+  # fail in seconds instead of taking the machine.
+  btl() { # PROGRAM [ARGS...]: test/mpi/PROGRAM.c
+    local prog=$1; shift
+    mpicc -O2 -Wall -o "$work/$prog" "$top/test/mpi/$prog.c" || return 1
+    HOSTS_HOLDERS="${HOSTS_HOLDER[*]}" HOSTS_NET=$HOSTS_NET \
+      timeout 300 mpirun.openmpi --allow-run-as-root -np 4 \
+      --host "$(hosts_ip 1):2,$(hosts_ip 2):2" \
+      --mca plm_rsh_agent "$here/rsh-agent.sh" --mca plm_rsh_no_tree_spawn 1 \
+      --mca oob_tcp_if_include "$HOSTS_NET.0/24" \
+      --mca pml ob1 --mca btl ofi,self --mca btl_ofi_mode 2 \
+      --mca btl_ofi_provider_include ntx --mca osc rdma \
+      -x FI_PROVIDER=ntx -x FI_PROVIDER_PATH -x NTX_MPI_HOSTNAME=1 \
+      bash -c 'ulimit -v "$0" && exec "$@"' "${NTX_MPI_RANK_AS_KB:-4194304}" \
+      "$work/$prog" "$@" > "$work/mpi" 2>&1
+    local rc=$?
+    grep -v "^\[.*mca:" "$work/mpi" | grep -v "^ok " | tail -n 8
+    [ $rc = 0 ] && grep -q PASS "$work/mpi"
+  }
+  step "Open MPI, 2 hosts x 2 ranks, ob1 + btl ofi on ntx: point-to-point" \
+    btl mpi_msg multiple
+  step "Open MPI, 2 hosts x 2 ranks, ob1 + btl ofi on ntx: one-sided" \
+    btl mpi_osc
   step "Open MPI, 2 hosts x 2 ranks, ofi MTL on ntx, single" mpi single
   step "Open MPI, 2 hosts x 2 ranks, ofi MTL on ntx, multiple" mpi multiple
   want udp && step "Open MPI, 2 hosts x 2 ranks, ofi MTL on ntx's udp domain" \
