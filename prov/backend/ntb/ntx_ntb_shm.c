@@ -1433,6 +1433,17 @@ static void ntx_ntb_poll_connecting(struct ntx_shm_ep *be)
 
 static int ntx_ntb_drain(struct ntx_shm_conn *c);
 
+/* A connection whose peer is gone, by closing it, its endpoint or
+ * exiting: what it wrote before is delivered (the ring is in our window,
+ * still mapped), then the connection fails. A receiver that acknowledges
+ * a delivery-complete send and exits at once must not fail that send. */
+static void ntx_ntb_conn_end(struct ntx_shm_conn *c)
+{
+	while (c->state == NTX_CONN_CONNECTED && ntx_ntb_drain(c))
+		;
+	ntx_ntb_conn_fail(c, -FI_ECONNRESET);
+}
+
 /* Connections the peer closed (ntx_win_ctl.closed): what it wrote before
  * is delivered, then the connection fails. Runs on the connect bell. */
 static void ntx_ntb_poll_closed(struct ntx_shm_ep *be)
@@ -1447,11 +1458,9 @@ static void ntx_ntb_poll_closed(struct ntx_shm_ep *be)
 						       c->my_slot)->closed,
 					  memory_order_acquire))
 			continue;
-		while (c->state == NTX_CONN_CONNECTED && ntx_ntb_drain(c))
-			;
 		NTX_INFO(FI_LOG_EP_CTRL, "peer pid %u closed the connection\n",
 			 c->peer.pid);
-		ntx_ntb_conn_fail(c, -FI_ECONNRESET);
+		ntx_ntb_conn_end(c);
 	}
 }
 
@@ -2348,13 +2357,13 @@ static void ntx_ntb_check_peers(struct ntx_be_ep *bep)
 		if (ntx_ntb_peer_dead(c)) {
 			NTX_INFO(FI_LOG_EP_CTRL, "peer pid %u is gone\n",
 				 c->peer.pid);
-			ntx_ntb_conn_fail(c, -FI_ECONNRESET);
+			ntx_ntb_conn_end(c);
 		} else if (atomic_load_explicit(&ph->state,
 						memory_order_acquire) !=
 			   NTX_WIN_OPEN) {
 			NTX_INFO(FI_LOG_EP_CTRL, "peer pid %u closed its "
 				 "endpoint\n", c->peer.pid);
-			ntx_ntb_conn_fail(c, -FI_ECONNRESET);
+			ntx_ntb_conn_end(c);
 		}
 	}
 }
