@@ -206,6 +206,7 @@ int ntx_eq_report_err(struct fid_eq *eq, fid_t fid, int err,
 struct ntx_eq_src {
 	struct ntx_list entry;
 	struct ntx_ep *ep;
+	bool passive; /* a passive endpoint's: polled first, reported last */
 };
 void ntx_eq_src_add(struct fid_eq *eq, struct ntx_eq_src *src);
 void ntx_eq_src_del(struct fid_eq *eq, struct ntx_eq_src *src);

@@ -52,6 +52,20 @@ static inline void ntx_list_remove(struct ntx_list *e)
 	e->next = e->prev = e;
 }
 
+/* Moves every entry of from, in order, to the tail of h; from is left
+ * empty. */
+static inline void ntx_list_splice_tail(struct ntx_list *h,
+					struct ntx_list *from)
+{
+	if (ntx_list_empty(from))
+		return;
+	from->next->prev = h->prev;
+	h->prev->next = from->next;
+	from->prev->next = h;
+	h->prev = from->prev;
+	ntx_list_init(from);
+}
+
 #define ntx_list_first(h) ((h)->next)
 #define ntx_list_foreach_safe(h, it, tmp) \
 	for ((it) = (h)->next, (tmp) = (it)->next; (it) != (h); \

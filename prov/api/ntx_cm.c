@@ -688,6 +688,7 @@ static int ntx_pep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		return -FI_EINVAL;
 	p->eq = ntx_container_of(bfid, struct fid_eq, fid);
 	p->src.ep = ntx_container_of(p->iep, struct ntx_ep, ep);
+	p->src.passive = true;
 	ntx_eq_src_add(p->eq, &p->src);
 	return 0;
 }

@@ -25,14 +25,31 @@ struct ntx_eq {
 	struct ntx_list sources;  /* struct ntx_eq_src: progressed on reads */
 	pthread_mutex_t lock;
 	struct ntx_list events;
+	struct ntx_list reqs;     /* FI_CONNREQ events not yet queued */
 	struct ntx_eq_ev *last_err;
 	enum fi_wait_obj wait_obj;
 	struct fid_wait *wait_set; /* FI_WAIT_SET: the set it is in */
 	struct ntx_signal sig;
 };
 
+/* eq->lock held: nothing to read, nor a request to queue. */
+static bool ntx_eq_idle(struct ntx_eq *eq)
+{
+	return ntx_list_empty(&eq->events) && ntx_list_empty(&eq->reqs);
+}
+
+/* A connection request waits on eq->reqs for ntx_eq_progress, which
+ * queues it only after polling the EQ's other endpoints (held). */
+static void ntx_eq_queue(struct ntx_eq *eq, struct ntx_eq_ev *ev, bool held)
+{
+	pthread_mutex_lock(&eq->lock);
+	ntx_list_insert_tail(held ? &eq->reqs : &eq->events, &ev->entry);
+	ntx_signal_raise(&eq->sig);
+	pthread_mutex_unlock(&eq->lock);
+}
+
 static int ntx_eq_push(struct ntx_eq *eq, uint32_t event, const void *buf,
-		       size_t len, int err, void *context)
+		       size_t len, int err, void *context, bool held)
 {
 	struct ntx_eq_ev *ev = calloc(1, sizeof(*ev) + len);
 
@@ -52,18 +69,17 @@ static int ntx_eq_push(struct ntx_eq *eq, uint32_t event, const void *buf,
 			ev->err.data = ((const struct fi_eq_entry *)buf)->data;
 		}
 	}
-	pthread_mutex_lock(&eq->lock);
-	ntx_list_insert_tail(&eq->events, &ev->entry);
-	ntx_signal_raise(&eq->sig);
-	pthread_mutex_unlock(&eq->lock);
+	ntx_eq_queue(eq, ev, held);
 	return 0;
 }
 
+/* The provider's events; its connection requests are held (see
+ * ntx_eq_progress), an application's fi_eq_write is not. */
 int ntx_eq_report(struct fid_eq *feq, uint32_t event, const void *buf,
 		  size_t len, int err, void *context)
 {
 	return ntx_eq_push(ntx_container_of(feq, struct ntx_eq, eq), event, buf,
-			   len, err, context);
+			   len, err, context, event == FI_CONNREQ && !err);
 }
 
 int ntx_eq_report_err(struct fid_eq *feq, fid_t fid, int err,
@@ -84,10 +100,7 @@ int ntx_eq_report_err(struct fid_eq *feq, fid_t fid, int err,
 		ev->err.err_data = ev->data; /* valid until the next readerr */
 		ev->err.err_data_size = len;
 	}
-	pthread_mutex_lock(&eq->lock);
-	ntx_list_insert_tail(&eq->events, &ev->entry);
-	ntx_signal_raise(&eq->sig);
-	pthread_mutex_unlock(&eq->lock);
+	ntx_eq_queue(eq, ev, false);
 	return 0;
 }
 
@@ -120,16 +133,45 @@ static bool ntx_eq_has_sources(struct ntx_eq *eq)
 	return any;
 }
 
-/* Manual control progress: reading the EQ progresses the endpoints whose
- * connection events it carries. */
-static void ntx_eq_progress(struct ntx_eq *eq)
+/* Polls the sources that are (passive) or are not passive endpoints. */
+static void ntx_eq_poll(struct ntx_eq *eq, bool passive)
 {
 	struct ntx_list *it;
 
+	ntx_list_foreach(&eq->sources, it) {
+		struct ntx_eq_src *src = ntx_container_of(it,
+							  struct ntx_eq_src,
+							  entry);
+		if (src->passive == passive)
+			ntx_ep_poll(src->ep);
+	}
+}
+
+/* Manual control progress: reading the EQ progresses the endpoints whose
+ * connection events it carries. A connection request is queued only
+ * after the EQ's other endpoints were polled since it arrived, so that it
+ * follows every event its sender caused before sending it: a client that
+ * sent ESTAB on one connection, saw FI_CONNECTED and asked for the next
+ * (fabtests' fi_multi_ep -e msg) is heard FI_CONNECTED first, as the
+ * server of rdma_cm hears it. The ESTAB and the request ride different
+ * VCs, and the request alone may be seen first (the passive endpoint was
+ * polled first, or by another thread); the ESTAB, written before, shows
+ * on the poll after. Passive endpoints are polled first, so that a
+ * request seen now is queued now. */
+static void ntx_eq_progress(struct ntx_eq *eq)
+{
+	struct ntx_list reqs;
+
 	pthread_mutex_lock(&eq->src_lock);
-	ntx_list_foreach(&eq->sources, it)
-		ntx_ep_poll(ntx_container_of(it, struct ntx_eq_src,
-					     entry)->ep);
+	ntx_eq_poll(eq, true);
+	ntx_list_init(&reqs);
+	pthread_mutex_lock(&eq->lock);
+	ntx_list_splice_tail(&reqs, &eq->reqs);
+	pthread_mutex_unlock(&eq->lock);
+	ntx_eq_poll(eq, false);
+	pthread_mutex_lock(&eq->lock);
+	ntx_list_splice_tail(&eq->events, &reqs);
+	pthread_mutex_unlock(&eq->lock);
 	pthread_mutex_unlock(&eq->src_lock);
 }
 
@@ -165,7 +207,7 @@ static ssize_t ntx_eq_read(struct fid_eq *feq, uint32_t *event, void *buf,
 	if (!(flags & FI_PEEK)) {
 		ntx_list_remove(&ev->entry);
 		free(ev);
-		if (ntx_list_empty(&eq->events))
+		if (ntx_eq_idle(eq))
 			ntx_signal_drain(&eq->sig);
 	}
 unlock:
@@ -213,7 +255,7 @@ static ssize_t ntx_eq_readerr(struct fid_eq *feq, struct fi_eq_err_entry *buf,
 		ntx_list_remove(&ev->entry);
 		free(eq->last_err);
 		eq->last_err = ev;
-		if (ntx_list_empty(&eq->events))
+		if (ntx_eq_idle(eq))
 			ntx_signal_drain(&eq->sig);
 	}
 unlock:
@@ -229,7 +271,7 @@ static ssize_t ntx_eq_write(struct fid_eq *feq, uint32_t event,
 
 	if ((len && !buf) || (flags & ~FI_PEEK))
 		return -FI_EINVAL;
-	ret = ntx_eq_push(eq, event, buf, len, 0, NULL);
+	ret = ntx_eq_push(eq, event, buf, len, 0, NULL, false);
 	return ret ? ret : (ssize_t)len;
 }
 
@@ -272,7 +314,7 @@ int ntx_eq_trywait(struct fid *fid)
 	int ret = 0;
 
 	pthread_mutex_lock(&eq->lock);
-	if (!ntx_list_empty(&eq->events))
+	if (!ntx_eq_idle(eq))
 		ret = -FI_EAGAIN;
 	else
 		ntx_signal_drain(&eq->sig);
@@ -304,6 +346,7 @@ static int ntx_eq_close(struct fid *fid)
 			 "endpoint\n");
 		return -FI_EBUSY;
 	}
+	ntx_list_splice_tail(&eq->events, &eq->reqs);
 	ntx_list_foreach_safe(&eq->events, it, tmp)
 		free(ntx_container_of(it, struct ntx_eq_ev, entry));
 	free(eq->last_err);
@@ -397,6 +440,7 @@ int ntx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 	pthread_mutex_init(&eq->lock, NULL);
 	pthread_mutex_init(&eq->src_lock, NULL);
 	ntx_list_init(&eq->events);
+	ntx_list_init(&eq->reqs);
 	ntx_list_init(&eq->sources);
 	eq->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD
 							: attr->wait_obj;
