@@ -412,15 +412,20 @@ static inline void ntx_cq_put(const struct ntx_cq *cq, void *dst, void *ctx,
 	e->tag = tag;
 }
 /* Up to count entries into buf (and their sources into src); CQ lock
- * held. -FI_EAVAIL while an error entry waits, -FI_EAGAIN when empty.
- * Inline: fi_cq_read takes send completions from the ring. */
+ * held. The ring's entries come before a waiting error entry: -FI_EAVAIL
+ * once the ring is empty and an error waits, -FI_EAGAIN when both are
+ * empty. A connection that ends flushes its unmatched receives with
+ * errors, and the messages it delivered before are read first (fabtests'
+ * fi_shared_ctx -e msg read a flushed receive's error before its four
+ * delivered messages). Inline: fi_cq_read takes send completions from
+ * the ring. */
 static inline ssize_t ntx_cq_ring_read(struct ntx_cq *cq, void *buf,
 				       size_t count, fi_addr_t *src)
 {
 	size_t esz = cq->esz, n;
 
 	ntx_assert_cmutex_locked(cq->domain, &cq->lock);
-	if (!ntx_list_empty(&cq->errs))
+	if (!cq->count && !ntx_list_empty(&cq->errs))
 		return -FI_EAVAIL;
 	if (cq->format == FI_CQ_FORMAT_TAGGED && !src) { /* MPI's */
 		struct fi_cq_tagged_entry *t = buf;

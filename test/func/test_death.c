@@ -387,6 +387,72 @@ Test(death, a_message_outlives_its_sender_tcp, .timeout = 30)
 	message_outlives_its_sender("tcp");
 }
 
+/* Two receives directed to a sender that sends one message and exits:
+ * the first gets the message, the second fails with the connection. The
+ * CQ gives the message before the error, as it happened (a reader that
+ * waits for its messages must not see the flush first). */
+static void message_before_the_flush(const char *domain)
+{
+	struct fi_cq_err_entry err = { 0 };
+	struct fi_cq_tagged_entry e;
+	uint64_t in[2] = { 0, 0 };
+	fi_addr_t peer;
+	struct tctx t;
+	ssize_t ret;
+	int sock, st;
+	pid_t pid;
+
+	if (domain)
+		setenv("NTX_TEST_DOMAIN", domain, 1);
+	pid = t_fork(&sock, child_sends_and_exits);
+	cr_assert_eq(t_open(&t, CAPS | FI_DIRECTED_RECV), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(fi_trecv(t.ep, &in[i], 8, NULL, peer, 5, 0,
+				      &in[i]), 0);
+	/* progress, reading nothing (the child's send needs it), until the
+	 * child is gone; then 2 s more, in which the exit fails the second
+	 * receive (a dead local peer is seen at once): both completions wait
+	 * when the CQ is first read. On a slow machine the error may come
+	 * later; the order asserted holds either way. */
+	for (uint64_t end = now_ns() + 20000000000ull;;) {
+		(void)fi_cq_read(t.cq, &e, 0);
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			break;
+		cr_assert_lt(now_ns(), end, "the child never exited");
+	}
+	cr_assert(WIFEXITED(st) && !WEXITSTATUS(st), "child failed");
+	for (uint64_t end = now_ns() + 2000000000ull; now_ns() < end;)
+		(void)fi_cq_read(t.cq, &e, 0);
+	do
+		ret = fi_cq_read(t.cq, &e, 1);
+	while (ret == -FI_EAGAIN);
+	cr_assert_eq(ret, 1, "the message first: %zd", ret);
+	cr_assert_eq(e.op_context, &in[0]);
+	cr_assert_eq(in[0], 0x5e4d);
+	do
+		ret = fi_cq_read(t.cq, &e, 1);
+	while (ret == -FI_EAGAIN);
+	cr_assert_eq(ret, -FI_EAVAIL);
+	cr_assert_eq(fi_cq_readerr(t.cq, &err, 0), 1);
+	cr_assert_eq(err.op_context, &in[1]);
+	close(sock);
+	t_close(&t);
+}
+
+Test(death, a_message_is_read_before_the_flush_of_its_connection_shm,
+     .timeout = 40)
+{
+	message_before_the_flush("shm");
+}
+
+Test(death, a_message_is_read_before_the_flush_of_its_connection_tcp,
+     .timeout = 40)
+{
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	message_before_the_flush("tcp");
+}
+
 /* ---- one watch per peer process ------------------------------------------
  * Several endpoints of this process connected to one endpoint of a peer
  * process: the peer is watched through one pidfd and its window mapped
