@@ -176,16 +176,19 @@ if want udploss; then
 fi
 
 if want mpi; then
-  mpi() { # LEVEL [DOMAIN: FI_NTX_DOMAINS, e.g. udp]
-    local dom=()
-    [ -n "${2:-}" ] && dom=(-x "FI_NTX_DOMAINS=$2")
-    mpicc -O2 -Wall -o "$work/mpi_msg" "$top/test/mpi/mpi_msg.c" || return 1
+  # mpirun over the two hosts, two ranks each, through the rsh agent
+  mpirun_2x2() {
     HOSTS_HOLDERS="${HOSTS_HOLDER[*]}" HOSTS_NET=$HOSTS_NET \
       timeout 300 mpirun.openmpi --allow-run-as-root -np 4 \
       --host "$(hosts_ip 1):2,$(hosts_ip 2):2" \
       --mca plm_rsh_agent "$here/rsh-agent.sh" --mca plm_rsh_no_tree_spawn 1 \
-      --mca oob_tcp_if_include "$HOSTS_NET.0/24" \
-      --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include ntx \
+      --mca oob_tcp_if_include "$HOSTS_NET.0/24" "$@"
+  }
+  mpi() { # LEVEL [DOMAIN: FI_NTX_DOMAINS, e.g. udp]
+    local dom=()
+    [ -n "${2:-}" ] && dom=(-x "FI_NTX_DOMAINS=$2")
+    mpicc -O2 -Wall -o "$work/mpi_msg" "$top/test/mpi/mpi_msg.c" || return 1
+    mpirun_2x2 --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include ntx \
       --mca mtl_base_verbose 100 --mca mtl_ofi_verbose 100 \
       -x FI_PROVIDER=ntx -x FI_PROVIDER_PATH \
       "${dom[@]}" -x NTX_MPI_HOSTNAME=1 "$work/mpi_msg" "$1" > "$work/mpi" 2>&1
@@ -204,12 +207,7 @@ if want mpi; then
   btl() { # PROGRAM [ARGS...]: test/mpi/PROGRAM.c
     local prog=$1; shift
     mpicc -O2 -Wall -o "$work/$prog" "$top/test/mpi/$prog.c" || return 1
-    HOSTS_HOLDERS="${HOSTS_HOLDER[*]}" HOSTS_NET=$HOSTS_NET \
-      timeout 300 mpirun.openmpi --allow-run-as-root -np 4 \
-      --host "$(hosts_ip 1):2,$(hosts_ip 2):2" \
-      --mca plm_rsh_agent "$here/rsh-agent.sh" --mca plm_rsh_no_tree_spawn 1 \
-      --mca oob_tcp_if_include "$HOSTS_NET.0/24" \
-      --mca pml ob1 --mca btl ofi,self --mca btl_ofi_mode 2 \
+    mpirun_2x2 --mca pml ob1 --mca btl ofi,self --mca btl_ofi_mode 2 \
       --mca btl_ofi_provider_include ntx --mca osc rdma \
       -x FI_PROVIDER=ntx -x FI_PROVIDER_PATH -x NTX_MPI_HOSTNAME=1 \
       bash -c 'ulimit -v "$0" && exec "$@"' "${NTX_MPI_RANK_AS_KB:-4194304}" \
