@@ -28,16 +28,25 @@ count() { # domain iterations -> "calls seconds" inside both loops
        END { printf "%d %d\n", n + 0, secs + 1 }' "$out"
   rm -f "$out"
 }
-for domain in tcp shm; do
+# One measurement of a domain: 0 when within the budget. A process that
+# loses its CPU for a few ms goes quiet and re-arms its readiness watch
+# (a few calls), so a machine loaded far past its cores can exceed the
+# budget once; calls made per message exceed it every time, so a domain
+# fails only when two measurements in a row do.
+measure() { # domain
+  local domain=$1 a at b bt allowed
   read -r a at < <(count "$domain" $short)
   read -r b bt < <(count "$domain" $long)
   if [ "$a" -lt 0 ] || [ "$b" -lt 0 ]; then
-    echo "FAIL $domain: the ping-pong failed"; fail=1; continue
+    echo "$domain: the ping-pong failed"; return 1
   fi
   allowed=$((long / 1000 + 2 * bt))
   echo "$domain: $a system calls in $short round trips (${at} s of loop)," \
        "$b in $long (${bt} s; allowed $allowed)"
-  [ "$b" -le "$allowed" ] && [ "$((b - a))" -le "$allowed" ] ||
+  [ "$b" -le "$allowed" ] && [ "$((b - a))" -le "$allowed" ]
+}
+for domain in tcp shm; do
+  measure "$domain" || measure "$domain" ||
     { echo "FAIL $domain: system calls grow with the messages"; fail=1; }
 done
 [ $fail = 0 ] && echo "PASS: no system call per message"
