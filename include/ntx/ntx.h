@@ -83,8 +83,11 @@ void ntx_ctx_unbind(struct ntx_ep *ep);
 /* ---- FI_EP_MSG (ntx_cm.c) ------------------------------------------------ */
 int ntx_pep_open(struct fid_fabric *fabric, struct fi_info *info,
 		 struct fid_pep **pep, void *context);
-/* A client's fi_info handle, a passive endpoint: its name, which it
- * gives up (fi_msg_sockets' "stolen" source address). */
+/* A client's fi_info handle, when it is one of our open passive
+ * endpoints (looked up, never read: it may be a connection request
+ * already answered): 0 and its name, which it gives up (fi_msg_sockets'
+ * "stolen" source address); 1 when it is none; -FI_EOPBADSTATE when it
+ * listens or gave its name already. */
 int ntx_pep_take_name(struct fid *handle, struct ntx_addr *name);
 /* A MSG endpoint's name request: no service (the passive ep's). */
 void ntx_msg_want(const struct fi_info *info, struct ntx_addr *want);

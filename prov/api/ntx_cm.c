@@ -54,6 +54,7 @@ struct ntx_pep {
 	struct ntx_eq_src src;
 	bool listening;
 	uint32_t pending;     /* requests not yet answered (ntx_creq_lock) */
+	struct ntx_list live; /* in ntx_peps (ntx_creq_lock) */
 };
 
 /* A connection request, the handle of an FI_CONNREQ event's fi_info. The
@@ -70,6 +71,9 @@ struct ntx_connreq {
 
 static pthread_mutex_t ntx_creq_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ntx_list ntx_creqs = { &ntx_creqs, &ntx_creqs };
+/* The open passive endpoints: an fi_info handle is looked up here before
+ * it is used, never read (it may be a request already answered). */
+static struct ntx_list ntx_peps = { &ntx_peps, &ntx_peps };
 
 static const struct ntx_cm_hooks ntx_msg_hooks, ntx_pep_hooks;
 
@@ -660,6 +664,7 @@ static int ntx_pep_close(struct fid *fid)
 	if (p->eq)
 		ntx_eq_src_del(p->eq, &p->src);
 	pthread_mutex_lock(&ntx_creq_lock);
+	ntx_list_remove(&p->live);
 	ntx_list_foreach_safe(&ntx_creqs, it, tmp) {
 		struct ntx_connreq *c = ntx_container_of(it, struct ntx_connreq,
 							 entry);
@@ -799,16 +804,33 @@ static int ntx_pep_setname(fid_t fid, void *addr, size_t addrlen)
  * provider takes the socket), which the passive endpoint gives up. */
 int ntx_pep_take_name(struct fid *handle, struct ntx_addr *name)
 {
-	struct ntx_pep *p = ntx_container_of(handle, struct ntx_pep, pep.fid);
+	struct ntx_pep *p = NULL;
+	struct ntx_list *it;
 	struct ntx_ep *iep;
+	int ret = 1;
 
-	if (handle->fclass != FI_CLASS_PEP || !p->iep || p->listening) {
+	pthread_mutex_lock(&ntx_creq_lock);
+	ntx_list_foreach(&ntx_peps, it) {
+		struct ntx_pep *q = ntx_container_of(it, struct ntx_pep, live);
+
+		if (&q->pep.fid == handle)
+			p = q;
+	}
+	if (p && (!p->iep || p->listening)) {
 		NTX_WARN(FI_LOG_EP_CTRL, "fi_info handle: a passive endpoint "
 			 "that listens, or whose name was taken\n");
-		return -FI_EOPBADSTATE;
+		ret = -FI_EOPBADSTATE;
+	} else if (p) {
+		iep = ntx_container_of(p->iep, struct ntx_ep, ep);
+		*name = iep->name;
+		ret = 0;
 	}
-	iep = ntx_container_of(p->iep, struct ntx_ep, ep);
-	*name = iep->name;
+	pthread_mutex_unlock(&ntx_creq_lock);
+	if (ret)
+		return ret;
+	/* the application's own passive endpoint, which only it closes:
+	 * closed outside the lock, which the engine endpoint's close may
+	 * take */
 	if (p->eq)
 		ntx_eq_src_del(p->eq, &p->src);
 	fi_close(&p->iep->fid);
@@ -924,6 +946,9 @@ int ntx_pep_open(struct fid_fabric *fabric, struct fi_info *info,
 	p->pep.ops = &ntx_pep_ep_ops;
 	p->pep.cm = &ntx_pep_cm_ops;
 	ntx_ref_get(&p->fab->ref);
+	pthread_mutex_lock(&ntx_creq_lock);
+	ntx_list_insert_tail(&ntx_peps, &p->live);
+	pthread_mutex_unlock(&ntx_creq_lock);
 	*out = &p->pep;
 	return 0;
 }

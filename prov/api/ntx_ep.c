@@ -616,11 +616,13 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ret = ntx_ep_want(dom, info, &want_sin, &want);
 	if (ret)
 		return ret;
-	if (msg && info->handle && info->handle->fclass == FI_CLASS_PEP) {
-		/* the passive endpoint's name, service and all */
-		ret = ntx_pep_take_name(info->handle, &msg_want);
-		if (ret)
-			return ret;
+	/* a handle that is one of our passive endpoints: its name, service
+	 * and all (1: not one, e.g. a connection request) */
+	ret = msg && info->handle ? ntx_pep_take_name(info->handle, &msg_want)
+				  : 1;
+	if (ret < 0)
+		return ret;
+	if (!ret) {
 		if (dom->sockaddr) {
 			memset(&want_sin, 0, sizeof(want_sin));
 			want_sin.ip4 = msg_want.ip4;
