@@ -75,6 +75,20 @@ static struct ntx_list ntx_creqs = { &ntx_creqs, &ntx_creqs };
  * it is used, never read (it may be a request already answered). */
 static struct ntx_list ntx_peps = { &ntx_peps, &ntx_peps };
 
+/* ntx_creq_lock held: the open passive endpoint of a handle, or NULL. */
+static struct ntx_pep *ntx_pep_find(const struct fid *handle)
+{
+	struct ntx_list *it;
+
+	ntx_list_foreach(&ntx_peps, it) {
+		struct ntx_pep *q = ntx_container_of(it, struct ntx_pep, live);
+
+		if (&q->pep.fid == handle)
+			return q;
+	}
+	return NULL;
+}
+
 static const struct ntx_cm_hooks ntx_msg_hooks, ntx_pep_hooks;
 
 static struct ntx_msg *ntx_msg_of(struct ntx_ep *ep)
@@ -560,6 +574,7 @@ int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info)
 	struct fi_av_attr attr = { .type = FI_AV_TABLE, .count = 2 };
 	struct ntx_connreq *c;
 	struct ntx_msg *m;
+	bool is_pep;
 	int ret;
 
 	m = calloc(1, sizeof(*m));
@@ -568,8 +583,11 @@ int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info)
 	m->ep = ep;
 	m->pep_addr = FI_ADDR_NOTAVAIL;
 	/* a client's handle is the passive endpoint whose name it took
-	 * (ntx_pep_take_name) */
-	if (info->handle && info->handle->fclass != FI_CLASS_PEP) {
+	 * (ntx_pep_take_name); the handle is looked up, never read */
+	pthread_mutex_lock(&ntx_creq_lock);
+	is_pep = info->handle && ntx_pep_find(info->handle);
+	pthread_mutex_unlock(&ntx_creq_lock);
+	if (info->handle && !is_pep) {
 		pthread_mutex_lock(&ntx_creq_lock);
 		c = ntx_creq_find(info->handle);
 		if (c && c->magic == NTX_CONNREQ_MAGIC) {
@@ -804,18 +822,12 @@ static int ntx_pep_setname(fid_t fid, void *addr, size_t addrlen)
  * provider takes the socket), which the passive endpoint gives up. */
 int ntx_pep_take_name(struct fid *handle, struct ntx_addr *name)
 {
-	struct ntx_pep *p = NULL;
-	struct ntx_list *it;
+	struct ntx_pep *p;
 	struct ntx_ep *iep;
 	int ret = 1;
 
 	pthread_mutex_lock(&ntx_creq_lock);
-	ntx_list_foreach(&ntx_peps, it) {
-		struct ntx_pep *q = ntx_container_of(it, struct ntx_pep, live);
-
-		if (&q->pep.fid == handle)
-			p = q;
-	}
+	p = ntx_pep_find(handle);
 	if (p && (!p->iep || p->listening)) {
 		NTX_WARN(FI_LOG_EP_CTRL, "fi_info handle: a passive endpoint "
 			 "that listens, or whose name was taken\n");
