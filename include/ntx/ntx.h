@@ -92,9 +92,11 @@ int ntx_pep_take_name(struct fid *handle, struct ntx_addr *name);
 /* A MSG endpoint's name request: no service (the passive ep's). */
 void ntx_msg_want(const struct fi_info *info, struct ntx_addr *want);
 /* Makes an opened engine endpoint a MSG one (its private AV, its
- * fi_ops_cm); the handle of a server's fi_info must be a pending
+ * fi_ops_cm); from_pep: its fi_info's handle was a passive endpoint whose
+ * name it took (ntx_pep_take_name); any other handle must be a pending
  * connection request. */
-int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info);
+int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info,
+		    bool from_pep);
 int ntx_msg_bind_eq(struct ntx_ep *ep, struct fid_eq *eq);
 void ntx_msg_ep_closing(struct ntx_ep *ep);
 /* The MSG state of a closed endpoint (NULL: none). */

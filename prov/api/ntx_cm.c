@@ -569,12 +569,12 @@ void ntx_msg_want(const struct fi_info *info, struct ntx_addr *want)
 	want->flags &= ~NTX_ADDR_F_SERVICE;
 }
 
-int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info)
+int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info,
+		    bool from_pep)
 {
 	struct fi_av_attr attr = { .type = FI_AV_TABLE, .count = 2 };
 	struct ntx_connreq *c;
 	struct ntx_msg *m;
-	bool is_pep;
 	int ret;
 
 	m = calloc(1, sizeof(*m));
@@ -583,11 +583,9 @@ int ntx_msg_ep_init(struct ntx_ep *ep, const struct fi_info *info)
 	m->ep = ep;
 	m->pep_addr = FI_ADDR_NOTAVAIL;
 	/* a client's handle is the passive endpoint whose name it took
-	 * (ntx_pep_take_name); the handle is looked up, never read */
-	pthread_mutex_lock(&ntx_creq_lock);
-	is_pep = info->handle && ntx_pep_find(info->handle);
-	pthread_mutex_unlock(&ntx_creq_lock);
-	if (info->handle && !is_pep) {
+	 * (from_pep: ntx_pep_take_name); any other is a request, looked up,
+	 * never read */
+	if (info->handle && !from_pep) {
 		pthread_mutex_lock(&ntx_creq_lock);
 		c = ntx_creq_find(info->handle);
 		if (c && c->magic == NTX_CONNREQ_MAGIC) {

@@ -607,7 +607,7 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	const struct ntx_addr *want = NULL;
 	struct ntx_addr want_sin, msg_want;
 	struct ntx_ep *ep;
-	bool msg;
+	bool msg, from_pep;
 	int ret;
 
 	if (!info || !out || ntx_ep_check_type(dom, info))
@@ -622,7 +622,8 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 				  : 1;
 	if (ret < 0)
 		return ret;
-	if (!ret) {
+	from_pep = !ret;
+	if (from_pep) {
 		if (dom->sockaddr) {
 			memset(&want_sin, 0, sizeof(want_sin));
 			want_sin.ip4 = msg_want.ip4;
@@ -661,7 +662,7 @@ int ntx_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ntx_ref_get(&dom->ref);
 	ntx_ep_join_domain(ep);
 	if (msg) {
-		ret = ntx_msg_ep_init(ep, info);
+		ret = ntx_msg_ep_init(ep, info, from_pep);
 		if (ret) {
 			ntx_ep_close(&ep->ep.fid);
 			return ret;
