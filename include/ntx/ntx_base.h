@@ -58,7 +58,32 @@
 
 extern struct fi_provider ntx_prov;
 
-#define NTX_WARN(subsys, ...) FI_WARN(&ntx_prov, subsys, __VA_ARGS__)
+/* Warnings are rate-limited per call site (ntx_log_rate_ok): at most
+ * NTX_LOG_BURST lines a second from each, then one line that counts what
+ * was left out. A peer that sends the same bad packet, or an application
+ * that retries the same refused call, a million times a second writes a
+ * few lines, not a million. */
+#define NTX_LOG_BURST 5
+struct ntx_log_rate {
+	uint64_t second;  /* the second the count is for */
+	uint32_t count;	  /* lines asked for in that second */
+	uint32_t dropped; /* lines left out since the last one written */
+};
+bool ntx_log_rate_ok(struct ntx_log_rate *r, uint32_t *dropped);
+
+#define NTX_WARN(subsys, ...)                                              \
+	do {                                                               \
+		static struct ntx_log_rate ntx_rl_;                        \
+		uint32_t ntx_dropped_;                                     \
+		if (fi_log_enabled(&ntx_prov, FI_LOG_WARN, subsys) &&      \
+		    ntx_log_rate_ok(&ntx_rl_, &ntx_dropped_)) {            \
+			if (ntx_dropped_)                                  \
+				FI_WARN(&ntx_prov, subsys,                 \
+					"%u more lines like the next were " \
+					"left out\n", ntx_dropped_);       \
+			FI_WARN(&ntx_prov, subsys, __VA_ARGS__);           \
+		}                                                          \
+	} while (0)
 #define NTX_INFO(subsys, ...) FI_INFO(&ntx_prov, subsys, __VA_ARGS__)
 #define NTX_DBG(subsys, ...) FI_DBG(&ntx_prov, subsys, __VA_ARGS__)
 

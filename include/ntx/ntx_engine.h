@@ -617,6 +617,16 @@ static inline int ntx_vc_get(struct ntx_ep *ep, fi_addr_t addr,
 	}
 	return ntx_vc_get_slot(ep, addr, out);
 }
+/* What ntx_vc_get answers for a peer that cannot be reached now (no back
+ * end of the domain reaches it, its connection was refused at once, its
+ * service has no endpoint): an operation to it completes in error
+ * instead of being refused at the call, which callers retry (fi_msg(3):
+ * only -FI_EAGAIN asks for that). */
+static inline bool ntx_vc_err_unreachable(int err)
+{
+	return err == -FI_EHOSTUNREACH || err == -FI_ECONNREFUSED ||
+	       err == -FI_EADDRNOTAVAIL || err == -FI_ENETUNREACH;
+}
 void ntx_vc_fail(struct ntx_vc *vc, int err);
 void ntx_vc_destroy(struct ntx_vc *vc);
 void ntx_vc_queue(struct ntx_vc *vc, struct ntx_req *req);

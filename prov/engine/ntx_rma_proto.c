@@ -264,10 +264,14 @@ ssize_t ntx_rma_post(struct ntx_ep *ep, struct ntx_req *r)
 {
 	int ret = ntx_vc_get(ep, r->addr, &r->vc);
 
-	if (ret)
+	if (ret && !ntx_vc_err_unreachable(ret))
 		return ret;
 	r->state = NTX_RS_RMA;
 	ep->tx_outstanding++;
+	if (ret) { /* an error completion, once (ntx_vc_err_unreachable) */
+		ntx_proto_send_fail(r, ret);
+		return 0;
+	}
 	if (r->vc->state == NTX_VC_CONNECTED &&
 	    ntx_list_empty(&r->vc->backlog) && ntx_proto_tx(r) != -FI_EAGAIN)
 		return 0;

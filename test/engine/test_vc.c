@@ -223,15 +223,24 @@ Test(vc, restarted_peer_gets_a_new_vc)
 	cr_assert_null(ntx_idtab_get(&et[0].ep->vc_tab, old_addr));
 	cr_assert_eq(et_send(0, 1, b, 8, 0, NULL, 0), 0); /* new slot */
 	{
+		/* taken, and completed in error once: a caller that retried
+		 * a refusal would retry forever */
 		struct ntx_req *r = ntx_req_get(et[0].ep, NTX_REQ_SEND);
+		struct fi_cq_err_entry err;
+		int ctx;
 
 		r->iov[0].iov_base = b;
 		r->iov[0].iov_len = 8;
 		r->iov_count = 1;
 		r->len = 8;
 		r->addr = old_addr;
-		cr_assert_eq(ntx_proto_send(et[0].ep, r), -FI_EHOSTUNREACH);
-		ntx_req_put(r);
+		r->context = &ctx;
+		cr_assert_eq(ntx_proto_send(et[0].ep, r), 0);
+		cr_assert(et_cq_err(0, &err));
+		cr_assert_eq(err.err, FI_EHOSTUNREACH);
+		cr_assert_eq(err.op_context, &ctx);
+		cr_assert_not(et_cq_err(0, &err), "one error, once");
+		cr_assert_eq(et[0].ep->tx_outstanding, 0);
 	}
 }
 

@@ -1811,3 +1811,81 @@ Test(msg, an_endpoint_sends_to_itself, .timeout = 60)
 		t_close(&t);
 	}
 }
+
+/* A peer no back end of the domain reaches (a name of another host in the
+ * shm domain, as when an MPI library spreads ranks over domains): each
+ * operation to it (send, tagged send, RMA write) is taken and completes in
+ * error with FI_EHOSTUNREACH,
+ * once; a caller that retried a refusal at the call would spin forever.
+ * The warning it logs is rate-limited: thousands of sends write a few
+ * lines, and the next second's line says how many were left out. */
+Test(msg, an_unreachable_peer_is_an_error_completion_once, .timeout = 60)
+{
+	char log[] = "/tmp/ntx-unreach.XXXXXX", line[512];
+	const int n = 3000;
+	struct fi_info *h;
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	char name[T_NAMELEN];
+	size_t len = sizeof(name);
+	uint64_t v = 1, t0, lines = 0, left_out = 0, errs = 0;
+	uint32_t host;
+	fi_addr_t peer;
+	int fd = mkstemp(log);
+	FILE *f;
+
+	cr_assert_geq(fd, 0);
+	/* before libfabric reads its log level */
+	cr_assert_eq(setenv("FI_LOG_LEVEL", "warn", 1), 0);
+	cr_assert_not_null(freopen(log, "w", stderr));
+	setvbuf(stderr, NULL, _IOLBF, 0);
+	h = t_hints(CAPS | FI_RMA | FI_WRITE);
+	free(h->domain_attr->name);
+	h->domain_attr->name = strdup("shm");
+	cr_assert_eq(t_open_hints(&t, h), 0); /* takes h */
+	cr_assert_eq(fi_getname(&t.ep->fid, name, &len), 0);
+	memcpy(&host, name + 4, 4); /* struct ntx_addr: host at byte 4 */
+	host ^= 0x5a5a5a5a;
+	memcpy(name + 4, &host, 4);
+	cr_assert_eq(t_insert(&t, name, &peer), 0);
+	t0 = t_ms();
+	for (int i = 0; i < n; i++) {
+		ssize_t r = i % 3 == 0	 ? fi_send(t.ep, &v, 8, NULL, peer, &v)
+			    : i % 3 == 1 ? fi_tsend(t.ep, &v, 8, NULL, peer, 7,
+						    &v)
+					 : fi_write(t.ep, &v, 8, NULL, peer, 0,
+						    0, &v);
+
+		cr_assert_eq(r, 0, "send %d refused: %zd", i, r);
+		cr_assert_eq(t_wait(&t, &e, NULL, &err, WAIT_MS), -FI_EAVAIL);
+		cr_assert_eq(err.err, FI_EHOSTUNREACH);
+		cr_assert_eq(err.op_context, &v);
+		errs++;
+	}
+	cr_assert_eq(t_drain(&t, 10), 0, "one error per send");
+	/* a send in a later second writes the line that counts the rest */
+	while (t_ms() - t0 < 1100)
+		usleep(50000);
+	cr_assert_eq(fi_send(t.ep, &v, 8, NULL, peer, &v), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, &err, WAIT_MS), -FI_EAVAIL);
+	t_close(&t);
+	fflush(stderr);
+	f = fopen(log, "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (strstr(line, "no back end reaches"))
+			lines++;
+		if (strstr(line, "more lines like the next were left out"))
+			left_out++;
+	}
+	fclose(f);
+	close(fd);
+	unlink(log);
+	cr_assert_eq(errs, (uint64_t)n);
+	cr_assert_geq(lines, 2);
+	cr_assert_leq(lines, 5 * ((t_ms() - t0) / 1000 + 2),
+		      "%llu warning lines for %d sends",
+		      (unsigned long long)lines, n + 1);
+	cr_assert_geq(left_out, 1);
+}
