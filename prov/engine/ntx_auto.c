@@ -52,7 +52,50 @@ static void ntx_auto_near_device(struct ntx_domain *dom, hwloc_bitmap_t set)
 }
 #endif
 
+#ifdef NTX_HAVE_HWLOC
+/* hwloc takes locks of its own while it loads a topology. A fork(2) in
+ * another thread at that moment (an MPI rank's system(3), a test's child)
+ * gives the child those locks held by no thread, and the child's own
+ * progress thread then waits in hwloc forever. Placing is done under
+ * ntx_hwloc_lock, which fork takes first (pthread_atfork): the child is
+ * made only between two placings. */
+static pthread_mutex_t ntx_hwloc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t ntx_hwloc_once = PTHREAD_ONCE_INIT;
+
+static void ntx_hwloc_fork_prepare(void)
+{
+	pthread_mutex_lock(&ntx_hwloc_lock);
+}
+
+static void ntx_hwloc_fork_done(void)
+{
+	pthread_mutex_unlock(&ntx_hwloc_lock);
+}
+
+static void ntx_hwloc_atfork(void)
+{
+	if (pthread_atfork(ntx_hwloc_fork_prepare, ntx_hwloc_fork_done,
+			   ntx_hwloc_fork_done))
+		NTX_WARN(FI_LOG_DOMAIN, "pthread_atfork failed: a fork while "
+			 "a progress thread is placed may hang the child\n");
+}
+#endif
+
+static void ntx_auto_place_locked(struct ntx_domain *dom);
+
 static void ntx_auto_place(struct ntx_domain *dom)
+{
+#ifdef NTX_HAVE_HWLOC
+	pthread_once(&ntx_hwloc_once, ntx_hwloc_atfork);
+	pthread_mutex_lock(&ntx_hwloc_lock);
+	ntx_auto_place_locked(dom);
+	pthread_mutex_unlock(&ntx_hwloc_lock);
+#else
+	ntx_auto_place_locked(dom);
+#endif
+}
+
+static void ntx_auto_place_locked(struct ntx_domain *dom)
 {
 #ifdef NTX_HAVE_HWLOC
 	hwloc_topology_t topo;
@@ -100,6 +143,7 @@ destroy:
 free_set:
 	hwloc_bitmap_free(set);
 #else
+	(void)dom;
 	NTX_INFO(FI_LOG_DOMAIN, "progress thread not placed (no hwloc)\n");
 #endif
 }
