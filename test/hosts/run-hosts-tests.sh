@@ -184,6 +184,10 @@ if want mpi; then
       --mca plm_rsh_agent "$here/rsh-agent.sh" --mca plm_rsh_no_tree_spawn 1 \
       --mca oob_tcp_if_include "$HOSTS_NET.0/24" "$@"
   }
+  # Each rank's address space is capped (NTX_MPI_RANK_AS_KB, 4 GiB), so
+  # that ranks retrying a refused send while their memory grows fail in
+  # seconds instead of taking the machine.
+  limited=(bash -c 'ulimit -v "$0" && exec "$@"' "${NTX_MPI_RANK_AS_KB:-4194304}")
   mpi() { # LEVEL [DOMAIN: FI_NTX_DOMAINS, e.g. udp]
     local dom=()
     [ -n "${2:-}" ] && dom=(-x "FI_NTX_DOMAINS=$2")
@@ -191,7 +195,8 @@ if want mpi; then
     mpirun_2x2 --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include ntx \
       --mca mtl_base_verbose 100 --mca mtl_ofi_verbose 100 \
       -x FI_PROVIDER=ntx -x FI_PROVIDER_PATH \
-      "${dom[@]}" -x NTX_MPI_HOSTNAME=1 "$work/mpi_msg" "$1" > "$work/mpi" 2>&1
+      "${dom[@]}" -x NTX_MPI_HOSTNAME=1 "${limited[@]}" "$work/mpi_msg" "$1" \
+      > "$work/mpi" 2>&1
     local rc=$?
     grep -v "^\[.*mca:" "$work/mpi" | tail -n 8
     [ $rc = 0 ] && grep -q "mtl:ofi:prov: ntx" "$work/mpi" &&
@@ -201,17 +206,14 @@ if want mpi; then
   # ob1 over btl ofi (btl_ofi_mode 2: two-sided traffic too) on ntx's
   # default domain list: Open MPI spreads a host's ranks over the entries
   # alike to the first, and shm (it cannot reach the other host) must not
-  # be one. Each rank's address space is capped (NTX_MPI_RANK_AS_KB,
-  # 4 GiB), so that ranks retrying a refused send while their memory grows
-  # fail in seconds instead of taking the machine.
+  # be one. Each rank's address space is capped as above.
   btl() { # PROGRAM [ARGS...]: test/mpi/PROGRAM.c
     local prog=$1; shift
     mpicc -O2 -Wall -o "$work/$prog" "$top/test/mpi/$prog.c" || return 1
     mpirun_2x2 --mca pml ob1 --mca btl ofi,self --mca btl_ofi_mode 2 \
       --mca btl_ofi_provider_include ntx --mca osc rdma \
       -x FI_PROVIDER=ntx -x FI_PROVIDER_PATH -x NTX_MPI_HOSTNAME=1 \
-      bash -c 'ulimit -v "$0" && exec "$@"' "${NTX_MPI_RANK_AS_KB:-4194304}" \
-      "$work/$prog" "$@" > "$work/mpi" 2>&1
+      "${limited[@]}" "$work/$prog" "$@" > "$work/mpi" 2>&1
     local rc=$?
     grep -v "^\[.*mca:" "$work/mpi" | grep -v "^ok " | tail -n 8
     [ $rc = 0 ] && grep -q PASS "$work/mpi"
