@@ -29,6 +29,8 @@
  * timeout), as tcp's keepalive does */
 #define NTX_DG_PROBE_TICK_NS 1000000000ull
 #define NTX_DG_PROBE_QUIET 3
+/* a peer an ICMP error named that stays silent this many ticks fails */
+#define NTX_DG_SUSPECT_TICKS 3
 /* after traffic the device is read every poll for this long (tcp's rule) */
 #define NTX_DG_BUSY_NS 2000000u
 
@@ -174,16 +176,25 @@ static void ntx_dg_refuse(struct ntx_dg_conn *c, const char *why)
 /* The session fails at once, as a tcp connection does on a reset, rather
  * than after FI_NTX_UDP_TIMEOUT_MS of silence. rel is not told: the
  * engine reaps the VC and disconnect frees the peer. */
+/* An ICMP port unreachable quoting a peer's address is a hint, never a
+ * failure by itself: anyone can send one, quoting any ports, and the
+ * kernel does not check who did. The peer is probed now (an empty
+ * priority message when nothing is in flight, which it acknowledges);
+ * one that sends nothing for NTX_DG_SUSPECT_TICKS ticks after it fails
+ * with -FI_ECONNREFUSED (ntx_dg_probe), one that answers clears it. */
 void ntx_dg_unreachable(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port)
 {
 	struct ntx_dg_conn *c = ntx_dg_find(ep, ip4, port);
 
-	if (!c || c->state != NTX_DG_OPEN || !c->vc || ep->closing)
+	if (!c || c->state != NTX_DG_OPEN || !c->vc || ep->closing ||
+	    c->suspect)
 		return;
-	NTX_INFO(FI_LOG_EP_CTRL, "%s: peer pid %u unreachable\n", ep->xp->name,
-		 c->name.pid);
-	c->state = NTX_DG_FAILED;
-	ep->cb.failed(c->vc, -FI_ECONNREFUSED);
+	NTX_INFO(FI_LOG_EP_CTRL, "%s: ICMP says peer pid %u is unreachable: "
+		 "probing it\n", ep->xp->name, c->name.pid);
+	c->suspect = 1;
+	if (ntx_rel_peer_idle(c->rel) && !ep->in_rel &&
+	    !ntx_rel_send(&ep->rel, c->rel, NTX_REL_PRIO, NULL, 0, NULL))
+		ep->tx_due = true;
 }
 
 /* ---- datagrams out --------------------------------------------------------- */
@@ -361,6 +372,7 @@ void ntx_dg_on_dgram(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port,
 	if (!c || c->state == NTX_DG_REFUSED)
 		return;
 	c->quiet = 0;
+	c->suspect = 0;
 	ep->in_rel = true;
 	/* rel checked and counted it (stats.drops): a line at debug level
 	 * only, the data path's */
@@ -519,8 +531,17 @@ static void ntx_dg_probe(struct ntx_dg_ep *ep, uint64_t now)
 	ep->probe_ns = now + NTX_DG_PROBE_TICK_NS;
 	for (size_t i = 0; i <= ep->hmask; i++) {
 		for (struct ntx_dg_conn *c = ep->htab[i]; c; c = c->hnext) {
-			if (c->state != NTX_DG_OPEN || !c->vc ||
-			    ++c->quiet < NTX_DG_PROBE_QUIET)
+			if (c->state != NTX_DG_OPEN || !c->vc)
+				continue;
+			if (c->suspect && ++c->suspect > NTX_DG_SUSPECT_TICKS) {
+				NTX_INFO(FI_LOG_EP_CTRL, "%s: peer pid %u "
+					 "unreachable\n", ep->xp->name,
+					 c->name.pid);
+				c->state = NTX_DG_FAILED;
+				ep->cb.failed(c->vc, -FI_ECONNREFUSED);
+				continue;
+			}
+			if (++c->quiet < NTX_DG_PROBE_QUIET)
 				continue;
 			c->quiet = 0;
 			if (ntx_rel_peer_idle(c->rel) &&

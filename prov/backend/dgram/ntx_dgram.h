@@ -53,6 +53,8 @@ struct ntx_dg_conn {
 	uint32_t port;             /* ... and go */
 	uint8_t state, on;
 	uint8_t quiet;             /* probe ticks since it last sent */
+	uint8_t suspect;           /* an ICMP error named it: 1 + probe ticks
+				    * since, 0 when it sent after it */
 	bool stranger;             /* made by first contact: counted */
 	bool hashed;               /* in ep->htab (a failed one leaves it) */
 };
