@@ -59,8 +59,8 @@
 extern struct fi_provider ntx_prov;
 
 /* Warnings are rate-limited per call site (ntx_log_rate_ok): at most
- * NTX_LOG_BURST lines a second from each, then one line that counts what
- * was left out. A peer that sends the same bad packet, or an application
+ * FI_NTX_LOG_RATE (NTX_LOG_BURST) lines a second from each, then one
+ * line that counts what was left out. A peer that sends the same bad packet, or an application
  * that retries the same refused call, a million times a second writes a
  * few lines, not a million. */
 #define NTX_LOG_BURST 5
@@ -115,6 +115,7 @@ struct ntx_params {
 	size_t gone_unexp_max; /* ... peers that are gone, per endpoint */
 	char *auth_key;        /* FI_NTX_AUTH_KEY: the default job key */
 	size_t auth_timeout_ms; /* a job-key exchange not done by then fails */
+	size_t log_rate;        /* NTX_WARN lines a second per call site */
 };
 extern struct ntx_params ntx_params;
 void ntx_params_init(void);

@@ -28,6 +28,7 @@ struct ntx_params ntx_params = {
 	.progress_idle_us = 10000,
 	.progress_cpus = NULL,
 	.auth_timeout_ms = 30000,
+	.log_rate = NTX_LOG_BURST,
 };
 
 static void ntx_param_size(const char *name, const char *help, size_t *val,
@@ -247,6 +248,11 @@ void ntx_params_init(void)
 	ntx_params_init_progress();
 	ntx_params_init_auth();
 	ntx_params_init_queues();
+	ntx_param_size("log_rate",
+		       "warning lines a second from each place in ntx that "
+		       "writes one, after which one line counts those left out"
+		       " (0: no limit)",
+		       &ntx_params.log_rate, 0, 1000000);
 }
 
 int ntx_auth_key_set(struct ntx_auth_key *k, const void *key, size_t len,

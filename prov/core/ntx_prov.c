@@ -28,8 +28,9 @@ bool ntx_log_rate_ok(struct ntx_log_rate *r, uint32_t *dropped)
 	    __atomic_compare_exchange_n(&r->second, &was, now, false,
 					__ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		__atomic_store_n(&r->count, 0, __ATOMIC_RELAXED);
-	if (__atomic_fetch_add(&r->count, 1, __ATOMIC_RELAXED) <
-	    NTX_LOG_BURST) {
+	if (!ntx_params.log_rate ||
+	    __atomic_fetch_add(&r->count, 1, __ATOMIC_RELAXED) <
+		    ntx_params.log_rate) {
 		*dropped = __atomic_exchange_n(&r->dropped, 0, __ATOMIC_RELAXED);
 		return true;
 	}

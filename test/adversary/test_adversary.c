@@ -339,6 +339,71 @@ Test(adversary, a_connection_without_hello_is_closed, .timeout = 60)
 	victim_attacked(adv_silent, "the silent connection stayed open");
 }
 
+/* Hostile networks round two, finding 5: a hello made the victim connect
+ * to whatever address and port the name it claims has, and write a
+ * PROVE frame there (a port scanner and request forger from the
+ * victim's address). A name may now be claimed only from its own
+ * address: here the attacker connects from loopback and claims a name on
+ * the host's network address whose port is a third party's listener,
+ * which must see no connection; the victim closes the attacker's. */
+static int adv_third_party(int sock)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sin);
+	struct pollfd p;
+	struct ntx_addr v, me;
+	char verdict = 'x', c;
+	int lfd, fd;
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	if (ntohl(v.ip4) >> 24 == 127) { /* no network address: nothing to
+					  * claim from elsewhere */
+		verdict = 's';
+		CHK(write(sock, &verdict, 1) == 1);
+		return 0;
+	}
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	CHK(lfd >= 0 && bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+	    listen(lfd, 4) == 0 &&
+	    getsockname(lfd, (struct sockaddr *)&sin, &sl) == 0);
+	me = adv_name(sin.sin_port);
+	me.ip4 = v.ip4; /* the third party, on the host's address */
+	fd = adv_hello(&v, &me); /* from 127.0.0.1 */
+	CHK(fd >= 0);
+	p = (struct pollfd){ .fd = fd, .events = POLLIN };
+	/* closed by the victim at once (it waits 30 s for a proof of a
+	 * claim it checks), and nobody dialled the third party */
+	if (poll(&p, 1, ADV_MS) == 1 && read(fd, &c, 1) == 0 &&
+	    accept(lfd, NULL, NULL) < 0 && errno == EAGAIN)
+		verdict = 'k';
+	close(fd);
+	close(lfd);
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+Test(adversary, a_hello_never_makes_the_victim_dial_a_third_party,
+     .timeout = 60)
+{
+	static char buf[VLEN];
+	struct tctx t;
+	struct fid_mr *mr;
+	int sock, ncq = 0, verdict;
+	pid_t pid = t_fork(&sock, adv_third_party);
+
+	cr_assert_eq(open_victim(&t, &mr, buf), 0);
+	cr_assert_eq(send_name(&t, sock), 0);
+	verdict = victim_serve(&t, sock, &ncq);
+	cr_assert_eq(t_join(pid), 0);
+	fi_close(&mr->fid);
+	t_close(&t);
+	if (verdict == 's')
+		cr_skip_test("the tcp domain's names are on loopback here");
+	cr_assert_eq(verdict, 'k', "the victim dialled the claimed name's "
+		     "listener, or held the connection");
+	cr_assert_eq(ncq, 0);
+}
+
 /* An ECHO whose FI_NTX_TCP_EAGER_MAX is out of range (below 4096, above
  * 65536): the victim closes the connection instead of welcoming it. */
 static int adv_bad_eager(int sock)

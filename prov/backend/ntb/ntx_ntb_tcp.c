@@ -374,6 +374,17 @@ static int ntx_tcp_dial(struct ntx_tcp_ep *be, const struct ntx_addr *peer,
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -FI_ENOMEM;
+	/* from the address our name claims, which the peer checks
+	 * (ntx_tcp_may_claim); the kernel picks where that fails */
+	if (ntohl(be->addr.ip4) >> 24 != 127) {
+		struct sockaddr_in me = { .sin_family = AF_INET,
+					  .sin_addr.s_addr = be->addr.ip4 };
+		int one = 1;
+
+		setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one,
+			   sizeof(one));
+		(void)bind(fd, (struct sockaddr *)&me, sizeof(me));
+	}
 	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) &&
 	    errno != EINPROGRESS) {
 		NTX_WARN(FI_LOG_EP_CTRL, "connect to %s:%u: %s\n",
@@ -414,6 +425,48 @@ static int ntx_tcp_connect(struct ntx_be_ep *bep, const struct ntx_addr *peer,
 	return 0;
 }
 
+/* ip (network order) is one of this host's: loopback, or an address of
+ * one of its interfaces. */
+static bool ntx_tcp_ip_is_local(uint32_t ip)
+{
+	struct ifaddrs *ifa, *it;
+	bool local = false;
+
+	if (ntohl(ip) >> 24 == 127)
+		return true;
+	if (getifaddrs(&ifa))
+		return false;
+	for (it = ifa; it && !local; it = it->ifa_next) {
+		const struct sockaddr_in *sin = (const void *)it->ifa_addr;
+
+		local = sin && sin->sin_family == AF_INET &&
+			sin->sin_addr.s_addr == ip;
+	}
+	freeifaddrs(ifa);
+	return local;
+}
+
+/* A connection may claim a name only on its own address (DESIGN §7):
+ * the listener we dial to check a claim is then the claimant's, never a
+ * third party's that a hello would have us connect and write to. A
+ * name on loopback (or none) may be claimed from any address of this
+ * host. */
+static bool ntx_tcp_may_claim(int fd, const struct ntx_addr *from,
+			      uint32_t *src)
+{
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	uint32_t claimed = from->ip4 ? from->ip4 : htonl(INADDR_LOOPBACK);
+
+	if (getpeername(fd, (struct sockaddr *)&sin, &sl) ||
+	    sin.sin_family != AF_INET)
+		return false;
+	*src = sin.sin_addr.s_addr;
+	if (*src == claimed)
+		return true;
+	return ntohl(claimed) >> 24 == 127 && ntx_tcp_ip_is_local(*src);
+}
+
 /* A hello: before the connection is bound to the name it claims, a
  * nonce goes to the listener that name names; its owner echoes it over
  * the connection it opened (DESIGN §7, proof of name). */
@@ -423,6 +476,7 @@ static void ntx_tcp_on_hello(struct ntx_tcp_conn *c, const uint8_t *p,
 	struct ntx_tcp_prove pr;
 	struct ntx_tcp_conn *probe;
 	struct ntx_addr from;
+	uint32_t src = 0;
 
 	if (len != sizeof(from))
 		return ntx_tcp_fail(c, -FI_EREMOTEIO);
@@ -430,6 +484,16 @@ static void ntx_tcp_on_hello(struct ntx_tcp_conn *c, const uint8_t *p,
 	if (!ntx_addr_valid(&from) || !from.port ||
 	    getrandom(c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce))
 		return ntx_tcp_fail(c, -FI_EREMOTEIO);
+	if (!ntx_tcp_may_claim(c->fd, &from, &src)) {
+		struct in_addr a = { src }, b = { from.ip4 };
+		char as[INET_ADDRSTRLEN] = "?", bs[INET_ADDRSTRLEN] = "?";
+
+		inet_ntop(AF_INET, &a, as, sizeof(as));
+		inet_ntop(AF_INET, &b, bs, sizeof(bs));
+		NTX_WARN(FI_LOG_EP_CTRL, "closing a connection from %s that "
+			 "claims a name on %s (pid %u)\n", as, bs, from.pid);
+		return ntx_tcp_fail(c, -FI_EACCES);
+	}
 	c->peer = from;
 	memcpy(pr.claimed, &from, sizeof(pr.claimed));
 	memcpy(pr.prover, &c->be->addr, sizeof(pr.prover));
