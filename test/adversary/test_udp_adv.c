@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,6 +356,114 @@ Test(udp_adv, an_icmp_error_from_anyone_fails_no_session, .timeout = 120)
 	       "completed %llu, received %llu\n", N, (unsigned long long)sent,
 	       (unsigned long long)done, (unsigned long long)got);
 	close(raw);
+	cr_assert_eq(fi_close(&hep->fid), 0);
+	t_close(&t);
+}
+
+/* ---- what unnamed senders make an endpoint hold ----------------------------- */
+
+static size_t heap_in_use(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+}
+
+/* Hostile networks round two, finding 3: senders that never say HELLO
+ * made the victim hold reorder and reassembly buffers before any name
+ * check (1024 of them: 407 MB). Each of NSEND senders (its own socket)
+ * sends 255 well-formed datagrams beyond the one rel would take next (a
+ * full window to reorder), never a HELLO; an honest message follows each
+ * sender's burst on the victim's socket queue, so the victim has read
+ * the burst when it completes. The victim's heap may grow by a few KiB
+ * per sender, not by the 300 KiB each held before. */
+Test(udp_adv, unnamed_senders_make_the_victim_hold_almost_nothing,
+     .timeout = 120)
+{
+	enum { NSEND = 128, NDG = 255, PLEN = 1200 };
+	struct ntx_addr victim, honest;
+	uint64_t in = 0, mine = 0x600d;
+	size_t len = sizeof(victim), before, after;
+	static uint8_t dg[NTX_REL_HDR_LEN + PLEN];
+	struct sockaddr_in to = { .sin_family = AF_INET };
+	struct fid_ep *hep;
+	fi_addr_t vaddr;
+	struct tctx t;
+	int fds[NSEND];
+
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	setenv("NTX_TEST_DOMAIN", "udp", 1);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(fi_getname(&t.ep->fid, &victim, &len), 0);
+	cr_assert_eq(fi_endpoint(t.dom, t.fi, &hep, NULL), 0);
+	cr_assert_eq(fi_ep_bind(hep, &t.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	cr_assert_eq(fi_ep_bind(hep, &t.av->fid, 0), 0);
+	cr_assert_eq(fi_enable(hep), 0);
+	len = sizeof(honest);
+	cr_assert_eq(fi_getname(&hep->fid, &honest, &len), 0);
+	cr_assert_eq(t_insert(&t, &victim, &vaddr), 0);
+	to.sin_addr.s_addr = ip_of(&victim);
+	to.sin_port = victim.port;
+	/* the honest session exists before the measurement */
+	cr_assert_eq(fi_recv(t.ep, &in, 8, NULL, FI_ADDR_UNSPEC, &in), 0);
+	cr_assert_eq(fi_send(hep, &mine, 8, NULL, vaddr, NULL), 0);
+	for (int got = 0; got < 2;) {
+		struct fi_cq_tagged_entry e;
+		ssize_t n = fi_cq_read(t.cq, &e, 1);
+
+		cr_assert_neq(n, -FI_EAVAIL);
+		got += n == 1;
+	}
+	before = heap_in_use();
+	for (int s = 0; s < NSEND; s++) {
+		uint64_t end = mono_ns() + UDP_MS * 1000000ull;
+		struct sockaddr_in any = { .sin_family = AF_INET };
+		int done = 0;
+
+		fds[s] = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		cr_assert_geq(fds[s], 0);
+		cr_assert_eq(bind(fds[s], (struct sockaddr *)&any, sizeof(any)),
+			     0);
+		for (uint32_t i = 0; i < NDG; i++) {
+			struct ntx_rel_hdr h = {
+				.version = NTX_REL_VERSION,
+				.flags = NTX_REL_F_DATA,
+				.plen = PLEN,
+				.src_epoch = 0x5eed0000u + (uint32_t)s + 1,
+				.seq = i + 1, /* never the one rel takes next */
+				.msg_id = i + 1,
+				.msg_len = PLEN,
+				.nfrag = 1,
+			};
+
+			ntx_rel_hdr_pack(&h, dg);
+			cr_assert_eq(sendto(fds[s], dg, sizeof(dg), 0,
+					    (struct sockaddr *)&to, sizeof(to)),
+				     (ssize_t)sizeof(dg));
+		}
+		cr_assert_eq(fi_recv(t.ep, &in, 8, NULL, FI_ADDR_UNSPEC, &in),
+			     0);
+		cr_assert_eq(fi_send(hep, &mine, 8, NULL, vaddr, NULL), 0);
+		while (done < 2) {
+			struct fi_cq_tagged_entry e;
+			ssize_t n = fi_cq_read(t.cq, &e, 1);
+
+			cr_assert_neq(n, -FI_EAVAIL);
+			done += n == 1;
+			cr_assert_lt(mono_ns(), end, "sender %d: the honest "
+				     "message never came", s);
+		}
+	}
+	after = heap_in_use();
+	printf("udp_adv: %d unnamed senders of %d datagrams each: the victim's "
+	       "heap grew %zu bytes (%zu a sender)\n", NSEND, NDG,
+	       after > before ? after - before : 0,
+	       after > before ? (after - before) / NSEND : 0);
+	cr_assert_lt(after > before ? after - before : 0,
+		     (size_t)NSEND * 8192, "the victim holds what unnamed "
+		     "senders sent");
+	for (int s = 0; s < NSEND; s++)
+		close(fds[s]);
 	cr_assert_eq(fi_close(&hep->fid), 0);
 	t_close(&t);
 }

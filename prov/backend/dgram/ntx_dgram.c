@@ -353,6 +353,27 @@ static struct ntx_dg_conn *ntx_dg_stranger(struct ntx_dg_ep *ep, uint32_t ip4,
 	return c;
 }
 
+/* A sender that has not named itself has proved nothing, and may make us
+ * hold nothing but its HELLO (hostile networks round two, finding 3: 1024
+ * such senders made an endpoint hold 407 MB of reorder and reassembly
+ * buffers). rel gets from it only a pure ACK or the datagram it takes
+ * next in order, whole and of the priority class (a HELLO is one
+ * datagram); anything else is dropped before rel buffers it, and a real
+ * peer resends it once named. */
+static bool ntx_dg_unnamed_may(const struct ntx_dg_conn *c, const uint8_t *buf,
+			       size_t len)
+{
+	struct ntx_rel_hdr h;
+
+	if (len < NTX_REL_HDR_LEN)
+		return true; /* rel counts it and drops it */
+	ntx_rel_hdr_unpack(buf, &h);
+	if (!(h.flags & NTX_REL_F_DATA))
+		return true;
+	return (h.flags & NTX_REL_F_PRIO) && h.nfrag == 1 && h.frag == 0 &&
+	       h.seq == c->rel->rx_next;
+}
+
 void ntx_dg_on_dgram(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port,
 		     const uint8_t *buf, size_t len, uint64_t now)
 {
@@ -371,6 +392,10 @@ void ntx_dg_on_dgram(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port,
 		c = ntx_dg_stranger(ep, ip4, port, buf, len);
 	if (!c || c->state == NTX_DG_REFUSED)
 		return;
+	if (c->state == NTX_DG_UNNAMED && !ntx_dg_unnamed_may(c, buf, len)) {
+		ep->unnamed_drops++;
+		return;
+	}
 	c->quiet = 0;
 	c->suspect = 0;
 	ep->in_rel = true;
@@ -698,9 +723,11 @@ static void ntx_dg_log_stats(const struct ntx_dg_ep *ep)
 	NTX_INFO(FI_LOG_EP_DATA, "%s: %" PRIu64 " datagrams of data sent, %"
 		 PRIu64 " resent (%" PRIu64 " on timeout, %" PRIu64 " fast), %"
 		 PRIu64 " pure ACKs; %" PRIu64 " taken, %" PRIu64
-		 " duplicates, %" PRIu64 " out of order\n", ep->xp->name,
+		 " duplicates, %" PRIu64 " out of order, %" PRIu64
+		 " from unnamed senders dropped\n", ep->xp->name,
 		 st->tx_data, st->tx_retrans, st->tx_rto, st->tx_fast,
-		 st->tx_ack, st->rx_data, st->rx_dup, st->rx_ooo);
+		 st->tx_ack, st->rx_data, st->rx_dup, st->rx_ooo,
+		 ep->unnamed_drops);
 }
 
 void ntx_dg_ep_fini(struct ntx_dg_ep *ep)

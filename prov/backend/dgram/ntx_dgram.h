@@ -95,6 +95,7 @@ struct ntx_dg_ep {
 	bool rel_ready;
 	struct ntx_dg_conn **htab;
 	size_t hmask, nconns, unnamed, strangers;
+	uint64_t unnamed_drops; /* datagrams of unnamed senders not taken */
 	struct ntx_list pend; /* unnamed, refused, failed without a VC */
 	struct ntx_list owed; /* connected, the engine not told yet */
 	bool busy, closing, tx_due, in_rel;
