@@ -17,6 +17,7 @@ struct ntx_params ntx_params = {
 	.tcp_hello_ms = 30000,
 	.tcp_timeout_ms = 15000,
 	.tcp_eager_max = 65536,
+	.tcp_unproven_max = 1024,
 	.udp_mtu = 1472, /* an Ethernet frame: 1500 - IPv4 20 - UDP 8 */
 	.udp_timeout_ms = 20000,
 	.udp_max_peers = 65536,
@@ -128,6 +129,11 @@ static void ntx_params_init_tcp(void)
 		       "frame (the smaller of both sides'); "
 		       "larger ones use rendezvous",
 		       &ntx_params.tcp_eager_max, 4096, 65536);
+	ntx_param_size("tcp_unproven_max",
+		       "tcp: accepted connections an endpoint holds before they "
+		       "proved a name; more wait in the kernel's queue of the "
+		       "listener until some are proven or closed",
+		       &ntx_params.tcp_unproven_max, 1, 1000000);
 }
 
 static void ntx_params_init_udp(void)

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -402,6 +403,123 @@ Test(adversary, a_hello_never_makes_the_victim_dial_a_third_party,
 	cr_assert_eq(verdict, 'k', "the victim dialled the claimed name's "
 		     "listener, or held the connection");
 	cr_assert_eq(ncq, 0);
+}
+
+/* Hostile networks round two, finding 5 (its second half): connections
+ * that never say hello were each held FI_NTX_TCP_HELLO_MS with no bound
+ * on how many. With FI_NTX_TCP_UNPROVEN_MAX at 8, the attacker opens 40
+ * silent connections; the victim holds at most 8 of them at any time
+ * (its sockets are counted while it serves), and an honest peer that
+ * connects behind them still gets its message through once the silent
+ * ones are closed (FI_NTX_TCP_HELLO_MS 1000). */
+#define SILENT 40
+#define UNPROVEN_MAX 8
+
+static int adv_crowd(int sock)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fds[SILENT];
+	struct ntx_addr v;
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t msg = 0xc0ffee;
+	char verdict = 'x';
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	sin.sin_port = v.port;
+	for (int i = 0; i < SILENT; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+		CHK(fds[i] >= 0 &&
+		    connect(fds[i], (struct sockaddr *)&sin, sizeof(sin)) == 0);
+	}
+	/* an honest tcp endpoint behind them */
+	CHK(t_open(&t, FI_MSG | FI_TAGGED) == 0);
+	CHK(t_insert(&t, &v, &peer) == 0);
+	CHK(fi_send(t.ep, &msg, 8, NULL, peer, NULL) == 0);
+	if (t_wait(&t, NULL, NULL, NULL, 60000) == 1)
+		verdict = 'k';
+	t_close(&t);
+	for (int i = 0; i < SILENT; i++)
+		close(fds[i]);
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+/* Sockets this process holds now. */
+static int count_sockets(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	char path[300], link[64];
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len > 0) {
+			link[len] = 0;
+			n += strncmp(link, "socket:", 7) == 0;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+Test(adversary, unproven_tcp_connections_are_capped, .timeout = 120)
+{
+	static char buf[VLEN];
+	struct pollfd p;
+	struct tctx t;
+	struct fid_mr *mr;
+	struct fi_cq_tagged_entry e;
+	uint64_t in = 0;
+	int sock, base, most = 0, got = 0;
+	char verdict = 0;
+	pid_t pid;
+
+	setenv("FI_NTX_TCP_UNPROVEN_MAX", "8", 1);
+	setenv("FI_NTX_TCP_HELLO_MS", "1000", 1);
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	setenv("NTX_TEST_DOMAIN", "tcp", 1);
+	pid = t_fork(&sock, adv_crowd);
+	cr_assert_eq(open_victim(&t, &mr, buf), 0);
+	cr_assert_eq(fi_recv(t.ep, &in, 8, NULL, FI_ADDR_UNSPEC, &in), 0);
+	base = count_sockets();
+	cr_assert_eq(send_name(&t, sock), 0);
+	p = (struct pollfd){ .fd = sock, .events = POLLIN };
+	for (uint64_t next = 0; poll(&p, 1, 0) != 1;) {
+		if (t_ms() >= next) { /* a look every 5 ms: progress first */
+			int n = count_sockets() - base;
+
+			if (n > most)
+				most = n;
+			next = t_ms() + 5;
+		}
+		if (fi_cq_read(t.cq, &e, 1) == 1 && e.op_context == &in)
+			got = 1;
+	}
+	cr_assert_eq(read(sock, &verdict, 1), 1);
+	/* the honest peer's send completed: its message is here or on its
+	 * way through our progress */
+	for (uint64_t end = t_ms() + 10000; !got && t_ms() < end;)
+		if (fi_cq_read(t.cq, &e, 1) == 1 && e.op_context == &in)
+			got = 1;
+	cr_assert_eq(t_join(pid), 0);
+	fi_close(&mr->fid);
+	t_close(&t);
+	printf("adversary: %d silent connections, FI_NTX_TCP_UNPROVEN_MAX %d: "
+	       "the victim held at most %d sockets more\n", SILENT,
+	       UNPROVEN_MAX, most);
+	cr_assert_eq(verdict, 'k', "the honest peer's send did not complete");
+	cr_assert(got && in == 0xc0ffee, "the honest message never came");
+	/* the bound, the honest peer's connection and our probe of it */
+	cr_assert_leq(most, UNPROVEN_MAX + 3, "%d sockets for %d silent "
+		      "connections", most, SILENT);
 }
 
 /* An ECHO whose FI_NTX_TCP_EAGER_MAX is out of range (below 4096, above

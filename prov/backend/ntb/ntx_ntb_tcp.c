@@ -76,6 +76,8 @@ struct ntx_tcp_ep {
 	bool busy;    /* look at the sockets every poll */
 	bool walk;    /* a connection is connecting, has bytes queued or
 		       * failed before reaching the engine: walk the list */
+	bool accept_off; /* FI_NTX_TCP_UNPROVEN_MAX reached: the listener is
+			  * not watched (ntx_tcp_accept, check_peers) */
 	uint64_t busy_until_ns; /* traffic keeps busy set until then */
 };
 
@@ -697,12 +699,46 @@ static int ntx_tcp_read(struct ntx_tcp_conn *c)
 	return cnt;
 }
 
+/* Accepted connections that have proved no name yet. */
+static size_t ntx_tcp_unproven(struct ntx_tcp_ep *be)
+{
+	struct ntx_list *it;
+	size_t n = 0;
+
+	ntx_list_foreach(&be->conns, it) {
+		const struct ntx_tcp_conn *c =
+			ntx_container_of(it, struct ntx_tcp_conn, entry);
+
+		n += c->state == NTX_TCP_HELLO_WAIT ||
+		     c->state == NTX_TCP_VERIFY;
+	}
+	return n;
+}
+
+/* Watches the listener or stops watching it. */
+static void ntx_tcp_listen_arm(struct ntx_tcp_ep *be, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN : 0 };
+
+	epoll_ctl(be->epfd, EPOLL_CTL_MOD, be->lfd, &ev);
+	be->accept_off = !on;
+}
+
+/* Takes what the listener has, up to FI_NTX_TCP_UNPROVEN_MAX unproven
+ * connections at once (hostile networks round two, finding 5: each held
+ * a socket and buffers for FI_NTX_TCP_HELLO_MS, with no bound on how
+ * many). At the bound the listener is not watched, and further connects
+ * wait in the kernel's queue (then its SYN back-off) until check_peers
+ * sees room again: a peer that proves its name in time is taken later,
+ * none is refused. */
 static void ntx_tcp_accept(struct ntx_tcp_ep *be)
 {
+	size_t n = ntx_tcp_unproven(be);
 	struct ntx_tcp_conn *c;
 	int fd;
 
-	while ((fd = accept4(be->lfd, NULL, NULL,
+	while (n < ntx_params.tcp_unproven_max &&
+	       (fd = accept4(be->lfd, NULL, NULL,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
 		c = ntx_tcp_conn_new(be, fd);
 		if (!c) {
@@ -712,6 +748,13 @@ static void ntx_tcp_accept(struct ntx_tcp_ep *be)
 		c->state = NTX_TCP_HELLO_WAIT;
 		c->deadline_ns = ntx_now_ns() +
 				 (uint64_t)ntx_params.tcp_hello_ms * 1000000;
+		n++;
+	}
+	if (n >= ntx_params.tcp_unproven_max && !be->accept_off) {
+		NTX_WARN(FI_LOG_EP_CTRL, "%zu connections have proved no name:"
+			 " no more are accepted until some are proven or "
+			 "closed\n", n);
+		ntx_tcp_listen_arm(be, false);
 	}
 }
 
@@ -836,6 +879,12 @@ static void ntx_tcp_check_peers(struct ntx_be_ep *bep)
 				 "ms\n", ntx_params.tcp_timeout_ms);
 			ntx_tcp_fail(c, -FI_ETIMEDOUT);
 		}
+	}
+	if (be->accept_off &&
+	    ntx_tcp_unproven(be) < ntx_params.tcp_unproven_max) {
+		ntx_tcp_listen_arm(be, true);
+		ntx_tcp_accept(be);
+		be->busy = true;
 	}
 }
 
