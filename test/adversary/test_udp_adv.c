@@ -124,6 +124,28 @@ static void atk_hello(struct atk *a, const void *name, size_t len)
 				  NULL), 0);
 }
 
+/* The victim (t->ep) and an honest endpoint of the same udp domain that
+ * talk udp to each other (FI_NTX_LOCAL_VIA_NETWORK); vaddr is the
+ * victim's address in their AV. */
+static void udp_pair(struct tctx *t, struct ntx_addr *victim,
+		     struct ntx_addr *honest, struct fid_ep **hep,
+		     fi_addr_t *vaddr)
+{
+	size_t len = sizeof(*victim);
+
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	setenv("NTX_TEST_DOMAIN", "udp", 1);
+	cr_assert_eq(t_open(t, CAPS), 0);
+	cr_assert_eq(fi_getname(&t->ep->fid, victim, &len), 0);
+	cr_assert_eq(fi_endpoint(t->dom, t->fi, hep, NULL), 0);
+	cr_assert_eq(fi_ep_bind(*hep, &t->cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	cr_assert_eq(fi_ep_bind(*hep, &t->av->fid, 0), 0);
+	cr_assert_eq(fi_enable(*hep), 0);
+	len = sizeof(*honest);
+	cr_assert_eq(fi_getname(&(*hep)->fid, honest, &len), 0);
+	cr_assert_eq(t_insert(t, victim, vaddr), 0);
+}
+
 enum lie { LIE_OTHER_NAME, LIE_SHORT_HELLO, LIE_NO_HELLO, LIE_BAD_NAME };
 
 /* The victim (t.ep) and an honest endpoint of the same domain; the
@@ -133,23 +155,12 @@ static void refused(enum lie lie)
 {
 	struct ntx_addr victim, honest;
 	uint64_t in[2] = { 0, 0 }, mine = 0x600d, got = 0;
-	size_t len = sizeof(victim);
 	struct fid_ep *hep;
 	fi_addr_t vaddr;
 	struct tctx t;
 	struct atk a;
 
-	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
-	setenv("NTX_TEST_DOMAIN", "udp", 1);
-	cr_assert_eq(t_open(&t, CAPS), 0);
-	cr_assert_eq(fi_getname(&t.ep->fid, &victim, &len), 0);
-	cr_assert_eq(fi_endpoint(t.dom, t.fi, &hep, NULL), 0);
-	cr_assert_eq(fi_ep_bind(hep, &t.cq->fid, FI_TRANSMIT | FI_RECV), 0);
-	cr_assert_eq(fi_ep_bind(hep, &t.av->fid, 0), 0);
-	cr_assert_eq(fi_enable(hep), 0);
-	len = sizeof(honest);
-	cr_assert_eq(fi_getname(&hep->fid, &honest, &len), 0);
-	cr_assert_eq(t_insert(&t, &victim, &vaddr), 0);
+	udp_pair(&t, &victim, &honest, &hep, &vaddr);
 	for (int i = 0; i < 2; i++)
 		cr_assert_eq(fi_recv(t.ep, &in[i], 8, NULL, FI_ADDR_UNSPEC,
 				     &in[i]), 0);
@@ -269,7 +280,6 @@ Test(udp_adv, an_icmp_error_from_anyone_fails_no_session, .timeout = 120)
 	enum { N = 8 };
 	struct ntx_addr victim, honest;
 	uint64_t vin[N], hin[N], v = 0, sent = 0, done = 0, got = 0;
-	size_t len = sizeof(victim);
 	struct fid_ep *hep;
 	fi_addr_t vaddr, haddr;
 	struct tctx t;
@@ -277,17 +287,7 @@ Test(udp_adv, an_icmp_error_from_anyone_fails_no_session, .timeout = 120)
 
 	if (raw < 0)
 		cr_skip_test("no raw socket (needs CAP_NET_RAW)");
-	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
-	setenv("NTX_TEST_DOMAIN", "udp", 1);
-	cr_assert_eq(t_open(&t, CAPS), 0);
-	cr_assert_eq(fi_getname(&t.ep->fid, &victim, &len), 0);
-	cr_assert_eq(fi_endpoint(t.dom, t.fi, &hep, NULL), 0);
-	cr_assert_eq(fi_ep_bind(hep, &t.cq->fid, FI_TRANSMIT | FI_RECV), 0);
-	cr_assert_eq(fi_ep_bind(hep, &t.av->fid, 0), 0);
-	cr_assert_eq(fi_enable(hep), 0);
-	len = sizeof(honest);
-	cr_assert_eq(fi_getname(&hep->fid, &honest, &len), 0);
-	cr_assert_eq(t_insert(&t, &victim, &vaddr), 0);
+	udp_pair(&t, &victim, &honest, &hep, &vaddr);
 	cr_assert_eq(t_insert(&t, &honest, &haddr), 0);
 	for (int i = 0; i < N; i++) {
 		cr_assert_eq(fi_trecv(t.ep, &vin[i], 8, NULL, FI_ADDR_UNSPEC,
@@ -383,7 +383,7 @@ Test(udp_adv, unnamed_senders_make_the_victim_hold_almost_nothing,
 	enum { NSEND = 128, NDG = 255, PLEN = 1200 };
 	struct ntx_addr victim, honest;
 	uint64_t in = 0, mine = 0x600d;
-	size_t len = sizeof(victim), before, after;
+	size_t before, after;
 	static uint8_t dg[NTX_REL_HDR_LEN + PLEN];
 	struct sockaddr_in to = { .sin_family = AF_INET };
 	struct fid_ep *hep;
@@ -391,17 +391,7 @@ Test(udp_adv, unnamed_senders_make_the_victim_hold_almost_nothing,
 	struct tctx t;
 	int fds[NSEND];
 
-	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
-	setenv("NTX_TEST_DOMAIN", "udp", 1);
-	cr_assert_eq(t_open(&t, CAPS), 0);
-	cr_assert_eq(fi_getname(&t.ep->fid, &victim, &len), 0);
-	cr_assert_eq(fi_endpoint(t.dom, t.fi, &hep, NULL), 0);
-	cr_assert_eq(fi_ep_bind(hep, &t.cq->fid, FI_TRANSMIT | FI_RECV), 0);
-	cr_assert_eq(fi_ep_bind(hep, &t.av->fid, 0), 0);
-	cr_assert_eq(fi_enable(hep), 0);
-	len = sizeof(honest);
-	cr_assert_eq(fi_getname(&hep->fid, &honest, &len), 0);
-	cr_assert_eq(t_insert(&t, &victim, &vaddr), 0);
+	udp_pair(&t, &victim, &honest, &hep, &vaddr);
 	to.sin_addr.s_addr = ip_of(&victim);
 	to.sin_port = victim.port;
 	/* the honest session exists before the measurement */
