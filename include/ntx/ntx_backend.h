@@ -6,6 +6,7 @@
 #ifndef NTX_BACKEND_H
 #define NTX_BACKEND_H
 
+#include <arpa/inet.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,6 +15,12 @@
 
 #include "ntx/ntx_base.h"
 #include "ntx/ntx_wire.h"
+
+/* ip (IPv4, network order) is a loopback address, 127.0.0.0/8. */
+static inline bool ntx_ip4_loopback(uint32_t ip)
+{
+	return ntohl(ip) >> 24 == 127;
+}
 
 struct ntx_be_ops;
 

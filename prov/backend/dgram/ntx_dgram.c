@@ -241,7 +241,7 @@ static bool ntx_dg_name_matches(const struct ntx_dg_conn *c,
 		return false;
 	if (ip4 == c->ip4)
 		return true;
-	return ntohl(c->ip4) >> 24 == 127 && name->host == ntx_host_id();
+	return ntx_ip4_loopback(c->ip4) && name->host == ntx_host_id();
 }
 
 /* The first message of a peer's session: its name. A peer we connected

@@ -309,7 +309,7 @@ static uint32_t ntx_udp_local_ip(void)
 		struct sockaddr_in *sin = (void *)it->ifa_addr;
 
 		if (sin && sin->sin_family == AF_INET &&
-		    ntohl(sin->sin_addr.s_addr) >> 24 != 127) {
+		    !ntx_ip4_loopback(sin->sin_addr.s_addr)) {
 			ip = sin->sin_addr.s_addr;
 			break;
 		}

@@ -378,7 +378,7 @@ static int ntx_tcp_dial(struct ntx_tcp_ep *be, const struct ntx_addr *peer,
 		return -FI_ENOMEM;
 	/* from the address our name claims, which the peer checks
 	 * (ntx_tcp_may_claim); the kernel picks where that fails */
-	if (ntohl(be->addr.ip4) >> 24 != 127) {
+	if (!ntx_ip4_loopback(be->addr.ip4)) {
 		struct sockaddr_in me = { .sin_family = AF_INET,
 					  .sin_addr.s_addr = be->addr.ip4 };
 		int one = 1;
@@ -434,7 +434,7 @@ static bool ntx_tcp_ip_is_local(uint32_t ip)
 	struct ifaddrs *ifa, *it;
 	bool local = false;
 
-	if (ntohl(ip) >> 24 == 127)
+	if (ntx_ip4_loopback(ip))
 		return true;
 	if (getifaddrs(&ifa))
 		return false;
@@ -466,7 +466,7 @@ static bool ntx_tcp_may_claim(int fd, const struct ntx_addr *from,
 	*src = sin.sin_addr.s_addr;
 	if (*src == claimed)
 		return true;
-	return ntohl(claimed) >> 24 == 127 && ntx_tcp_ip_is_local(*src);
+	return ntx_ip4_loopback(claimed) && ntx_tcp_ip_is_local(*src);
 }
 
 /* A hello: before the connection is bound to the name it claims, a
@@ -916,7 +916,7 @@ static ssize_t ntx_tcp_local_ip(uint32_t *ip)
 		struct sockaddr_in *sin = (void *)it->ifa_addr;
 
 		if (sin && sin->sin_family == AF_INET &&
-		    ntohl(sin->sin_addr.s_addr) >> 24 != 127) {
+		    !ntx_ip4_loopback(sin->sin_addr.s_addr)) {
 			*ip = sin->sin_addr.s_addr;
 			break;
 		}

@@ -622,7 +622,7 @@ static int ntx_ud_peer_key(const struct ntx_dg_ep *dg,
 		return -FI_EADDRNOTAVAIL;
 	*ip4 = name->ip4;
 	if (name->host == ntx_host_id() &&
-	    (!name->ip4 || ntohl(name->ip4) >> 24 == 127))
+	    (!name->ip4 || ntx_ip4_loopback(name->ip4)))
 		*ip4 = ep->ip4;
 	*port = ntx_ud_name_qpn(name);
 	return *ip4 ? 0 : -FI_EADDRNOTAVAIL;

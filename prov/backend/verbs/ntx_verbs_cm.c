@@ -172,7 +172,7 @@ int ntx_vb_connect(struct ntx_be_ep *bep, const struct ntx_addr *peer,
 
 	/* a peer on this host named by loopback is reached on our device */
 	if (peer->host == ntx_host_id() &&
-	    (ntohl(peer->ip4) >> 24 == 127 || !peer->ip4))
+	    (ntx_ip4_loopback(peer->ip4) || !peer->ip4))
 		dst.sin_addr.s_addr = be->addr.ip4;
 	c = ntx_vb_conn_new(be);
 	if (!c)
