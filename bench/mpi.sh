@@ -2,17 +2,18 @@
 # MPI benchmark: Open MPI's own shared memory (pml ob1 + btl vader) against
 # Open MPI over ntx (pml cm + mtl ofi, FI_PROVIDER=ntx) in one run, ranks
 # pinned to cores, and MPICH ch4:ofi over ntx when MPICH_PREFIX names one.
-# Builds bench/mpi_bench.c, runs its modes (lat bw rate coll init rss) at
-# np 2 and coll/init/rss also at np = number of cores, REPEAT times each
-# (stacks interleaved), keeps the best value of every metric, prints a
+# Builds bench/mpi_bench.c, runs its modes (lat bw rate coll halo init rss)
+# at np 2 and coll/halo/init/rss also at np = number of cores, REPEAT times
+# each (stacks interleaved), keeps the best value of every metric, prints a
 # table with the ratio ntx/vader of the best values and the median of the
 # runs' own ratios (paired), writes bench/out/mpi.csv (and the raw
 # results in bench/out/mpi-raw.csv, logs in bench/out/mpi-logs/) and, with
-# gnuplot, bench/out/mpi.png.
+# gnuplot, bench/out/mpi.png. halo: a 3-D periodic halo exchange over all
+# ranks, time per step for faces of 4 KiB to 256 KiB.
 #
 # Environment:
 #   REPEAT=3             runs per configuration (1 with QUICK=1)
-#   MODES="lat bw rate coll init rss"
+#   MODES="lat bw rate coll halo init rss"
 #   NP_MAX=N             the large np (default: cores, from hwloc)
 #   QUICK=1              smoke run: fewer sizes and iterations (< 1 min)
 #   TIMEOUT=300          seconds allowed to one mpirun (60 with QUICK=1)
@@ -33,7 +34,7 @@ if [ "$QUICK" = 1 ]; then
 else
   REPEAT=${REPEAT:-3} TIMEOUT=${TIMEOUT:-300} quick=()
 fi
-MODES=${MODES:-"lat bw rate coll init rss"}
+MODES=${MODES:-"lat bw rate coll halo init rss"}
 MPIRUN=${MPIRUN:-mpirun.openmpi}
 if command -v mpicc.openmpi > /dev/null; then MPICC=${MPICC:-mpicc.openmpi}
 else MPICC=${MPICC:-mpicc}; fi
@@ -44,7 +45,7 @@ say() { printf '%s\n' "$*"; }
 die() { printf 'mpi.sh: %s\n' "$*" >&2; exit 1; }
 
 for m in $MODES; do
-  case $m in lat|bw|rate|coll|init|rss) ;; *) die "unknown mode '$m'";; esac
+  case $m in lat|bw|rate|coll|halo|init|rss) ;; *) die "unknown mode '$m'";; esac
 done
 command -v "$MPIRUN" > /dev/null || die "$MPIRUN not found (apt-get install openmpi-bin)"
 command -v "$MPICC" > /dev/null || die "$MPICC not found (apt-get install libopenmpi-dev)"
@@ -222,12 +223,12 @@ run_one() { # STACK NP MODE REP
 
 sets=("2:$MODES")
 big=
-for m in $MODES; do case $m in coll|init|rss) big="$big $m" ;; esac; done
+for m in $MODES; do case $m in coll|halo|init|rss) big="$big $m" ;; esac; done
 if [ -n "$big" ]; then
   if [ "$np_max" -eq 2 ]; then
-    say "note: the large np is 2, the same as np 2: coll/init/rss run once, at np 2"
+    say "note: the large np is 2, the same as np 2: coll/halo/init/rss run once, at np 2"
   elif [ "$np_max" -lt 2 ]; then
-    say "note: the large np is $np_max (< 2): coll/init/rss run at np 2 only"
+    say "note: the large np is $np_max (< 2): coll/halo/init/rss run at np 2 only"
   else
     sets+=("$np_max:${big# }")
   fi
@@ -343,6 +344,8 @@ say "paired = median over the runs of each run's ratio (the stacks of a run go"
 say "  back to back: robust to this machine's speed changing between runs)"
 say "lat = median rtt/2, lat_min = minimum rtt/2; bw = window of 64 sends + ack;"
 say "rate = 64 Isends in flight; allreduce/alltoall size = bytes per call / per rank;"
+say "halo = one step of a 3-D periodic halo exchange (MPI_Dims_create grid, 6 faces"
+say "  to and from 6 neighbours, 12 requests, one MPI_Waitall), size = bytes per face;"
 say "init = MPI_Init + first 8 B MPI_Alltoall from main(), init_launch = same from"
 say "before mpirun, init_mpi = MPI_Init alone; rss_* = VmHWM after all-pairs 8 KiB"
 table | tee "$out/mpi.txt"

@@ -7,6 +7,10 @@
  *   bw    rank 0 -> 1, windows of 64 MPI_Isend/MPI_Irecv then a 1-byte ack
  *   rate  as bw with 1, 8 and 64 byte messages, in messages per second
  *   coll  MPI_Allreduce and MPI_Alltoall over all ranks, time per call
+ *   halo  all ranks in a 3-D periodic grid (MPI_Dims_create): per step,
+ *         every rank receives a face from and sends one to each of its 6
+ *         neighbours (12 requests, one MPI_Waitall), time per step as the
+ *         slowest rank sees it; size = bytes per face
  *   init  MPI_Init + first 8-byte MPI_Alltoall, from the start of main and
  *         from the launch time in NTX_BENCH_T0 (ns since the epoch)
  *   rss   peak RSS (VmHWM) per rank after an all-pairs 8 KiB exchange
@@ -29,9 +33,10 @@
 
 #define WINDOW 64
 #define MAX_MSG (4 << 20)
-#define NBATCH 9            /* timed batches for bw, rate and coll */
+#define NBATCH 9            /* timed batches for bw, rate, coll and halo */
 #define TAG_DATA 1
 #define TAG_ACK 2
+#define TAG_HALO 16         /* + face, 0 to 5 */
 
 static int rank, nranks, quick;
 static MPI_Comm pair = MPI_COMM_NULL; /* ranks 0 and 1 only */
@@ -101,10 +106,11 @@ static void result(const char *metric, size_t size, double value,
 
 /* ---- lat ---------------------------------------------------------------- */
 
-static const size_t lat_sizes[] = { 0, 1, 8, 64, 512, 4096, 32768, 262144,
-				    1 << 20, 4 << 20 };
-static const size_t lat_sizes_quick[] = { 0, 8, 512, 32768, 1 << 20,
-					  4 << 20 };
+static const size_t lat_sizes[] = { 0, 1, 8, 64, 512, 4096, 8192, 16384,
+				    32768, 65536, 131072, 262144, 1 << 20,
+				    4 << 20 };
+static const size_t lat_sizes_quick[] = { 0, 8, 512, 8192, 32768, 65536,
+					  1 << 20, 4 << 20 };
 
 static long lat_max_iters(size_t size)
 {
@@ -231,9 +237,10 @@ static double window_time(char *sbuf, char *rbuf, size_t size, long maxwin,
 
 static void mode_bw(void)
 {
-	static const size_t full[] = { 8, 64, 512, 4096, 32768, 262144,
-				       1 << 20, 4 << 20 };
-	static const size_t few[] = { 8, 4096, 262144, 4 << 20 };
+	static const size_t full[] = { 8, 64, 512, 4096, 8192, 16384, 32768,
+				       65536, 131072, 262144, 1 << 20,
+				       4 << 20 };
+	static const size_t few[] = { 8, 4096, 65536, 262144, 4 << 20 };
 	const size_t *sizes = quick ? few : full;
 	size_t nsizes = quick ? sizeof(few) / sizeof(size_t)
 			      : sizeof(full) / sizeof(size_t), s;
@@ -353,6 +360,84 @@ static void mode_coll(void)
 	free(rbuf);
 }
 
+/* ---- halo --------------------------------------------------------------- */
+
+/*
+ * Face f = 2 * d + side of dimension d (side 0: below, 1: above) goes to
+ * neighbour nb[f] with tag TAG_HALO + f. That neighbour has us on its
+ * other side, so what comes from nb[f] is its face f ^ 1, tag TAG_HALO +
+ * (f ^ 1). The tags keep the faces apart where both neighbours of a
+ * dimension are one rank (a dimension of 2) or this rank (of 1).
+ */
+#define NFACE 6
+
+static void halo_step(MPI_Comm cart, const int *nb, char *sbuf, char *rbuf,
+		      size_t size)
+{
+	MPI_Request req[2 * NFACE];
+	int f;
+
+	for (f = 0; f < NFACE; f++)
+		MPI_Irecv(rbuf + size * (size_t)f, (int)size, MPI_CHAR, nb[f],
+			  TAG_HALO + (f ^ 1), cart, &req[f]);
+	for (f = 0; f < NFACE; f++)
+		MPI_Isend(sbuf + size * (size_t)f, (int)size, MPI_CHAR, nb[f],
+			  TAG_HALO + f, cart, &req[NFACE + f]);
+	MPI_Waitall(2 * NFACE, req, MPI_STATUSES_IGNORE);
+}
+
+/* Time of n steps, as the slowest rank sees it (on rank 0). */
+static double halo_batch(MPI_Comm cart, const int *nb, char *sbuf,
+			 char *rbuf, size_t size, long n)
+{
+	double t, tmax;
+	long i;
+
+	MPI_Barrier(cart);
+	t = MPI_Wtime();
+	for (i = 0; i < n; i++)
+		halo_step(cart, nb, sbuf, rbuf, size);
+	t = MPI_Wtime() - t;
+	MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, cart);
+	return tmax;
+}
+
+static void mode_halo(void)
+{
+	static const size_t sizes[] = { 4096, 8192, 16384, 32768, 65536,
+					131072, 262144 };
+	const size_t maxface = 262144;
+	int dims[3] = { 0, 0, 0 }, periods[3] = { 1, 1, 1 }, nb[NFACE], d;
+	char *sbuf = xalloc(maxface * NFACE), *rbuf = xalloc(maxface * NFACE);
+	MPI_Comm cart;
+	size_t s;
+
+	MPI_Dims_create(nranks, 3, dims);
+	/* no reordering: rank 0 of the grid is rank 0 of the world */
+	MPI_Cart_create(MPI_COMM_WORLD, 3, dims, periods, 0, &cart);
+	for (d = 0; d < 3; d++)
+		MPI_Cart_shift(cart, d, 1, &nb[2 * d], &nb[2 * d + 1]);
+	for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		double bt[NBATCH], t;
+		long n, warm = quick ? 5 : 20;
+		int b;
+
+		t = halo_batch(cart, nb, sbuf, rbuf, sizes[s], warm) / warm;
+		n = agree(clamp(budget(0.5) / NBATCH / t, 1, 20000), cart);
+		for (b = 0; b < NBATCH; b++)
+			bt[b] = halo_batch(cart, nb, sbuf, rbuf, sizes[s], n) /
+				n * 1e6;
+		if (rank == 0)
+			printf("# halo %zu: np %d, grid %dx%dx%d, %d batches "
+			       "of %ld steps\n", sizes[s], nranks, dims[0],
+			       dims[1], dims[2], NBATCH, n);
+		result("halo", sizes[s], median(bt, NBATCH), "us");
+	}
+	MPI_Comm_free(&cart);
+	free(sbuf);
+	free(rbuf);
+}
+
 /* ---- init --------------------------------------------------------------- */
 
 /* Stamps taken in main: start of main, after MPI_Init, after the first
@@ -450,7 +535,8 @@ static const struct {
 } modes[] = {
 	{ "lat", mode_lat, 1 },   { "bw", mode_bw, 1 },
 	{ "rate", mode_rate, 1 }, { "coll", mode_coll, 0 },
-	{ "init", mode_init, 0 }, { "rss", mode_rss, 0 },
+	{ "halo", mode_halo, 0 }, { "init", mode_init, 0 },
+	{ "rss", mode_rss, 0 },
 };
 #define NMODES (int)(sizeof(modes) / sizeof(modes[0]))
 
@@ -477,7 +563,8 @@ int main(int argc, char **argv)
 			want[m] = any = 1;
 		} else {
 			fprintf(stderr, "usage: %s [--quick] "
-				"{lat|bw|rate|coll|init|rss}...\n", argv[0]);
+				"{lat|bw|rate|coll|halo|init|rss}...\n",
+				argv[0]);
 			return 2;
 		}
 	}

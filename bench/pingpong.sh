@@ -2,17 +2,26 @@
 # Ping-pong benchmark: fi_pingpong -e rdm (msg and tagged) for ntx and for
 # libfabric's own shm and tcp;ofi_rxm providers, in one run, server and
 # client pinned to separate cores. Prints latency and bandwidth per size
-# with the ratios ntx/shm and ntx/(tcp;ofi_rxm), writes bench/out/results.csv
-# and, with gnuplot, bench/out/pingpong.png.
+# with the ratios ntx/shm and ntx/(tcp;ofi_rxm), and beside them what a
+# copy of that size reaches on the same cores in the same run
+# (bench/memcpy_bw.c, MB/s as fi_pingpong's, 1e6 bytes/s): "memcpy", one
+# thread on the client CPU copying a buffer warm in its cache, best of 15
+# batches; "xcore", the client CPU copying a buffer the server CPU has just
+# written (the copy a transfer between two processes cannot avoid), best of
+# 50 to 2000 copies; with the ratios bw/memcpy and bw/xcore of ntx's
+# bandwidth. Writes bench/out/results.csv (rows of providers "memcpy" and
+# "xcore" with mode "copy": usec is one copy's time) and, with gnuplot,
+# bench/out/pingpong.png (the copies in the bandwidth panel).
 # Environment: SIZES, PROVIDERS, MODES, REPEAT (best of N runs, default 3),
-# SERVER_CPU/CLIENT_CPU (default 0/1). An uninstalled build is used when
-# .libs/libntx-fi.so exists next to this script's repository.
+# SERVER_CPU/CLIENT_CPU (default 0/1; the copies' writer and reader). An
+# uninstalled build is used when .libs/libntx-fi.so exists next to this
+# script's repository.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/bench/out
 mkdir -p "$out"
 [ -e "$top/.libs/libntx-fi.so" ] && export FI_PROVIDER_PATH=$top/.libs
-SIZES=${SIZES:-"8 64 1024 8192 65536 1048576 4194304"}
+SIZES=${SIZES:-"8 64 1024 8192 16384 32768 65536 131072 262144 1048576 4194304"}
 PROVIDERS=${PROVIDERS:-"ntx shm tcp;ofi_rxm"}
 MODES=${MODES:-"msg tagged"}
 REPEAT=${REPEAT:-3}
@@ -24,7 +33,7 @@ echo "provider,mode,size,usec,mbps" > "$csv"
 
 iters() { # fewer iterations for big messages
   if [ "$1" -ge 1048576 ]; then echo 200; elif [ "$1" -ge 65536 ]; then echo 2000
-  else echo 20000; fi
+  elif [ "$1" -ge 16384 ]; then echo 10000; else echo 20000; fi
 }
 
 run_one() { # provider mode size -> "usec mbps" (best of REPEAT)
@@ -48,6 +57,18 @@ run_one() { # provider mode size -> "usec mbps" (best of REPEAT)
   echo "${best_us:-nan} ${best_bw:-nan}"
 }
 
+# memcpy and cross-core copy of each size: "memcpy,copy,size,usec,mbps" and
+# "xcore,copy,size,usec,mbps", usec being the time of one copy
+if cc -O2 -Wall -pthread -o "$out/memcpy_bw" "$top/bench/memcpy_bw.c"; then
+  timeout 300 "$out/memcpy_bw" "$SCPU" "$CCPU" $SIZES |
+    awk 'function us(s, mbps) { return mbps > 0 ? sprintf("%.4f", s / mbps) : "nan" }
+      $1 !~ /^#/ && NF == 3 {
+        print "memcpy,copy," $1 "," us($1, $2) "," $2
+        print "xcore,copy," $1 "," us($1, $3) "," $3 }' >> "$csv"
+else
+  echo "pingpong.sh: could not build bench/memcpy_bw.c: no copy columns" >&2
+fi
+
 for mode in $MODES; do
   for size in $SIZES; do
     for prov in $PROVIDERS; do
@@ -58,19 +79,23 @@ for mode in $MODES; do
 done
 
 # table with ratios
-awk -F, 'NR > 1 { us[$1","$2","$3] = $4; bw[$1","$2","$3] = $5;
+awk -F, 'NR > 1 && $2 == "copy" { cbw[$1","$3] = $5; next }
+  NR > 1 { us[$1","$2","$3] = $4; bw[$1","$2","$3] = $5;
                  if (!seen[$2","$3]++) order[++n] = $2","$3 }
   function r(a, b) { return (a == "nan" || b == "nan" || b == 0) ? "  n/a" : sprintf("%5.2f", a / b) }
+  function r3(a, b) { return (a == "" || b == "" || a == "nan" || b == "nan" || b == 0) ? "n/a" : sprintf("%.3g", a / b) }
   END {
-    printf "%-7s %9s | %9s %9s %9s | %9s %9s %9s | %7s %7s %7s %7s\n", "mode", "size",
-      "ntx us", "shm us", "rxm us", "ntx MB/s", "shm MB/s", "rxm MB/s",
-      "lat/shm", "bw/shm", "lat/rxm", "bw/rxm"
+    printf "%-7s %9s | %9s %9s %9s | %9s %9s %9s | %11s %10s | %7s %7s %7s %7s %9s %8s\n", "mode", "size",
+      "ntx us", "shm us", "rxm us", "ntx MB/s", "shm MB/s", "rxm MB/s", "memcpy MB/s", "xcore MB/s",
+      "lat/shm", "bw/shm", "lat/rxm", "bw/rxm", "bw/memcpy", "bw/xcore"
     for (i = 1; i <= n; i++) {
       split(order[i], k, ",")
       a = "ntx," order[i]; s = "shm," order[i]; t = "tcp;ofi_rxm," order[i]
-      printf "%-7s %9s | %9s %9s %9s | %9s %9s %9s | %7s %7s %7s %7s\n", k[1], k[2],
-        us[a], us[s], us[t], bw[a], bw[s], bw[t],
-        r(us[a], us[s]), r(bw[a], bw[s]), r(us[a], us[t]), r(bw[a], bw[t])
+      m = cbw["memcpy," k[2]]; x = cbw["xcore," k[2]]
+      printf "%-7s %9s | %9s %9s %9s | %9s %9s %9s | %11s %10s | %7s %7s %7s %7s %9s %8s\n", k[1], k[2],
+        us[a], us[s], us[t], bw[a], bw[s], bw[t], m == "" ? "n/a" : m, x == "" ? "n/a" : x,
+        r(us[a], us[s]), r(bw[a], bw[s]), r(us[a], us[t]), r(bw[a], bw[t]),
+        r3(bw[a], m), r3(bw[a], x)
     }
   }' "$csv" | tee "$out/results.txt"
 
@@ -80,6 +105,11 @@ if command -v gnuplot > /dev/null; then
       awk -F, -v p="$p" -v m="$m" '$1 == p && $2 == m { print $3, $4, $5 }' \
         "$csv" > "$out/${p//;/_}-$m.dat"
     done
+  done
+  copies=
+  for c in memcpy xcore; do
+    awk -F, -v c="$c" '$1 == c && $2 == "copy" { print $3, $4, $5 }' "$csv" > "$out/$c.dat"
+    [ -s "$out/$c.dat" ] && copies="$copies $c"
   done
   {
     echo "set terminal png size 1200,500 noenhanced; set output '$out/pingpong.png'"
@@ -93,7 +123,10 @@ if command -v gnuplot > /dev/null; then
     printf "plot "; sep=
     for p in $PROVIDERS; do for m in $MODES; do
       printf "%s'%s' using 1:3 with linespoints title '%s %s'" "$sep" "$out/${p//;/_}-$m.dat" "$p" "$m"; sep=", "
-    done; done; echo
+    done; done
+    for c in $copies; do
+      printf "%s'%s' using 1:3 with lines dashtype 2 title '%s'" "$sep" "$out/$c.dat" "$c"; sep=", "
+    done; echo
     echo "unset multiplot"
   } | gnuplot && echo "plot: $out/pingpong.png"
 fi

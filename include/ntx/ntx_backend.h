@@ -115,6 +115,10 @@ struct ntx_be_ops {
 	/* its names carry bits of their own in the name's flags (the ud
 	 * QP number): no scalable endpoints, whose name lists use them */
 	bool names_use_flags;
+	/* messages up to FI_NTX_SHM_STREAM_MAX are streamed (NTX_OP_SHEAD
+	 * and NTX_OP_SDATA: the receiver copies each packet out while the
+	 * sender writes the next) instead of a rendezvous */
+	bool streams;
 
 	/* 'dev' names the device of a network back end (NULL otherwise) */
 	int (*open)(struct ntx_be_ep **be, const struct ntx_addr *want,

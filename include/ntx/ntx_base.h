@@ -88,12 +88,18 @@ bool ntx_log_rate_ok(struct ntx_log_rate *r, uint32_t *dropped);
 #define NTX_DBG(subsys, ...) FI_DBG(&ntx_prov, subsys, __VA_ARGS__)
 
 /* ---- parameters (defined and read in ntx_param.c only) ------------------- */
+/* The longest streamed message (NTX_OP_SHEAD) a receiver takes, and so
+ * FI_NTX_SHM_STREAM_MAX's most. */
+#define NTX_STREAM_LIMIT ((size_t)4 << 20)
+
 struct ntx_params {
 	size_t eager_max;      /* largest message sent inline in ring entries */
 	size_t ring_size;      /* bytes per receive ring (multiple of 64) */
 	size_t max_peers;      /* ring slots per endpoint window */
 	int shm_cma;           /* single-copy bulk moves with process_vm_readv */
 	size_t shm_split_min;  /* rendezvous size from which both sides copy */
+	size_t shm_stream_max; /* largest message streamed through the ring
+				* without a rendezvous (0: none) */
 	int peer_check_ms;     /* period of the liveness check of peers */
 	int peer_pidfd;        /* watch local peers with pidfds (0: /proc) */
 	size_t tcp_hello_ms;   /* an accepted tcp connection's hello time */

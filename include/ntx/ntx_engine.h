@@ -64,6 +64,13 @@ struct ntx_vc {
 	bool zombie;
 	struct ntx_vc_auth *auth; /* job-key exchange; NULL when neither
 				   * side has a key */
+	/* the streamed message coming in (NTX_OP_SHEAD to its last
+	 * NTX_OP_SDATA): into a receive it matched (on vc->pending), or
+	 * into an unexpected entry not yet queued; rx_stream_got bytes of
+	 * rx_stream_len came */
+	struct ntx_req *rx_stream;
+	struct ntx_unexp *rx_stream_u;
+	size_t rx_stream_got, rx_stream_len;
 };
 
 enum ntx_req_kind { NTX_REQ_SEND, NTX_REQ_RECV, NTX_REQ_CTRL };
@@ -77,6 +84,8 @@ enum ntx_req_state {
 	NTX_RS_RNDV_DATA, /* recv: DATA segments coming in */
 	NTX_RS_RNDV_SPLIT, /* recv: waiting for the sender's part (DONE) */
 	NTX_RS_RMA,       /* one-sided: issuing packets or waiting answers */
+	NTX_RS_SEND_STREAM, /* send: a streamed message's packets going out */
+	NTX_RS_RX_STREAM, /* recv: a streamed message's segments coming in */
 };
 
 struct ntx_req {

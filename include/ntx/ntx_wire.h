@@ -43,6 +43,13 @@ enum ntx_op {
 	 * (DESIGN §3, "Scalable endpoints"): msg_len = how many, payload =
 	 * the names, list bits cleared */
 	NTX_OP_NAMES,
+	/* a streamed message (FI_NTX_SHM_STREAM_MAX): its head, as an EAGER
+	 * header with msg_len the whole length and the first bytes in the
+	 * payload, then its segments (offset = bytes before this one), each
+	 * packet written as soon as the ring has room and nothing of another
+	 * message between them; no rendezvous round trip */
+	NTX_OP_SHEAD,
+	NTX_OP_SDATA,
 	NTX_OP_MAX
 };
 

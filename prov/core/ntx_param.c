@@ -11,6 +11,7 @@ struct ntx_params ntx_params = {
 	.max_peers = 256,
 	.shm_cma = 1,
 	.shm_split_min = 262144,
+	.shm_stream_max = 262144,
 	.peer_check_ms = 200,
 	.mr_offered = 1,
 	.peer_pidfd = 1,
@@ -91,6 +92,12 @@ static void ntx_params_init_window(void)
 		       "half of the message while the receiver reads the other "
 		       "half (0: never)",
 		       &ntx_params.shm_split_min, 0, SIZE_MAX);
+	ntx_param_size("shm_stream_max",
+		       "largest message in bytes above FI_NTX_EAGER_MAX that "
+		       "the sender streams through the peer's ring at once "
+		       "(the receiver copies each piece out as the next is "
+		       "written) instead of a rendezvous (0: never)",
+		       &ntx_params.shm_stream_max, 0, NTX_STREAM_LIMIT);
 }
 
 /* how a dead peer is noticed */

@@ -637,6 +637,172 @@ Test(msg, truncation_cancel_multi_recv_peek_claim_discard_lockless, .timeout = 6
 	in_lockless_domain(truncation_cancel_multi_recv_peek_claim_discard_run);
 }
 
+/* Streamed messages (FI_NTX_SHM_STREAM_MAX, a local peer): a receive posted
+ * before the head, a message that all came unexpected, one whose receive
+ * is posted while its segments still come in, truncation, remote CQ
+ * data, a multi-receive buffer and delivery complete. */
+#define ST_BIG 262144
+static int child_streamed(int sock)
+{
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	fi_addr_t peer;
+	char *buf = malloc(ST_BIG), *mbuf = malloc(1 << 20);
+	size_t min = 16384;
+
+	CHK(buf && mbuf && t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	/* 1: posted first */
+	CHK(fi_trecv(t.ep, buf, ST_BIG, NULL, peer, 1, 0, NULL) == 0);
+	CHK(t_sync(sock) == 0);
+	CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+	CHK(e.len == 200000 && e.tag == 1 && t_check(buf, 200000, 1) == 0);
+	/* 2: every segment came before the receive */
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0); /* sent */
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0); /* completed there */
+	memset(buf, 0, ST_BIG);
+	CHK(fi_trecv(t.ep, buf, ST_BIG, NULL, peer, 2, 0, NULL) == 0);
+	CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+	CHK(e.len == 100000 && e.tag == 2 && t_check(buf, 100000, 2) == 0);
+	/* 3: the head came, the rest has not: one poll, then the receive */
+	CHK(t_sync(sock) == 0); /* its first segments are in our ring */
+	CHK(fi_cq_read(t.cq, &e, 1) == -FI_EAGAIN);
+	memset(buf, 0, ST_BIG);
+	CHK(fi_trecv(t.ep, buf, ST_BIG, NULL, peer, 3, 0, NULL) == 0);
+	CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+	CHK(e.len == ST_BIG && e.tag == 3 && t_check(buf, ST_BIG, 3) == 0);
+	/* 4: truncated, with remote CQ data */
+	CHK(fi_trecv(t.ep, buf, 50000, NULL, peer, 4, 0, NULL) == 0);
+	CHK(t_wait(&t, &e, NULL, &err, WAIT_MS) == -FI_EAVAIL);
+	CHK(err.err == FI_ETRUNC && err.len == 50000 && err.olen == 50000);
+	CHK((err.flags & FI_REMOTE_CQ_DATA) && err.data == 0x5eed);
+	CHK(t_check(buf, 50000, 4) == 0);
+	/* 5: three into a multi-receive buffer, one after another */
+	CHK(fi_setopt(&t.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min,
+		      sizeof(min)) == 0);
+	struct iovec iov = { mbuf, 1 << 20 };
+	struct fi_msg msg = { .msg_iov = &iov, .iov_count = 1,
+			      .addr = FI_ADDR_UNSPEC, .context = mbuf };
+	CHK(fi_recvmsg(t.ep, &msg, FI_MULTI_RECV) == 0);
+	CHK(t_sync(sock) == 0);
+	for (int i = 0; i < 3; i++) {
+		CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+		CHK(e.buf == mbuf + i * 100000 && e.len == 100000);
+		CHK(t_check(e.buf, 100000, 50 + (unsigned)i) == 0);
+	}
+	/* 6: delivery complete: the sender's completion waits for ours */
+	CHK(t_drain(&t, 100) == 0);
+	CHK(fi_trecv(t.ep, buf, ST_BIG, NULL, peer, 6, 0, NULL) == 0);
+	CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
+	CHK(e.len == 70000 && t_check(buf, 70000, 6) == 0);
+	CHK(t_sync(sock) == 0);
+	t_close(&t);
+	free(buf);
+	free(mbuf);
+	return 0;
+}
+
+static void streamed_send(struct tctx *t, char *buf, size_t len,
+			  fi_addr_t peer, uint64_t tag, unsigned seed)
+{
+	t_fill(buf, len, seed);
+	cr_assert_eq(fi_tsend(t->ep, buf, len, NULL, peer, tag, NULL), 0);
+}
+
+Test(msg, streamed_messages_posted_unexpected_truncated_multi_recv,
+     .timeout = 60)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	char *buf = malloc(ST_BIG);
+	int sock;
+	pid_t pid;
+	struct iovec iov = { NULL, 70000 };
+	struct fi_msg_tagged tm = { .msg_iov = &iov, .iov_count = 1,
+				    .tag = 6, .context = &tm };
+
+	pid = t_fork(&sock, child_streamed);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(t_sync(sock), 0);
+	streamed_send(&t, buf, 200000, peer, 1, 1);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	streamed_send(&t, buf, 100000, peer, 2, 2);
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_sync(sock), 0);
+	streamed_send(&t, buf, ST_BIG, peer, 3, 3);
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	t_fill(buf, 100000, 4);
+	cr_assert_eq(fi_tsenddata(t.ep, buf, 100000, NULL, 0x5eed, peer, 4,
+				  NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_sync(sock), 0);
+	for (int i = 0; i < 3; i++) {
+		t_fill(buf, 100000, 50 + (unsigned)i);
+		cr_assert_eq(fi_send(t.ep, buf, 100000, NULL, peer, NULL), 0);
+		cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	}
+	t_fill(buf, 70000, 6);
+	iov.iov_base = buf;
+	tm.addr = peer;
+	cr_assert_eq(fi_tsendmsg(t.ep, &tm, FI_DELIVERY_COMPLETE), 0);
+	cr_assert_eq(t_drain(&t, 100), 0, "not delivered before the receive");
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+	free(buf);
+}
+
+/* A sender that dies between a streamed message's head and its last
+ * segment: the receive (from any source, which a peer's death alone
+ * leaves posted) that took the head fails; nothing waits forever. */
+static int child_stream_and_die(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	char *buf = malloc(ST_BIG);
+
+	CHK(buf && t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	/* connected first: a small message and its completion */
+	CHK(fi_tsend(t.ep, "c", 1, NULL, peer, 8, NULL) == 0);
+	CHK(t_wait(&t, NULL, NULL, NULL, WAIT_MS) == 1);
+	CHK(t_sync(sock) == 0);
+	t_fill(buf, ST_BIG, 9);
+	/* what the ring takes now: the head and a few segments */
+	CHK(fi_tsend(t.ep, buf, ST_BIG, NULL, peer, 9, NULL) == 0);
+	_exit(0);
+}
+
+Test(msg, a_streamed_message_cut_short_fails_its_receive, .timeout = 60)
+{
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	fi_addr_t peer;
+	char *buf = malloc(ST_BIG);
+	int sock;
+	pid_t pid = t_fork(&sock, child_stream_and_die);
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(fi_trecv(t.ep, buf, 1, NULL, peer, 8, 0, NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(fi_trecv(t.ep, buf, ST_BIG, NULL, FI_ADDR_UNSPEC, 9, 0,
+			      (void *)0x9), 0);
+	cr_assert_eq(t_sync(sock), 0);
+	cr_assert_eq(t_join(pid), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, &err, WAIT_MS), -FI_EAVAIL);
+	cr_assert_eq(err.op_context, (void *)0x9);
+	cr_assert_neq(err.err, 0);
+	t_close(&t);
+	free(buf);
+}
+
 static int child_sleeper(int sock)
 {
 	struct tctx t;

@@ -2744,6 +2744,7 @@ static const struct ntx_be_ops ntx_ntb_shm_ops = {
 	.hdr_size = sizeof(struct ntx_wire_hdr),
 	.max_payload = 65536, /* bounded by FI_NTX_EAGER_MAX */
 	.has_bulk = true,
+	.streams = true,
 	.open = ntx_ntb_open,
 	.close = ntx_ntb_close,
 	.getname = ntx_ntb_getname,

@@ -36,10 +36,11 @@
 #include "ntx/ntx_wire.h"
 
 #define NTX_WIN_MAGIC 0x4e54584857494e31ull /* "NTXHWIN1" */
-#define NTX_WIN_VERSION 6 /* 3: half entries (struct ntx_win_half); 4: the
+#define NTX_WIN_VERSION 7 /* 3: half entries (struct ntx_win_half); 4: the
 			    * owner's service in the header; 5: quarter
 			    * entries (struct ntx_win_quarter); 6: the
-			    * bitmap's count in conn_bell */
+			    * bitmap's count in conn_bell; 7: streamed
+			    * messages (NTX_OP_SHEAD, NTX_OP_SDATA) */
 #define NTX_WIN_BITS_BELL (1ull << 32) /* conn_bell's high half */
 #define NTX_WIN_CELLS 64
 #define NTX_WIN_PAGE 4096
