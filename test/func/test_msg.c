@@ -722,6 +722,8 @@ Test(msg, streamed_messages_posted_unexpected_truncated_multi_recv,
 	struct fi_msg_tagged tm = { .msg_iov = &iov, .iov_count = 1,
 				    .tag = 6, .context = &tm };
 
+	/* every message here streamed (before the provider loads) */
+	setenv("FI_NTX_SHM_STREAM_MAX", "262144", 1);
 	pid = t_fork(&sock, child_streamed);
 	cr_assert_eq(t_open(&t, CAPS), 0);
 	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
@@ -786,7 +788,10 @@ Test(msg, a_streamed_message_cut_short_fails_its_receive, .timeout = 60)
 	fi_addr_t peer;
 	char *buf = malloc(ST_BIG);
 	int sock;
-	pid_t pid = t_fork(&sock, child_stream_and_die);
+	pid_t pid;
+
+	setenv("FI_NTX_SHM_STREAM_MAX", "262144", 1);
+	pid = t_fork(&sock, child_stream_and_die);
 
 	cr_assert_eq(t_open(&t, CAPS), 0);
 	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);

@@ -1464,7 +1464,8 @@ static void ntx_ntb_poll_closed(struct ntx_shm_ep *be)
 	}
 }
 
-/* Tells the peer how far we consumed, every quarter ring: the sender
+/* Tells the peer how far we consumed, every quarter ring (as soon as a
+ * whole entry completes one, else after the drain): the sender
  * re-reads it only when the ring looks full, and at most n/4 - 1 lines are
  * ever unpublished, so it never stalls. Inline: every drain asks. */
 static inline __attribute__((always_inline)) void
@@ -1657,6 +1658,11 @@ ntx_ntb_drain_inline(struct ntx_shm_conn *c, bool ready)
 		be->cb.recv(c->vc, &hdr, e->payload, len);
 		ntx_ntb_clear_payload(e, lines);
 		cnt++;
+		/* a quarter ring consumed: told now, not after the drain, so
+		 * a sender streaming a message (NTX_OP_SDATA) writes its next
+		 * segment while we copy out this one */
+		if (c->rx_pub_left <= 0 && c->state == NTX_CONN_CONNECTED)
+			ntx_ntb_publish_cons(c);
 	}
 	/* nothing consumed, nothing new to tell */
 	if (c->rx_seq != seq0 && c->state == NTX_CONN_CONNECTED)
