@@ -1752,14 +1752,39 @@ static int child_sleep_recv(int sock)
 	      ((r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) +
 	       (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec)) / 1e6;
 	wall = (w1.tv_sec - w0.tv_sec) + (w1.tv_nsec - w0.tv_nsec) / 1e9;
+	/* (what a loaded or emulated host charges varies: printed, not
+	 * asserted; the parent saw this thread asleep) */
 	fprintf(stderr, "sread: %.3f s wall, %.3f s cpu\n", wall, cpu);
-	CHK(wall > 0.2);
-	CHK(cpu < wall / 4); /* asleep, not spinning */
 	fi_close(&t.ep->fid);
 	t.ep = NULL;
 	fi_close(&cq->fid);
 	t_close(&t);
 	return 0;
+}
+
+/* Whether process pid's main thread is seen sleeping (state S in
+ * /proc/PID/stat) within ms: a thread that spins is always R. */
+static bool t_proc_sleeps(pid_t pid, int ms)
+{
+	uint64_t end = t_ms() + (uint64_t)ms;
+	char path[64], buf[512], *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	do {
+		FILE *f = fopen(path, "r");
+		size_t n;
+
+		if (!f)
+			return false;
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = 0;
+		p = strrchr(buf, ')'); /* the state follows the name */
+		if (p && p[1] == ' ' && p[2] == 'S')
+			return true;
+		usleep(1000);
+	} while (t_ms() < end);
+	return false;
 }
 
 Test(msg, sread_sleeps_until_the_message_arrives, .timeout = 60)
@@ -1776,8 +1801,11 @@ Test(msg, sread_sleeps_until_the_message_arrives, .timeout = 60)
 	cr_assert_eq(read(sock, name, sizeof(name)), (ssize_t)sizeof(name));
 	cr_assert_eq(t_insert(&t, name, &peer2), 0);
 	cr_assert_eq(read(sock, &c, 1), 1);
-	/* the idle time whose CPU cost the receiver measures */
-	usleep(400 * 1000);
+	/* the receiver's thread asleep in fi_cq_sread (state S), not
+	 * spinning (R), before anything is sent */
+	if (!t_peer_elsewhere())
+		cr_assert(t_proc_sleeps(pid, WAIT_MS),
+			  "fi_cq_sread sleeps while nothing arrives");
 	cr_assert_eq(fi_send(t.ep, &v, 8, NULL, peer2, NULL), 0);
 	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
 	cr_assert_eq(t_join(pid), 0);
