@@ -203,10 +203,17 @@ static int ntx_tx_stream(struct ntx_req *r)
 }
 
 /* The largest message streamed to this peer (NTX_OP_SHEAD): the
- * back end's choice, else none. */
+ * back end's choice, else none. To an endpoint of our own process every
+ * message the receiver takes streamed: a single copy there is a system
+ * call on our own memory that one thread makes for both sides (32 KiB
+ * cost 4 us of CPU, 64 KiB split 9 us, against 0.3 us streamed), and
+ * the ring's two copies are plain memcpy from and into our cache. */
 static inline size_t ntx_vc_stream_max(const struct ntx_vc *vc)
 {
-	return vc->ops->streams ? ntx_params.shm_stream_max : 0;
+	if (!vc->ops->streams || !ntx_params.shm_stream_max)
+		return 0;
+	return vc->peer.pid == vc->ep->name.pid ? NTX_STREAM_LIMIT
+						: ntx_params.shm_stream_max;
 }
 
 /* A streamed message: its head, then its segments, each as soon as the

@@ -2024,6 +2024,57 @@ Test(msg, an_endpoint_sends_to_itself, .timeout = 60)
 	}
 }
 
+/* Large messages to itself (streamed on shm up to NTX_STREAM_LIMIT, then
+ * rendezvous), with the receive posted first and after the send: every
+ * byte arrives, both sides complete once. */
+Test(msg, large_messages_to_itself_posted_and_unexpected, .timeout = 60)
+{
+	static const size_t lens[] = { 12000, 65536, 1 << 20, 5 << 20 };
+	char *out = malloc(5 << 20), *in = malloc(5 << 20);
+	char name[T_NAMELEN];
+	size_t len = sizeof(name);
+	fi_addr_t self;
+	struct tctx t;
+
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(fi_getname(&t.ep->fid, name, &len), 0);
+	cr_assert_eq(t_insert(&t, name, &self), 0);
+	for (size_t i = 0; i < 2 * sizeof(lens) / sizeof(lens[0]); i++) {
+		size_t n = lens[i / 2];
+		bool late = i % 2;
+		struct fi_cq_tagged_entry e;
+		int got = 0, k = 0;
+
+		t_fill(out, n, (unsigned)i);
+		memset(in, 0, n);
+		if (!late)
+			cr_assert_eq(fi_trecv(t.ep, in, n, NULL, self, i, 0, in),
+				     0);
+		cr_assert_eq(fi_tsend(t.ep, out, n, NULL, self, i, out), 0);
+		/* late: progress first, so the message (or its head) waits
+		 * unexpected; only the send can complete meanwhile */
+		for (int p = 0; late && p < 1000; p++)
+			if (fi_cq_read(t.cq, &e, 1) == 1) {
+				cr_assert_eq(e.op_context, out);
+				got += 2;
+				k++;
+			}
+		if (late)
+			cr_assert_eq(fi_trecv(t.ep, in, n, NULL, self, i, 0, in),
+				     0);
+		for (; k < 2; k++) {
+			cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1,
+				     "%zu bytes%s", n, late ? ", late" : "");
+			got += e.op_context == in ? 1 : 2;
+		}
+		cr_assert_eq(got, 3, "%zu bytes: one completion each", n);
+		cr_assert_eq(t_check(in, n, (unsigned)i), 0, "%zu bytes", n);
+	}
+	t_close(&t);
+	free(out);
+	free(in);
+}
+
 /* A peer no back end of the domain reaches (a name of another host in the
  * shm domain, as when an MPI library spreads ranks over domains): each
  * operation to it (send, tagged send, RMA write) is taken and completes in
