@@ -168,10 +168,31 @@ static int ntx_tx_rts(struct ntx_req *r)
 	return 0;
 }
 
-static int ntx_tx_stream(struct ntx_req *r)
+/* One packet with header h of the next len bytes of r's buffers (from
+ * r->done): 1 when it left (r->done moved on), -FI_EAGAIN when the ring
+ * has no room, 0 when it failed r (completed with the error). */
+static int ntx_tx_piece(struct ntx_req *r, const struct ntx_wire_hdr *h,
+			size_t len)
 {
 	struct iovec seg[NTX_MAX_IOV];
-	size_t nseg, chunk = ntx_vc_seg_max(r->vc);
+	size_t nseg;
+	int ret;
+
+	len = ntx_iov_slice(r->iov, r->iov_count, r->done, len, seg, &nseg);
+	ret = r->vc->ops->send(r->vc->conn, h, seg, nseg, len);
+	if (ret == -FI_EAGAIN)
+		return ret;
+	if (ret) {
+		ntx_proto_send_fail(r, ret);
+		return 0;
+	}
+	r->done += len;
+	return 1;
+}
+
+static int ntx_tx_stream(struct ntx_req *r)
+{
+	size_t chunk = ntx_vc_seg_max(r->vc);
 	int ret;
 
 	while (r->done < r->want) {
@@ -181,19 +202,12 @@ static int ntx_tx_stream(struct ntx_req *r)
 			.rreq = r->peer_req,
 			.offset = r->done,
 		};
-		size_t len = r->want - r->done < chunk ? r->want - r->done
-						       : chunk;
 
-		len = ntx_iov_slice(r->iov, r->iov_count, r->done, len, seg,
-				    &nseg);
-		ret = r->vc->ops->send(r->vc->conn, &h, seg, nseg, len);
-		if (ret == -FI_EAGAIN)
+		ret = ntx_tx_piece(r, &h, r->want - r->done < chunk
+						  ? r->want - r->done
+						  : chunk);
+		if (ret <= 0)
 			return ret;
-		if (ret) {
-			ntx_proto_send_fail(r, ret);
-			return 0;
-		}
-		r->done += len;
 	}
 	/* the receiver answers the last segment with FIN: delivery
 	 * complete, and the buffer is ours again */
@@ -223,9 +237,8 @@ static inline size_t ntx_vc_stream_max(const struct ntx_vc *vc)
  * whole once its last byte is in the peer's window. */
 static int ntx_tx_smsg(struct ntx_req *r)
 {
-	struct iovec seg[NTX_MAX_IOV];
 	/* longer than this (the eager size): a head and segments */
-	size_t nseg, chunk = ntx_vc_mtu(r->vc);
+	size_t chunk = ntx_vc_mtu(r->vc);
 	bool ack = r->flags & FI_DELIVERY_COMPLETE;
 	int ret;
 
@@ -235,8 +248,6 @@ static int ntx_tx_smsg(struct ntx_req *r)
 			.sreq = r->id,
 			.offset = r->done,
 		};
-		size_t len = r->len - r->done < chunk ? r->len - r->done
-						      : chunk;
 
 		if (r->state != NTX_RS_SEND_STREAM) {
 			h.op = NTX_OP_SHEAD;
@@ -246,17 +257,12 @@ static int ntx_tx_smsg(struct ntx_req *r)
 			h.cq_data = r->data;
 			h.msg_len = r->len;
 		}
-		len = ntx_iov_slice(r->iov, r->iov_count, r->done, len, seg,
-				    &nseg);
-		ret = r->vc->ops->send(r->vc->conn, &h, seg, nseg, len);
-		if (ret == -FI_EAGAIN)
+		ret = ntx_tx_piece(r, &h, r->len - r->done < chunk
+						  ? r->len - r->done
+						  : chunk);
+		if (ret <= 0)
 			return ret;
-		if (ret) {
-			ntx_proto_send_fail(r, ret);
-			return 0;
-		}
 		r->state = NTX_RS_SEND_STREAM;
-		r->done += len;
 	}
 	if (ack) {
 		r->state = NTX_RS_WAIT_ACK;
