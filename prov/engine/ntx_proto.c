@@ -168,14 +168,14 @@ static int ntx_tx_rts(struct ntx_req *r)
 	return 0;
 }
 
-/* One packet with header h of the next len bytes of r's buffers (from
- * r->done): 1 when it left (r->done moved on), -FI_EAGAIN when the ring
- * has no room, 0 when it failed r (completed with the error). */
+/* One packet with header h of r's next bytes (from r->done, at most
+ * chunk, up to end): 1 when it left (r->done moved on), -FI_EAGAIN when
+ * the ring has no room, 0 when it failed r (completed with the error). */
 static int ntx_tx_piece(struct ntx_req *r, const struct ntx_wire_hdr *h,
-			size_t len)
+			size_t end, size_t chunk)
 {
 	struct iovec seg[NTX_MAX_IOV];
-	size_t nseg;
+	size_t nseg, len = end - r->done < chunk ? end - r->done : chunk;
 	int ret;
 
 	len = ntx_iov_slice(r->iov, r->iov_count, r->done, len, seg, &nseg);
@@ -203,9 +203,7 @@ static int ntx_tx_stream(struct ntx_req *r)
 			.offset = r->done,
 		};
 
-		ret = ntx_tx_piece(r, &h, r->want - r->done < chunk
-						  ? r->want - r->done
-						  : chunk);
+		ret = ntx_tx_piece(r, &h, r->want, chunk);
 		if (ret <= 0)
 			return ret;
 	}
@@ -257,9 +255,7 @@ static int ntx_tx_smsg(struct ntx_req *r)
 			h.cq_data = r->data;
 			h.msg_len = r->len;
 		}
-		ret = ntx_tx_piece(r, &h, r->len - r->done < chunk
-						  ? r->len - r->done
-						  : chunk);
+		ret = ntx_tx_piece(r, &h, r->len, chunk);
 		if (ret <= 0)
 			return ret;
 		r->state = NTX_RS_SEND_STREAM;
