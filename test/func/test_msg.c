@@ -691,8 +691,9 @@ static int child_streamed(int sock)
 		CHK(e.buf == mbuf + i * 100000 && e.len == 100000);
 		CHK(t_check(e.buf, 100000, 50 + (unsigned)i) == 0);
 	}
-	/* 6: delivery complete: the sender's completion waits for ours */
-	CHK(t_drain(&t, 100) == 0);
+	/* 6: delivery complete: the sender's completion waits for ours;
+	 * posted only once the sender has seen none for a while */
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0);
 	CHK(fi_trecv(t.ep, buf, ST_BIG, NULL, peer, 6, 0, NULL) == 0);
 	CHK(t_wait(&t, &e, NULL, NULL, WAIT_MS) == 1);
 	CHK(e.len == 70000 && t_check(buf, 70000, 6) == 0);
@@ -764,6 +765,7 @@ static void streamed_messages_run(void)
 	tm.addr = peer;
 	cr_assert_eq(fi_tsendmsg(t.ep, &tm, FI_DELIVERY_COMPLETE), 0);
 	cr_assert_eq(t_drain(&t, 100), 0, "not delivered before the receive");
+	cr_assert_eq(t_sync(sock), 0); /* now the receive is posted */
 	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
 	cr_assert_eq(t_sync(sock), 0);
 	cr_assert_eq(t_join(pid), 0);
@@ -1567,7 +1569,9 @@ static int child_delivery(int sock)
 
 	CHK(t_open(&t, CAPS) == 0);
 	CHK(t_xchg_name(&t, sock, &peer) == 0);
-	CHK(t_drain(&t, 300) == 0); /* keep progress running, post late */
+	/* progress runs, and the receive is posted only once the sender
+	 * has seen no completion for a while */
+	CHK(t_sync_progress(&t, sock, WAIT_MS) == 0);
 	CHK(fi_recv(t.ep, &v, 8, NULL, peer, NULL) == 0);
 	CHK(t_wait(&t, NULL, NULL, NULL, WAIT_MS) == 1 && v == 99);
 	CHK(t_sync(sock) == 0);
@@ -1590,6 +1594,7 @@ Test(msg, delivery_complete_waits_for_the_receive, .timeout = 60)
 	msg.addr = peer;
 	cr_assert_eq(fi_sendmsg(t.ep, &msg, FI_DELIVERY_COMPLETE), 0);
 	cr_assert_eq(t_drain(&t, 100), 0, "not delivered before the receive");
+	cr_assert_eq(t_sync(sock), 0); /* now the receive is posted */
 	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
 	cr_assert_eq(t_sync(sock), 0);
 	cr_assert_eq(t_join(pid), 0);
