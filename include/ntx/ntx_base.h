@@ -112,6 +112,8 @@ struct ntx_params {
 	int udp_gso;           /* udp: send runs of datagrams with UDP GSO */
 	int local_via_network; /* same-host peers through the network too */
 	size_t progress_idle_us; /* auto progress: helper waits this long */
+	int idle_yield;          /* empty CQ reads between sched_yield calls
+				  * (0: never) */
 	char *domains;           /* FI_NTX_DOMAINS: what getinfo lists */
 	int rxm;                 /* MSG entries for utility providers */
 	int mr_offered;          /* take the mr_mode bits the hints offer */

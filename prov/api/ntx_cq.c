@@ -119,18 +119,41 @@ static inline bool ntx_cq_quiet(struct ntx_cq *cq, const void *buf,
 	       ntx_ep_quiet(ep);
 }
 
+/* A read that found nothing. Where FI_NTX_IDLE_YIELD asks for it (more
+ * ranks on the host than CPUs), every so many such reads of a thread
+ * give its CPU to whoever waits for one: a peer that spins on the same
+ * CPU waiting for our answer otherwise waits for our time slice to end,
+ * and a job of many small exchanges crawls. */
+static __attribute__((noinline, cold)) ssize_t ntx_cq_idle_yield(void)
+{
+	static __thread int idle;
+
+	if (++idle >= ntx_params.idle_yield) {
+		idle = 0;
+		sched_yield();
+	}
+	return -FI_EAGAIN;
+}
+
+static inline ssize_t ntx_cq_none(ssize_t ret)
+{
+	if (__builtin_expect(ret == -FI_EAGAIN && ntx_params.idle_yield, 0))
+		return ntx_cq_idle_yield();
+	return ret;
+}
+
 /* The reads' bodies, apart: the answer at once then needs no frame. */
 static __attribute__((noinline)) ssize_t
 ntx_cq_readfrom_poll(struct fid_cq *fcq, void *buf, size_t count,
 		     fi_addr_t *src)
 {
-	return ntx_cq_do_read(fcq, buf, count, src);
+	return ntx_cq_none(ntx_cq_do_read(fcq, buf, count, src));
 }
 
 static __attribute__((noinline)) ssize_t
 ntx_cq_read_poll(struct fid_cq *fcq, void *buf, size_t count)
 {
-	return ntx_cq_do_read(fcq, buf, count, NULL);
+	return ntx_cq_none(ntx_cq_do_read(fcq, buf, count, NULL));
 }
 
 static ssize_t ntx_cq_readfrom(struct fid_cq *fcq, void *buf, size_t count,
@@ -139,7 +162,7 @@ static ssize_t ntx_cq_readfrom(struct fid_cq *fcq, void *buf, size_t count,
 	struct ntx_cq *cq = ntx_container_of(fcq, struct ntx_cq, cq);
 
 	if (ntx_cq_rest(cq, buf, count) || ntx_cq_quiet(cq, buf, count))
-		return -FI_EAGAIN;
+		return ntx_cq_none(-FI_EAGAIN);
 	return ntx_cq_readfrom_poll(fcq, buf, count, src);
 }
 
@@ -148,7 +171,7 @@ static ssize_t ntx_cq_read(struct fid_cq *fcq, void *buf, size_t count)
 	struct ntx_cq *cq = ntx_container_of(fcq, struct ntx_cq, cq);
 
 	if (ntx_cq_rest(cq, buf, count) || ntx_cq_quiet(cq, buf, count))
-		return -FI_EAGAIN;
+		return ntx_cq_none(-FI_EAGAIN);
 	return ntx_cq_read_poll(fcq, buf, count);
 }
 

@@ -3,6 +3,9 @@
  * and read in this one place. man/fi_ntx.7.md documents each of them.
  */
 #include "config.h"
+#include <stdlib.h>
+#include <unistd.h>
+
 #include "ntx/ntx_base.h"
 
 struct ntx_params ntx_params = {
@@ -28,6 +31,7 @@ struct ntx_params ntx_params = {
 	.peer_unexp_max = (size_t)4 << 30, /* an MPI rank may hold a lot */
 	.gone_unexp_max = 1u << 20,
 	.progress_idle_us = 10000,
+	.idle_yield = -1,
 	.progress_cpus = NULL,
 	.auth_timeout_ms = 30000,
 	.log_rate = NTX_LOG_BURST,
@@ -198,9 +202,37 @@ static void ntx_params_init_offer(void)
 		      &ntx_params.local_via_network, FI_PARAM_BOOL);
 }
 
-/* FI_PROGRESS_AUTO's helper thread */
+/* The ranks the MPI launcher says run on this host (Open MPI, MPICH's
+ * hydra), 0 where none says. */
+static long ntx_local_ranks(void)
+{
+	static const char *const vars[] = { "OMPI_COMM_WORLD_LOCAL_SIZE",
+					    "MPI_LOCALNRANKS" };
+	const char *v;
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		if ((v = getenv(vars[i])) && *v)
+			return strtol(v, NULL, 10);
+	return 0;
+}
+
+/* FI_PROGRESS_AUTO's helper thread, and polling on a crowded host */
 static void ntx_params_init_progress(void)
 {
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	ntx_param_int("idle_yield",
+		      "fi_cq_read calls that find nothing after which the "
+		      "calling thread gives its CPU away (sched_yield), so "
+		      "that a peer process waiting for that CPU runs sooner; "
+		      "0: never; -1: 64 where the MPI launcher says more ranks "
+		      "run on this host than it has CPUs online "
+		      "(OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS), else never",
+		      &ntx_params.idle_yield, FI_PARAM_INT);
+	if (ntx_params.idle_yield < 0)
+		ntx_params.idle_yield = cpus > 0 && ntx_local_ranks() > cpus
+					? 64 : 0;
+
 	ntx_param_size("progress_idle_us",
 		       "FI_PROGRESS_AUTO: microseconds without an application "
 		       "call into ntx before the helper thread progresses",

@@ -8,6 +8,8 @@
  * peer is on this host, so the traffic is all on the shm window and the
  * poll path must make no system call per message.
  * Usage: pingpong_sys ITERATIONS [DOMAIN]
+ *        pingpong_sys idle READS [DOMAIN]: one process, READS fi_cq_read
+ *        calls on a CQ that has nothing, between the same markers
  */
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -139,6 +141,28 @@ static void run(struct side *s, int sock, long iters, int first)
 	getpgrp(); /* marker: the loop ends */
 }
 
+/* Reads that find nothing: what FI_NTX_IDLE_YIELD acts on. */
+static int idle(long reads, const char *domain)
+{
+	struct fi_cq_tagged_entry e;
+	struct side s;
+
+	open_side(&s, domain);
+	getppid(); /* marker: the loop starts */
+	for (long i = 0; i < reads; i++)
+		if (fi_cq_read(s.cq, &e, 1) != -FI_EAGAIN)
+			return 1;
+	getpgrp(); /* marker: the loop ends */
+	fi_close(&s.ep->fid);
+	fi_close(&s.av->fid);
+	fi_close(&s.cq->fid);
+	fi_close(&s.dom->fid);
+	fi_close(&s.fab->fid);
+	fi_freeinfo(s.fi);
+	printf("%ld empty reads on the %s domain\n", reads, domain);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	long iters = argc > 1 ? atol(argv[1]) : 10000;
@@ -147,6 +171,8 @@ int main(int argc, char **argv)
 	int sv[2], st = 0;
 	pid_t pid;
 
+	if (argc > 2 && !strcmp(argv[1], "idle"))
+		return idle(atol(argv[2]), argc > 3 ? argv[3] : "shm");
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		return 1;
 	pid = fork();

@@ -49,5 +49,24 @@ for domain in tcp shm; do
   measure "$domain" || measure "$domain" ||
     { echo "FAIL $domain: system calls grow with the messages"; fail=1; }
 done
+# A crowded host (the launcher's count of local ranks above the CPUs
+# online): a thread gives its CPU away once every 64 reads that find
+# nothing (FI_NTX_IDLE_YIELD's automatic setting); elsewhere never.
+yields() { # ranks -> sched_yield calls in 6400 empty reads
+  local out; out=$(mktemp)
+  if ! MPI_LOCALNRANKS=$1 timeout 120 strace -qq -o "$out" \
+       -e trace=getppid,getpgrp,sched_yield "$bin" idle 6400 >/dev/null; then
+    rm -f "$out"; echo -1; return
+  fi
+  awk '/getppid\(/ { on = 1 } /getpgrp\(/ { on = 0 }
+       on && /sched_yield\(/ { n++ } END { print n + 0 }' "$out"
+  rm -f "$out"
+}
+crowded=$(yields $(( $(getconf _NPROCESSORS_ONLN) + 1 ))) spare=$(yields 1)
+echo "idle reads: $crowded sched_yield calls in 6400 with more ranks than" \
+     "CPUs, $spare with one rank"
+if [ "$crowded" != 100 ] || [ "$spare" != 0 ]; then
+  echo "FAIL: FI_NTX_IDLE_YIELD's automatic setting"; fail=1
+fi
 [ $fail = 0 ] && echo "PASS: no system call per message"
 exit $fail
