@@ -20,7 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -663,11 +666,13 @@ Test(adversary, a_window_cannot_be_resized, .timeout = 60)
 	t_close(&t);
 }
 
-/* 9. Another Unix user binds the abstract name of our service first:
- * the endpoint still opens (in a private directory instead, with a
- * warning) and a peer of ours reaches it by the service number. The
- * wake-up names carry a random part from the window, so they cannot be
- * taken first. Needs root, to be another user. */
+/* 9. Another Unix user binds the abstract name of our service first,
+ * and makes the directory ${TMPDIR:-/tmp}/ntx-UID of ours first too: the
+ * endpoint still opens (in $HOME/.ntx-HOSTNAME instead, with a warning)
+ * and a peer of ours reaches it by the service number. The wake-up names
+ * carry a random part from the window, so they cannot be taken first.
+ * Needs root, to be another user; the test has a /tmp of its own (a
+ * tmpfs in a mount namespace of its own), with HOME in it. */
 static char g_svc9[16];
 
 static int adv_squatter(int sock)
@@ -680,6 +685,9 @@ static int adv_squatter(int sock)
 
 	CHK(t_sock_read(sock, &victim, sizeof(victim)) == 0);
 	CHK(setgid(65534) == 0 && setuid(65534) == 0);
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "/tmp/ntx-%u", victim);
+	CHK(mkdir(sun.sun_path, 0700) == 0);
+	memset(sun.sun_path, 0, sizeof(sun.sun_path));
 	n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "ntx-%u-%s",
 		     victim, g_svc9);
 	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
@@ -719,8 +727,17 @@ Test(adversary, a_service_name_taken_by_another_user, .timeout = 60)
 	uint64_t v = 0;
 	char c;
 
+
 	if (geteuid() != 0)
 		cr_skip_test("needs root to act as another user");
+	if (unshare(CLONE_NEWNS) ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+	    mount("ntx-adv9", "/tmp", "tmpfs", 0, "mode=1777"))
+		cr_skip_test("no /tmp of its own: %s", strerror(errno));
+	cr_assert_eq(mkdir("/tmp/home", 0755), 0);
+	setenv("HOME", "/tmp/home", 1);
+	unsetenv("TMPDIR");
+	unsetenv("XDG_RUNTIME_DIR");
 	setenv("NTX_TEST_DOMAIN", "shm", 1);
 	cr_assert_eq(t_free_service(g_svc9, sizeof(g_svc9), 41000, 9000), 0);
 	squatter = t_fork(&sq, adv_squatter);

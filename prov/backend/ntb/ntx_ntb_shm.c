@@ -2392,23 +2392,39 @@ static socklen_t ntx_svc_sockaddr(uint32_t service, struct sockaddr_un *sun)
 }
 
 /* Abstract names belong to nobody: another user may bind ours first.
- * Then the service lives in a directory only we can enter instead:
- * $XDG_RUNTIME_DIR/ntx or /tmp/ntx-UID, mode 0700, owned by us. */
-static socklen_t ntx_svc_path(uint32_t service, struct sockaddr_un *sun)
+ * Then the service lives in a directory only we can enter instead, the
+ * first of these that is ours, mode 0700: $XDG_RUNTIME_DIR/ntx,
+ * ${TMPDIR:-/tmp}/ntx-UID (which another user may have made first), and
+ * $HOME/.ntx-HOSTNAME (which nobody else can make; the host's name keeps
+ * hosts that share a home directory apart). 0 when candidate i is not
+ * set or not ours; only a claimant (make) creates the directory. */
+#define NTX_SVC_DIRS 3
+static socklen_t ntx_svc_path(uint32_t service, struct sockaddr_un *sun,
+			      int i, bool make)
 {
-	const char *run = getenv("XDG_RUNTIME_DIR");
-	char dir[80];
+	const char *run = getenv("XDG_RUNTIME_DIR"), *tmp = getenv("TMPDIR");
+	const char *home = getenv("HOME");
+	char dir[96], host[33] = "";
 	struct stat st;
 	int n;
 
-	if (run && strlen(run) < 64)
+	if (!tmp || !*tmp || strlen(tmp) >= 48)
+		tmp = "/tmp";
+	if (i == 0 && run && *run && strlen(run) < 64)
 		snprintf(dir, sizeof(dir), "%s/ntx", run);
-	else
-		snprintf(dir, sizeof(dir), "/tmp/ntx-%u", getuid());
-	if (mkdir(dir, 0700) && errno != EEXIST)
+	else if (i == 1)
+		snprintf(dir, sizeof(dir), "%s/ntx-%u", tmp, getuid());
+	else if (i == 2 && home && *home && strlen(home) < 48) {
+		gethostname(host, sizeof(host) - 1);
+		snprintf(dir, sizeof(dir), "%s/.ntx-%s", home, host);
+	} else
 		return 0;
-	if (lstat(dir, &st) || !S_ISDIR(st.st_mode) ||
-	    st.st_uid != getuid() || (st.st_mode & 077)) {
+	if (make && mkdir(dir, 0700) && errno != EEXIST)
+		return 0;
+	if (lstat(dir, &st))
+		return 0;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+	    (st.st_mode & 077)) {
 		NTX_WARN(FI_LOG_EP_CTRL, "%s is not a private directory\n",
 			 dir);
 		return 0;
@@ -2456,23 +2472,32 @@ static int ntx_svc_listen(struct ntx_shm_ep *be, const struct sockaddr_un *sun,
 	return -FI_EADDRINUSE;
 }
 
+static int ntx_ntb_svc_pid(uint32_t service, pid_t *pid);
+
 /* The service's file in our private directory: a file nobody listens
  * on any more is left from a process that died, and is replaced. */
 static int ntx_svc_claim_path(struct ntx_shm_ep *be)
 {
 	struct sockaddr_un sun;
-	socklen_t len = ntx_svc_path(be->addr.service, &sun);
+	socklen_t len;
 	pid_t pid;
 	uid_t uid;
 
-	if (!len)
-		return -FI_EADDRINUSE;
-	if (ntx_svc_owner(&sun, len, &pid, &uid))
+	if (!ntx_ntb_svc_pid(be->addr.service, &pid))
+		return -FI_EADDRINUSE; /* a live owner has it */
+	for (int i = 0; i < NTX_SVC_DIRS; i++) {
+		len = ntx_svc_path(be->addr.service, &sun, i, true);
+		if (!len)
+			continue;
+		if (!ntx_svc_owner(&sun, len, &pid, &uid))
+			return -FI_EADDRINUSE;
 		unlink(sun.sun_path);
-	if (ntx_svc_listen(be, &sun, len))
-		return -FI_EADDRINUSE;
-	be->svc_path = strdup(sun.sun_path);
-	return 0;
+		if (ntx_svc_listen(be, &sun, len))
+			return -FI_EADDRINUSE;
+		be->svc_path = strdup(sun.sun_path);
+		return 0;
+	}
+	return -FI_EADDRINUSE;
 }
 
 static int ntx_ntb_svc_claim(struct ntx_shm_ep *be)
@@ -2516,9 +2541,12 @@ static int ntx_ntb_svc_pid(uint32_t service, pid_t *pid)
 
 	if (!ntx_svc_owner(&sun, len, pid, &uid) && uid == getuid())
 		return 0;
-	len = ntx_svc_path(service, &sun);
-	if (len && !ntx_svc_owner(&sun, len, pid, &uid) && uid == getuid())
-		return 0;
+	for (int i = 0; i < NTX_SVC_DIRS; i++) {
+		len = ntx_svc_path(service, &sun, i, false);
+		if (len && !ntx_svc_owner(&sun, len, pid, &uid) &&
+		    uid == getuid())
+			return 0;
+	}
 	return -FI_EADDRNOTAVAIL;
 }
 
