@@ -69,6 +69,16 @@ static void open_side(struct side *s, const char *domain)
 	CHECK(fi_enable(s->ep));
 }
 
+static void close_side(struct side *s)
+{
+	fi_close(&s->ep->fid);
+	fi_close(&s->av->fid);
+	fi_close(&s->cq->fid);
+	fi_close(&s->dom->fid);
+	fi_close(&s->fab->fid);
+	fi_freeinfo(s->fi);
+}
+
 static void xchg(struct side *s, int sock)
 {
 	char me[64], peer[64];
@@ -153,12 +163,7 @@ static int idle(long reads, const char *domain)
 		if (fi_cq_read(s.cq, &e, 1) != -FI_EAGAIN)
 			return 1;
 	getpgrp(); /* marker: the loop ends */
-	fi_close(&s.ep->fid);
-	fi_close(&s.av->fid);
-	fi_close(&s.cq->fid);
-	fi_close(&s.dom->fid);
-	fi_close(&s.fab->fid);
-	fi_freeinfo(s.fi);
+	close_side(&s);
 	printf("%ld empty reads on the %s domain\n", reads, domain);
 	return 0;
 }
@@ -184,12 +189,7 @@ int main(int argc, char **argv)
 	if (write(pid ? sv[0] : sv[1], "x", 1) != 1 ||
 	    read(pid ? sv[0] : sv[1], &st, 1) != 1)
 		return 1;
-	fi_close(&s.ep->fid);
-	fi_close(&s.av->fid);
-	fi_close(&s.cq->fid);
-	fi_close(&s.dom->fid);
-	fi_close(&s.fab->fid);
-	fi_freeinfo(s.fi);
+	close_side(&s);
 	if (!pid)
 		return 0;
 	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
