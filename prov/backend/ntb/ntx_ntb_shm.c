@@ -2474,14 +2474,14 @@ static int ntx_svc_listen(struct ntx_shm_ep *be, const struct sockaddr_un *sun,
 
 static int ntx_ntb_svc_pid(uint32_t service, pid_t *pid);
 
-/* The service's file in our private directory: a file nobody listens
- * on any more is left from a process that died, and is replaced. */
+/* The service's file in our private directory: no live process of ours
+ * listens in any of them (ntx_ntb_svc_pid), so a file there is left from
+ * a process that died, and is replaced. */
 static int ntx_svc_claim_path(struct ntx_shm_ep *be)
 {
 	struct sockaddr_un sun;
 	socklen_t len;
 	pid_t pid;
-	uid_t uid;
 
 	if (!ntx_ntb_svc_pid(be->addr.service, &pid))
 		return -FI_EADDRINUSE; /* a live owner has it */
@@ -2489,8 +2489,6 @@ static int ntx_svc_claim_path(struct ntx_shm_ep *be)
 		len = ntx_svc_path(be->addr.service, &sun, i, true);
 		if (!len)
 			continue;
-		if (!ntx_svc_owner(&sun, len, &pid, &uid))
-			return -FI_EADDRINUSE;
 		unlink(sun.sun_path);
 		if (ntx_svc_listen(be, &sun, len))
 			return -FI_EADDRINUSE;
