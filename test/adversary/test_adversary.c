@@ -678,6 +678,7 @@ static char g_svc9[16];
 static int adv_squatter(int sock)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	char dir[32];
 	socklen_t len;
 	uid_t victim;
 	int fd, n;
@@ -685,9 +686,8 @@ static int adv_squatter(int sock)
 
 	CHK(t_sock_read(sock, &victim, sizeof(victim)) == 0);
 	CHK(setgid(65534) == 0 && setuid(65534) == 0);
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "/tmp/ntx-%u", victim);
-	CHK(mkdir(sun.sun_path, 0700) == 0);
-	memset(sun.sun_path, 0, sizeof(sun.sun_path));
+	snprintf(dir, sizeof(dir), "/tmp/ntx-%u", victim);
+	CHK(mkdir(dir, 0700) == 0);
 	n = snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "ntx-%u-%s",
 		     victim, g_svc9);
 	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);

@@ -267,6 +267,13 @@ int t_sock_write(int sock, const void *buf, size_t len)
 	return 0;
 }
 
+bool t_local_via_network(void)
+{
+	const char *v = getenv("FI_NTX_LOCAL_VIA_NETWORK");
+
+	return v && strcmp(v, "0");
+}
+
 int t_sync(int sock)
 {
 	char c = 's';

@@ -77,6 +77,9 @@ int t_join(pid_t pid);
  * (NTX_TEST_PEER_REMOTE, test/rxe two hosts; ntx_test_remote.c, where
  * t_fork hands over to t_remote_fork). */
 bool t_peer_elsewhere(void);
+/* Peers on this host go through the network back end, not the shm window
+ * (FI_NTX_LOCAL_VIA_NETWORK set and not 0, as in the rxe guest). */
+bool t_local_via_network(void);
 pid_t t_remote_fork(int *sock, t_child_fn fn);
 int t_xchg_name(struct tctx *t, int sock, fi_addr_t *peer);
 /* The datagram domain of the tests written for udp: NTX_TEST_DGRAM_DOMAIN

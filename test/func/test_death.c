@@ -231,8 +231,7 @@ static void run(enum mode m, bool zombie, const char *what)
 
 	/* pidfds watch peers of the shm window; a peer reached through a
 	 * network back end is failed by its connection breaking */
-	if (getenv("FI_NTX_LOCAL_VIA_NETWORK") &&
-	    strcmp(getenv("FI_NTX_LOCAL_VIA_NETWORK"), "0"))
+	if (t_local_via_network())
 		cr_skip_test("the peer is not on the shm window");
 	k.victim = t_fork(&sock, child_sender);
 	cr_assert_gt(k.victim, 0);
@@ -535,8 +534,7 @@ static void run_shared(bool pidfd)
 	int sock, pidfds, maps, failed;
 	pid_t pid;
 
-	if (getenv("FI_NTX_LOCAL_VIA_NETWORK") &&
-	    strcmp(getenv("FI_NTX_LOCAL_VIA_NETWORK"), "0"))
+	if (t_local_via_network())
 		cr_skip_test("the peer is not on the shm window");
 	pid = t_fork(&sock, child_shared);
 	cr_assert(pid > 0 && buf);

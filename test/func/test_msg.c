@@ -710,9 +710,7 @@ static int child_streamed(int sock)
  * receive is posted. */
 static void shm_window_only(void)
 {
-	const char *v = getenv("FI_NTX_LOCAL_VIA_NETWORK");
-
-	if ((v && strcmp(v, "0")) || t_peer_elsewhere())
+	if (t_local_via_network() || t_peer_elsewhere())
 		cr_skip_test("the peer is not on the shm window");
 }
 
