@@ -11,10 +11,12 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "ntx/ntx_sha256.h"
 #include "ntx_dgram.h"
 
 /* peers heard from that have not named themselves yet, and how long one
@@ -49,8 +51,8 @@ static size_t ntx_dg_hash(const struct ntx_dg_ep *ep, uint32_t ip4,
 	return (size_t)(k >> 32) & ep->hmask;
 }
 
-static struct ntx_dg_conn *ntx_dg_find(const struct ntx_dg_ep *ep,
-				       uint32_t ip4, uint32_t port)
+struct ntx_dg_conn *ntx_dg_find(const struct ntx_dg_ep *ep, uint32_t ip4,
+				uint32_t port)
 {
 	struct ntx_dg_conn *c = ep->htab[ntx_dg_hash(ep, ip4, port)];
 
@@ -115,6 +117,7 @@ static struct ntx_dg_conn *ntx_dg_conn_new(struct ntx_dg_ep *ep,
 	}
 	c->base.ops = ep->base.ops;
 	c->ep = ep;
+	ntx_list_init(&c->hs_link);
 	c->ip4 = ip4;
 	c->port = port;
 	h = ntx_dg_hash(ep, ip4, port);
@@ -147,6 +150,7 @@ static void ntx_dg_conn_free(struct ntx_dg_conn *c)
 	if (c->hashed)
 		ntx_dg_unhash(c);
 	ntx_dg_unlist(c);
+	ntx_list_remove(&c->hs_link);
 	if (c->state == NTX_DG_UNNAMED)
 		ep->unnamed--;
 	if (c->stranger)
@@ -211,6 +215,14 @@ static int ntx_dg_emit(void *arg, struct ntx_rel_peer *peer, const void *hdr,
 	return ep->xp->emit(ep, c, hdr, hdr_len, payload, len);
 }
 
+/* rel's next deadline, or a handshake's resend if sooner */
+static uint64_t ntx_dg_next_deadline(const struct ntx_dg_ep *ep)
+{
+	uint64_t d = ntx_rel_next_deadline(&ep->rel);
+
+	return ep->hs_next_ns < d ? ep->hs_next_ns : d;
+}
+
 void ntx_dg_tx(struct ntx_dg_ep *ep, uint64_t now)
 {
 	if (ep->in_rel)
@@ -220,9 +232,11 @@ void ntx_dg_tx(struct ntx_dg_ep *ep, uint64_t now)
 	ep->in_rel = true;
 	ntx_rel_poll_tx(&ep->rel, now);
 	ep->in_rel = false;
+	if (now >= ep->hs_next_ns)
+		ntx_dg_hs_tick(ep, now);
 	ep->xp->flush(ep, now);
 	ep->tx_due = false;
-	ep->next_ns = ntx_rel_next_deadline(&ep->rel);
+	ep->next_ns = ntx_dg_next_deadline(ep);
 	if (!ep->next_ns)
 		ep->busy = true; /* the device was full: try again next poll */
 }
@@ -232,21 +246,21 @@ void ntx_dg_tx(struct ntx_dg_ep *ep, uint64_t now)
 /* A name is believed only for the address its datagram came from; a
  * same-host sender reaching us over loopback shows 127.x, so there the
  * host part of the name must be ours instead (DESIGN §10, first contact). */
-static bool ntx_dg_name_matches(const struct ntx_dg_conn *c,
-				const struct ntx_addr *name)
+bool ntx_dg_name_matches(const struct ntx_dg_ep *ep, uint32_t ip4,
+			 uint32_t port, const struct ntx_addr *name)
 {
-	uint32_t ip4, port;
+	uint32_t nip4, nport;
 
-	if (c->ep->xp->peer_key(c->ep, name, &ip4, &port) || port != c->port)
+	if (ep->xp->peer_key(ep, name, &nip4, &nport) || nport != port)
 		return false;
-	if (ip4 == c->ip4)
+	if (nip4 == ip4)
 		return true;
-	return ntx_ip4_loopback(c->ip4) && name->host == ntx_host_id();
+	return ntx_ip4_loopback(ip4) && name->host == ntx_host_id();
 }
 
-/* The first message of a peer's session: its name. A peer we connected
- * to ourselves (or that connected to us at the same time) is named
- * already, and its HELLO says nothing new. */
+/* The first message of a peer's session: its name, the one its ECHO
+ * proved. A peer we connected to ourselves (or that connected to us at
+ * the same time) is named already, and its HELLO says nothing new. */
 static void ntx_dg_on_hello(struct ntx_dg_conn *c, const void *msg,
 			    size_t len)
 {
@@ -258,8 +272,8 @@ static void ntx_dg_on_hello(struct ntx_dg_conn *c, const void *msg,
 	if (len != sizeof(name))
 		return ntx_dg_refuse(c, "malformed hello");
 	memcpy(&name, msg, sizeof(name));
-	if (!ntx_addr_valid(&name) || !ntx_dg_name_matches(c, &name))
-		return ntx_dg_refuse(c, "its name is not its address");
+	if (memcmp(&name, &c->name, sizeof(name)))
+		return ntx_dg_refuse(c, "its hello is not the name it proved");
 	c->name = name;
 	c->state = NTX_DG_OPEN;
 	ep->unnamed--;
@@ -306,6 +320,7 @@ static void ntx_dg_failed(void *arg, struct ntx_rel_peer *peer, int err)
 	if (c->state == NTX_DG_UNNAMED)
 		ep->unnamed--;
 	c->state = NTX_DG_FAILED;
+	ntx_list_remove(&c->hs_link); /* no more ECHOs */
 	if (told)
 		ep->cb.failed(c->vc, err);
 	else
@@ -323,18 +338,14 @@ static void ntx_dg_dropped(void *arg, struct ntx_rel_peer *peer, void *ctx)
 
 /* ---- datagrams in --------------------------------------------------------- */
 
-/* State for a sender we do not know, within the bounds: at most
+/* State for a sender that echoed our cookie, within the bounds: at most
  * NTX_DG_UNNAMED_MAX unnamed at a time, FI_NTX_UDP_MAX_PEERS in all
- * (DESIGN §10, bounds). Only a data datagram makes one: an ACK from an
- * unknown address is noise. */
+ * (DESIGN §10, bounds). */
 static struct ntx_dg_conn *ntx_dg_stranger(struct ntx_dg_ep *ep, uint32_t ip4,
-					   uint32_t port, const uint8_t *buf,
-					   size_t len)
+					   uint32_t port)
 {
 	struct ntx_dg_conn *c;
 
-	if (ep->closing || len < NTX_REL_HDR_LEN || !(buf[1] & NTX_REL_F_DATA))
-		return NULL;
 	if (ep->unnamed >= NTX_DG_UNNAMED_MAX ||
 	    ep->strangers >= ntx_params.udp_max_peers) {
 		NTX_DBG(FI_LOG_EP_DATA, "%s: new sender dropped (bounds)\n",
@@ -353,8 +364,8 @@ static struct ntx_dg_conn *ntx_dg_stranger(struct ntx_dg_ep *ep, uint32_t ip4,
 	return c;
 }
 
-/* A sender that has not named itself has proved nothing, and may make us
- * hold nothing but its HELLO (hostile networks round two, finding 3: 1024
+/* A sender that proved its address but has not named itself in rel may
+ * make us hold nothing but its HELLO (hostile networks round two, finding 3: 1024
  * such senders made an endpoint hold 407 MB of reorder and reassembly
  * buffers). rel gets from it only a pure ACK or the datagram it takes
  * next in order, whole and of the priority class (a HELLO is one
@@ -374,13 +385,13 @@ static bool ntx_dg_unnamed_may(const struct ntx_dg_conn *c, const uint8_t *buf,
 	       h.seq == c->rel->rx_next;
 }
 
-void ntx_dg_on_dgram(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port,
-		     const uint8_t *buf, size_t len, uint64_t now)
+/* A failed session takes nothing more: whoever proves the address next
+ * starts a new one (a restarted peer). */
+static struct ntx_dg_conn *ntx_dg_live(struct ntx_dg_ep *ep, uint32_t ip4,
+				       uint32_t port)
 {
 	struct ntx_dg_conn *c = ntx_dg_find(ep, ip4, port);
 
-	/* a failed session takes nothing more: whoever sends from its
-	 * address now starts a new one (a restarted peer) */
 	if (c && c->state == NTX_DG_FAILED) {
 		if (c->vc)
 			ntx_dg_unhash(c);
@@ -388,22 +399,88 @@ void ntx_dg_on_dgram(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port,
 			ntx_dg_conn_free(c);
 		c = NULL;
 	}
+	return c;
+}
+
+/* A new session of a peer we have one with: proved by its ECHO, so the
+ * old one ended (the peer restarted, or another process has its
+ * address). */
+static void ntx_dg_restarted(struct ntx_dg_conn *c)
+{
+	struct ntx_dg_ep *ep = c->ep;
+
+	NTX_INFO(FI_LOG_EP_CTRL, "%s: peer pid %u started a new session\n",
+		 ep->xp->name, c->name.pid);
+	if (c->state != NTX_DG_OPEN || !c->vc) {
+		ntx_dg_conn_free(c);
+		return;
+	}
+	c->state = NTX_DG_FAILED;
+	ntx_list_remove(&c->hs_link);
+	ntx_dg_unhash(c);
+	ep->cb.failed(c->vc, -FI_ECONNRESET);
+}
+
+void ntx_dg_verified(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port,
+		     const struct ntx_addr *name, uint32_t tag_mine,
+		     uint32_t tag_peer)
+{
+	struct ntx_dg_conn *c = ntx_dg_live(ep, ip4, port);
+
+	if (c && c->state == NTX_DG_REFUSED)
+		return;
+	/* our own INIT waits for its COOKIE, or this is the ECHO of a
+	 * simultaneous open, or a duplicate: one session either way */
+	if (c && (!c->tag_peer || c->tag_peer == tag_peer)) {
+		c->tag_peer = tag_peer;
+		ntx_dg_hs_done(c);
+		return;
+	}
+	if (c)
+		ntx_dg_restarted(c);
+	c = ntx_dg_stranger(ep, ip4, port);
 	if (!c)
-		c = ntx_dg_stranger(ep, ip4, port, buf, len);
-	if (!c || c->state == NTX_DG_REFUSED)
+		return;
+	c->name = *name;
+	c->tag_mine = tag_mine;
+	c->tag_peer = tag_peer;
+	ntx_rel_peer_set_epochs(c->rel, tag_mine, tag_peer);
+}
+
+/* Only a peer that proved its address (the handshake) has state; data
+ * from any other is dropped unanswered: an unverified address makes us
+ * hold nothing and send nothing but a COOKIE (DESIGN §10, Handshake). */
+void ntx_dg_on_dgram(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port,
+		     const uint8_t *buf, size_t len, uint64_t now)
+{
+	struct ntx_dg_conn *c;
+
+	if (ntx_dg_on_ctl(ep, ip4, port, buf, len, now))
+		return;
+	c = ntx_dg_live(ep, ip4, port);
+	if (!c) {
+		ep->stray_drops++;
+		return;
+	}
+	if (c->state == NTX_DG_REFUSED)
 		return;
 	if (c->state == NTX_DG_UNNAMED && !ntx_dg_unnamed_may(c, buf, len)) {
 		ep->unnamed_drops++;
 		return;
 	}
-	c->quiet = 0;
-	c->suspect = 0;
 	ep->in_rel = true;
 	/* rel checked and counted it (stats.drops): a line at debug level
-	 * only, the data path's */
-	if (ntx_rel_on_datagram(&ep->rel, c->rel, buf, len, now))
+	 * only, the data path's. Only a datagram rel took, which carried
+	 * the session's tags, says the peer lives. */
+	if (ntx_rel_on_datagram(&ep->rel, c->rel, buf, len, now)) {
 		NTX_DBG(FI_LOG_EP_DATA, "%s: a datagram of %zu bytes from pid "
 			"%u dropped\n", ep->xp->name, len, c->name.pid);
+	} else {
+		c->quiet = 0;
+		c->suspect = 0;
+		if (c->hs == NTX_DG_HS_ECHO)
+			ntx_dg_hs_done(c);
+	}
 	ep->in_rel = false;
 	ep->tx_due = true; /* ACKs may be owed */
 }
@@ -472,7 +549,8 @@ int ntx_dg_send(struct ntx_be_conn *conn, const void *hdr,
 	return 0;
 }
 
-/* A new peer we start a session with: our HELLO first in its queue. */
+/* A new peer we start a session with: our HELLO first in its queue,
+ * which waits for the handshake. */
 static struct ntx_dg_conn *ntx_dg_conn_hello(struct ntx_dg_ep *ep,
 					     uint32_t ip4, uint32_t port)
 {
@@ -484,6 +562,8 @@ static struct ntx_dg_conn *ntx_dg_conn_hello(struct ntx_dg_ep *ep,
 		ntx_dg_conn_free(c);
 		return NULL;
 	}
+	if (c)
+		ntx_dg_hs_start(c, ntx_now_ns());
 	return c;
 }
 
@@ -537,7 +617,8 @@ void ntx_dg_disconnect(struct ntx_be_conn *conn)
 	struct ntx_dg_conn *c = ntx_dg_conn_of(conn);
 
 	c->vc = NULL;
-	if (c->state == NTX_DG_FAILED) {
+	/* a session that never began (no COOKIE yet) is not kept */
+	if (c->state == NTX_DG_FAILED || c->hs == NTX_DG_HS_INIT) {
 		ntx_dg_conn_free(c);
 		return;
 	}
@@ -581,6 +662,30 @@ static void ntx_dg_probe(struct ntx_dg_ep *ep, uint64_t now)
 	}
 }
 
+/* A peer that never answered our INIT fails as one that never answers
+ * data does, after FI_NTX_UDP_TIMEOUT_MS. */
+static void ntx_dg_hs_expire(struct ntx_dg_ep *ep, uint64_t now)
+{
+	uint64_t limit = (uint64_t)ntx_params.udp_timeout_ms * 1000000;
+	struct ntx_list *it, *tmp;
+
+	ntx_list_foreach_safe(&ep->hsq, it, tmp) {
+		struct ntx_dg_conn *c = ntx_container_of(it, struct ntx_dg_conn,
+							 hs_link);
+
+		if (c->hs != NTX_DG_HS_INIT || now - c->hs_start_ns < limit)
+			continue;
+		NTX_INFO(FI_LOG_EP_CTRL, "%s: no answer to our INIT\n",
+			 ep->xp->name);
+		ntx_list_remove(&c->hs_link);
+		c->state = NTX_DG_FAILED;
+		if (c->vc)
+			ep->cb.failed(c->vc, -FI_ETIMEDOUT);
+		else
+			ntx_dg_conn_free(c);
+	}
+}
+
 /* Frees peers that failed without a VC, never named themselves or were
  * refused, once their time is up. */
 void ntx_dg_check_peers(struct ntx_be_ep *be)
@@ -590,6 +695,7 @@ void ntx_dg_check_peers(struct ntx_be_ep *be)
 	uint64_t now = ntx_now_ns();
 
 	ntx_dg_probe(ep, now);
+	ntx_dg_hs_expire(ep, now);
 	ntx_list_foreach_safe(&ep->pend, it, tmp) {
 		struct ntx_dg_conn *c = ntx_container_of(it, struct ntx_dg_conn,
 							 link);
@@ -613,7 +719,7 @@ void ntx_dg_setname(struct ntx_be_ep *be, const struct ntx_addr *addr)
 void ntx_dg_arm(struct ntx_be_ep *be)
 {
 	struct ntx_dg_ep *ep = ntx_dg_ep_of(be);
-	uint64_t d = ntx_rel_next_deadline(&ep->rel);
+	uint64_t d = ntx_dg_next_deadline(ep);
 	struct itimerspec its = { { 0, 0 }, { 0, 0 } };
 
 	if (d != UINT64_MAX) {
@@ -661,6 +767,16 @@ int ntx_dg_ep_init(struct ntx_dg_ep *ep, const struct ntx_be_ops *ops,
 	ep->next_ns = UINT64_MAX;
 	ntx_list_init(&ep->pend);
 	ntx_list_init(&ep->owed);
+	ntx_list_init(&ep->hsq);
+	ep->hs_next_ns = UINT64_MAX;
+	for (size_t i = 0; i < sizeof(ep->secret); i += 8) {
+		uint64_t r = ntx_random64();
+
+		memcpy(ep->secret + i, &r, 8);
+	}
+	ep->reply.base.ops = ops;
+	ep->reply.ep = ep;
+	ntx_list_init(&ep->reply.hs_link);
 	ep->epfd = epoll_create1(EPOLL_CLOEXEC);
 	ep->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	ep->htab = calloc(64, sizeof(*ep->htab));
@@ -689,6 +805,7 @@ int ntx_dg_rel_init(struct ntx_dg_ep *ep, size_t dgram, uint32_t window)
 	cfg.window = window;
 	cfg.max_msg = 65536;
 	cfg.epoch = (uint32_t)ntx_random64() | 1;
+	cfg.set_epochs = true; /* each peer's from its handshake */
 	cfg.dead_ns = (uint64_t)ntx_params.udp_timeout_ms * 1000000;
 	ret = ntx_rel_init(&ep->rel, &cfg, &ops, ep);
 	ep->rel_ready = !ret;
@@ -724,10 +841,15 @@ static void ntx_dg_log_stats(const struct ntx_dg_ep *ep)
 		 PRIu64 " resent (%" PRIu64 " on timeout, %" PRIu64 " fast), %"
 		 PRIu64 " pure ACKs; %" PRIu64 " taken, %" PRIu64
 		 " duplicates, %" PRIu64 " out of order, %" PRIu64
-		 " from unnamed senders dropped\n", ep->xp->name,
+		 " from unnamed senders and %" PRIu64 " from unproved "
+		 "addresses dropped; handshake: %" PRIu64 " datagrams (%"
+		 PRIu64 " bytes) in, %" PRIu64 " (%" PRIu64 " bytes) out, %"
+		 PRIu64 " refused\n", ep->xp->name,
 		 st->tx_data, st->tx_retrans, st->tx_rto, st->tx_fast,
 		 st->tx_ack, st->rx_data, st->rx_dup, st->rx_ooo,
-		 ep->unnamed_drops);
+		 ep->unnamed_drops, ep->stray_drops, ep->ctl_in,
+		 ep->ctl_in_bytes, ep->ctl_out, ep->ctl_out_bytes,
+		 ep->ctl_drops);
 }
 
 void ntx_dg_ep_fini(struct ntx_dg_ep *ep)
@@ -739,6 +861,9 @@ void ntx_dg_ep_fini(struct ntx_dg_ep *ep)
 	for (size_t i = 0; ep->htab && i <= ep->hmask; i++)
 		while (ep->htab[i])
 			ntx_dg_conn_free(ep->htab[i]);
+	if (ep->xp && ep->xp->conn_fini)
+		ep->xp->conn_fini(ep, &ep->reply);
+	ntx_wipe(ep->secret, sizeof(ep->secret));
 	if (ep->rel_ready)
 		ntx_rel_fini(&ep->rel);
 	ep->rel_ready = false;

@@ -24,6 +24,27 @@
  * datagrams of the transport's size */
 #define NTX_DG_MAX_PAYLOAD (65536 - 64)
 
+/* The handshake's control datagrams (ntx_dg_hs.c, DESIGN §10 Handshake):
+ * the first byte has the high bit (rel's version is 1). */
+enum {
+	NTX_DG_CTL_INIT = 0x81,
+	NTX_DG_CTL_COOKIE = 0x82,
+	NTX_DG_CTL_ECHO = 0x83,
+};
+
+/* wire layout, little-endian fields */
+#define NTX_DG_CTL_TAG_INIT 4
+#define NTX_DG_CTL_TAG_RESP 8
+#define NTX_DG_CTL_TS 12
+#define NTX_DG_CTL_MAC 16
+#define NTX_DG_CTL_NAME 32
+#define NTX_DG_CTL_MAC_LEN 16
+/* INIT and ECHO carry a name; a COOKIE is half an INIT, so an endpoint
+ * never sends an unverified address more than it received from it */
+#define NTX_DG_CTL_LONG (NTX_DG_CTL_NAME + (int)sizeof(struct ntx_addr))
+#define NTX_DG_CTL_SHORT NTX_DG_CTL_NAME
+_Static_assert(NTX_DG_CTL_LONG == 64, "control datagram layout");
+
 enum ntx_dg_state {
 	NTX_DG_NEW,      /* just made: connect opens it, a stranger's first
 			  * datagram makes it UNNAMED (ep->unnamed counts
@@ -37,6 +58,11 @@ enum ntx_dg_state {
 
 struct ntx_dg_ep;
 
+/* The handshake of a peer we contacted first (ntx_dg_hs.c): INIT sent,
+ * then ECHO sent; DONE once the peer's datagrams carry our tags (and
+ * always for a peer that echoed our cookie). */
+enum ntx_dg_hs { NTX_DG_HS_DONE, NTX_DG_HS_INIT, NTX_DG_HS_ECHO };
+
 /* One peer: a remote address, key (ip4, port). What 'port' holds is the
  * transport's: a UDP port (network order) or a UD QP number. */
 struct ntx_dg_conn {
@@ -44,11 +70,17 @@ struct ntx_dg_conn {
 	struct ntx_dg_ep *ep;
 	struct ntx_dg_conn *hnext; /* hash chain of ep->htab */
 	struct ntx_list link;      /* ep->pend or ep->owed */
+	struct ntx_list hs_link;   /* ep->hsq while its handshake runs */
 	struct ntx_rel_peer *rel;
 	void *vc;
 	void *priv;                /* the transport's (ud: address handle) */
 	struct ntx_addr name;      /* the peer's name, once known */
 	uint64_t deadline_ns;      /* UNNAMED, REFUSED: freed then */
+	uint64_t hs_start_ns, hs_next_ns; /* the handshake: began, resend */
+	uint32_t tag_mine, tag_peer; /* the session's rel epochs, 0: not yet */
+	uint32_t ck_ts;            /* the peer's cookie, echoed until DONE */
+	uint8_t ck_mac[16];
+	uint8_t hs, hs_tries;
 	uint32_t ip4;              /* the key: where datagrams come from */
 	uint32_t port;             /* ... and go */
 	uint8_t state, on;
@@ -96,6 +128,15 @@ struct ntx_dg_ep {
 	struct ntx_dg_conn **htab;
 	size_t hmask, nconns, unnamed, strangers;
 	uint64_t unnamed_drops; /* datagrams of unnamed senders not taken */
+	uint64_t stray_drops;   /* data from addresses that proved nothing */
+	/* the handshake: a secret for cookies and tags, the peers whose
+	 * handshake runs and when one is resent next, a peer-less conn for
+	 * stateless answers, and what it cost */
+	uint8_t secret[32];
+	struct ntx_list hsq;
+	uint64_t hs_next_ns;
+	struct ntx_dg_conn reply;
+	uint64_t ctl_in, ctl_in_bytes, ctl_out, ctl_out_bytes, ctl_drops;
 	struct ntx_list pend; /* unnamed, refused, failed without a VC */
 	struct ntx_list owed; /* connected, the engine not told yet */
 	bool busy, closing, tx_due, in_rel;
@@ -132,6 +173,28 @@ int ntx_dg_report(struct ntx_dg_ep *ep);
 /* After reading arrivals: what the next poll must do. */
 void ntx_dg_after_rx(struct ntx_dg_ep *ep, uint64_t now, int cnt,
 		     bool drained);
+
+/* ntx_dg_hs.c: the handshake (DESIGN §10, Handshake) */
+uint32_t ntx_dg_tag(const struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port);
+/* INIT to a peer we contact first; its rel is held until the COOKIE */
+void ntx_dg_hs_start(struct ntx_dg_conn *c, uint64_t now);
+/* the peer proved both tags: its handshake ends */
+void ntx_dg_hs_done(struct ntx_dg_conn *c);
+/* INIT and ECHO resent when due; ep->hs_next_ns is the next time */
+void ntx_dg_hs_tick(struct ntx_dg_ep *ep, uint64_t now);
+/* true when buf was a control datagram (handled) */
+bool ntx_dg_on_ctl(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port,
+		   const uint8_t *buf, size_t len, uint64_t now);
+
+/* ntx_dgram.c, for the handshake */
+struct ntx_dg_conn *ntx_dg_find(const struct ntx_dg_ep *ep, uint32_t ip4,
+				uint32_t port);
+bool ntx_dg_name_matches(const struct ntx_dg_ep *ep, uint32_t ip4,
+			 uint32_t port, const struct ntx_addr *name);
+/* (ip4, port) echoed our cookie for the session of tags (mine, peer) */
+void ntx_dg_verified(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port,
+		     const struct ntx_addr *name, uint32_t tag_mine,
+		     uint32_t tag_peer);
 
 /* ops both transports use as they are */
 int ntx_dg_send(struct ntx_be_conn *conn, const void *hdr,

@@ -17,6 +17,7 @@
 #define PF_ACK_NOW 0x02  /* a duplicate or a filled hole: ACK at once */
 #define PF_RETX 0x04     /* retransmit the oldest unacknowledged packet */
 #define PF_RECOVERY 0x08 /* retransmitted; recovery ends at p->recover */
+#define PF_HOLD 0x10     /* the caller holds it: nothing leaves */
 
 #define REL_BACKOFF_MAX 20 /* shifts of the timeout, before the cap */
 
@@ -229,7 +230,7 @@ void ntx_rel_fini(struct ntx_rel *rel)
 
 /* a fresh session's state; p->entry is the caller's */
 static void rel_peer_init(struct ntx_rel *rel, struct ntx_rel_peer *p,
-			  void *ctx, uint32_t dead_epoch)
+			  void *ctx, uint32_t dead_epoch, uint32_t my_epoch)
 {
 	struct ntx_list entry = p->entry;
 
@@ -242,6 +243,7 @@ static void rel_peer_init(struct ntx_rel *rel, struct ntx_rel_peer *p,
 	p->ctx = ctx;
 	p->rto = rel->cfg.rto_init_ns;
 	p->dead_epoch = dead_epoch;
+	p->my_epoch = my_epoch;
 }
 
 int ntx_rel_peer_new(struct ntx_rel *rel, void *ctx,
@@ -251,7 +253,7 @@ int ntx_rel_peer_new(struct ntx_rel *rel, void *ctx,
 
 	if (!p)
 		return -FI_ENOMEM;
-	rel_peer_init(rel, p, ctx, 0);
+	rel_peer_init(rel, p, ctx, 0, rel->cfg.epoch);
 	ntx_list_insert_tail(&rel->peers, &p->entry);
 	*out = p;
 	return 0;
@@ -334,7 +336,7 @@ void ntx_rel_peer_reset(struct ntx_rel *rel, struct ntx_rel_peer *p)
 	ntx_list_remove(&p->active);
 	rel_peer_release(rel, p, false);
 	/* still on rel->peers; the old session stays refused */
-	rel_peer_init(rel, p, p->ctx, p->dead_epoch);
+	rel_peer_init(rel, p, p->ctx, p->dead_epoch, p->my_epoch);
 }
 
 bool ntx_rel_peer_idle(const struct ntx_rel_peer *p)
@@ -347,8 +349,29 @@ bool ntx_rel_peer_idle(const struct ntx_rel_peer *p)
 
 static void rel_peer_activate(struct ntx_rel *rel, struct ntx_rel_peer *p)
 {
-	if (ntx_list_empty(&p->active) && !(p->flags & PF_FAILED))
+	if (ntx_list_empty(&p->active) && !(p->flags & (PF_FAILED | PF_HOLD)))
 		ntx_list_insert_tail(&rel->active, &p->active);
+}
+
+void ntx_rel_peer_set_epochs(struct ntx_rel_peer *p, uint32_t mine,
+			     uint32_t theirs)
+{
+	p->my_epoch = mine;
+	p->peer_epoch = theirs;
+}
+
+void ntx_rel_peer_hold(struct ntx_rel *rel, struct ntx_rel_peer *p, bool hold)
+{
+	if (p->flags & PF_FAILED)
+		return;
+	if (hold) {
+		p->flags |= PF_HOLD;
+		ntx_list_remove(&p->active);
+		return;
+	}
+	p->flags &= ~PF_HOLD;
+	if (!ntx_rel_peer_idle(p))
+		rel_peer_activate(rel, p);
 }
 
 /* Once: the caller hears of the failure, then of every message dropped;
@@ -431,7 +454,7 @@ static void rel_hdr_base(const struct ntx_rel *rel,
 {
 	memset(h, 0, sizeof(*h));
 	h->version = NTX_REL_VERSION;
-	h->src_epoch = rel->cfg.epoch;
+	h->src_epoch = p->my_epoch;
 	h->dst_epoch = p->peer_epoch;
 	h->seq = p->tx_next;
 	h->ack = p->rx_next;
@@ -936,7 +959,10 @@ static int rel_check(const struct ntx_rel *rel, const struct ntx_rel_hdr *h,
 static int rel_check_epoch(struct ntx_rel *rel, struct ntx_rel_peer *p,
 			   const struct ntx_rel_hdr *h)
 {
-	if (h->dst_epoch && h->dst_epoch != rel->cfg.epoch)
+	if (rel->cfg.set_epochs)
+		return h->dst_epoch == p->my_epoch &&
+		       h->src_epoch == p->peer_epoch ? -1 : NTX_REL_DROP_EPOCH;
+	if (h->dst_epoch && h->dst_epoch != p->my_epoch)
 		return NTX_REL_DROP_EPOCH; /* for our previous incarnation */
 	if (h->src_epoch == p->dead_epoch)
 		return NTX_REL_DROP_EPOCH; /* from the peer's failed session */

@@ -94,6 +94,10 @@ struct ntx_rel_cfg {
 	uint32_t ack_every;   /* ACK at once after this many new packets */
 	uint32_t dupack;      /* duplicate ACKs that trigger a retransmit */
 	uint32_t epoch;       /* our session, != 0 */
+	/* the caller sets both epochs of each peer after a handshake
+	 * (ntx_rel_peer_set_epochs): a datagram with any other pair is
+	 * dropped, never taken for a restart (DESIGN §10 Epochs) */
+	bool set_epochs;
 	uint64_t delack_ns;   /* longest an arrival waits for its ACK */
 	uint64_t rto_init_ns; /* retransmit timeout before an RTT sample */
 	uint64_t rto_min_ns;
@@ -138,6 +142,7 @@ struct ntx_rel_peer {
 	uint32_t tx_next, tx_una, recover, rx_next;
 	uint32_t msg_id[NTX_REL_CLASSES];
 	uint32_t peer_epoch, dead_epoch;
+	uint32_t my_epoch;      /* ours towards this peer (cfg.epoch) */
 	uint32_t queued_bytes[NTX_REL_CLASSES];
 	uint16_t queued_msgs[NTX_REL_CLASSES];
 	uint16_t ooo_count, ack_owed;
@@ -179,6 +184,14 @@ static inline int ntx_rel_peer_error(const struct ntx_rel_peer *peer)
 {
 	return peer->err;
 }
+/* With cfg.set_epochs: the pair of epochs the handshake agreed, ours
+ * first; the peer's datagrams must carry both. */
+void ntx_rel_peer_set_epochs(struct ntx_rel_peer *peer, uint32_t mine,
+			     uint32_t theirs);
+/* A held peer sends nothing (its messages queue) until released; it
+ * owes nothing then either, so it has no deadline. */
+void ntx_rel_peer_hold(struct ntx_rel *rel, struct ntx_rel_peer *peer,
+		       bool hold);
 /* nothing queued, in flight, buffered or owed */
 bool ntx_rel_peer_idle(const struct ntx_rel_peer *peer);
 
