@@ -2,7 +2,8 @@
  * Hostile senders on the udp domain (DESIGN §10): a UDP socket in this
  * process speaks the datagram protocol itself (the real ntx_rel module
  * numbers its datagrams, so that they pass every check but the one under
- * test) and lies about who it is. The victim endpoint must refuse it and
+ * test; the handshake is done by hand) and lies about who it is, or a raw
+ * socket sends datagrams in another address's name (spoofed). The victim endpoint must refuse it and
  * deliver nothing it sent, while an honest peer's message that follows on
  * the same socket queue still arrives: the victim reads its datagrams in
  * order, so the honest message completing first proves the attacker's
@@ -11,6 +12,7 @@
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/ip.h>
 #include <malloc.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "ntx_test.h"
 #include "ntx/ntx.h"
 #include "ntx/ntx_wire.h"
+#include "ntx_dgram.h"
 #include "ntx_rel.h"
 
 #define CAPS (FI_MSG | FI_TAGGED)
@@ -32,6 +35,8 @@ struct atk {
 	struct sockaddr_in to; /* the victim */
 	struct ntx_rel rel;
 	struct ntx_rel_peer *peer;
+	int raw;               /* >= 0: datagrams leave spoofed, from ... */
+	struct sockaddr_in as; /* ... this address */
 };
 
 static uint64_t mono_ns(void)
@@ -42,6 +47,30 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A UDP datagram from 'from' to 'to' through a raw socket: the kernel
+ * fills in the IP checksum and length; a UDP checksum of 0 is none. */
+static void raw_udp(int raw, const struct sockaddr_in *from,
+		    const struct sockaddr_in *to, const void *p, size_t len)
+{
+	static uint8_t pkt[20 + 8 + 1500];
+	uint16_t ulen = htons((uint16_t)(8 + len));
+
+	cr_assert_leq(len, 1500);
+	memset(pkt, 0, 28);
+	pkt[0] = 0x45;
+	pkt[8] = 64;
+	pkt[9] = IPPROTO_UDP;
+	memcpy(pkt + 12, &from->sin_addr.s_addr, 4);
+	memcpy(pkt + 16, &to->sin_addr.s_addr, 4);
+	memcpy(pkt + 20, &from->sin_port, 2);
+	memcpy(pkt + 22, &to->sin_port, 2);
+	memcpy(pkt + 24, &ulen, 2);
+	memcpy(pkt + 28, p, len);
+	cr_assert_eq(sendto(raw, pkt, 28 + len, 0, (const struct sockaddr *)to,
+			    sizeof(*to)),
+		     (ssize_t)(28 + len));
+}
+
 static int atk_emit(void *arg, struct ntx_rel_peer *peer, const void *hdr,
 		    size_t hdr_len, const void *payload, size_t len)
 {
@@ -50,8 +79,15 @@ static int atk_emit(void *arg, struct ntx_rel_peer *peer, const void *hdr,
 				{ (void *)payload, len } };
 	struct msghdr m = { .msg_name = &a->to, .msg_namelen = sizeof(a->to),
 			    .msg_iov = iov, .msg_iovlen = 2 };
+	uint8_t dg[1500];
 
 	(void)peer;
+	if (a->raw >= 0) {
+		memcpy(dg, hdr, hdr_len);
+		memcpy(dg + hdr_len, payload, len);
+		raw_udp(a->raw, &a->as, &a->to, dg, hdr_len + len);
+		return 0;
+	}
 	return sendmsg(a->fd, &m, 0) < 0 ? -FI_EAGAIN : 0;
 }
 
@@ -90,6 +126,8 @@ static void atk_open(struct atk *a, const struct ntx_addr *victim)
 	cfg.mtu = 1400;
 	cfg.max_msg = 65536;
 	cfg.epoch = 0x5eed0001;
+	cfg.set_epochs = true;
+	a->raw = -1;
 	cr_assert_eq(ntx_rel_init(&a->rel, &cfg, &ops, a), 0);
 	cr_assert_eq(ntx_rel_peer_new(&a->rel, NULL, &a->peer), 0);
 }
@@ -104,6 +142,68 @@ static void atk_close(struct atk *a)
 {
 	ntx_rel_fini(&a->rel);
 	close(a->fd);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+/* A name for the attacker's own socket that passes every check: the
+ * victim's, with the attacker's port, pid and endpoint number. */
+static void atk_name(const struct atk *a, const struct ntx_addr *victim,
+		     struct ntx_addr *name)
+{
+	struct sockaddr_in me;
+	socklen_t len = sizeof(me);
+
+	cr_assert_eq(getsockname(a->fd, (struct sockaddr *)&me, &len), 0);
+	*name = *victim;
+	name->port = me.sin_port;
+	name->pid = (uint32_t)getpid() + 1000000;
+	name->ep_id = 999;
+}
+
+/* INIT or ECHO: 64 bytes, the name last. */
+static void ctl_long(uint8_t *ctl, int type, uint32_t tag_init,
+		     const uint8_t *cookie, const struct ntx_addr *name)
+{
+	memset(ctl, 0, NTX_DG_CTL_LONG);
+	if (cookie)
+		memcpy(ctl, cookie, NTX_DG_CTL_SHORT);
+	ctl[0] = (uint8_t)type;
+	put32(ctl + NTX_DG_CTL_TAG_INIT, tag_init);
+	memcpy(ctl + NTX_DG_CTL_NAME, name, sizeof(*name));
+}
+
+/* The handshake, done honestly from the attacker's own address, so that
+ * what it sends next reaches the checks under test. */
+static void atk_handshake(struct atk *a, const struct ntx_addr *name)
+{
+	uint8_t ctl[NTX_DG_CTL_LONG], ck[NTX_DG_CTL_LONG];
+	uint32_t tag = 0x7a6a0001;
+	struct pollfd pfd = { .fd = a->fd, .events = POLLIN };
+
+	ctl_long(ctl, NTX_DG_CTL_INIT, tag, NULL, name);
+	cr_assert_eq(sendto(a->fd, ctl, sizeof(ctl), 0,
+			    (struct sockaddr *)&a->to, sizeof(a->to)),
+		     (ssize_t)sizeof(ctl));
+	cr_assert_eq(poll(&pfd, 1, UDP_MS), 1, "no COOKIE for an honest INIT");
+	cr_assert_eq(recv(a->fd, ck, sizeof(ck), 0), NTX_DG_CTL_SHORT);
+	cr_assert_eq(ck[0], NTX_DG_CTL_COOKIE);
+	cr_assert_eq(get32(ck + NTX_DG_CTL_TAG_INIT), tag);
+	ctl_long(ctl, NTX_DG_CTL_ECHO, tag, ck, name);
+	cr_assert_eq(sendto(a->fd, ctl, sizeof(ctl), 0,
+			    (struct sockaddr *)&a->to, sizeof(a->to)),
+		     (ssize_t)sizeof(ctl));
+	ntx_rel_peer_set_epochs(a->peer, tag, get32(ck + NTX_DG_CTL_TAG_RESP));
 }
 
 /* An eager tagged message of 8 bytes, as the engine sends it. */
@@ -149,8 +249,9 @@ static void udp_pair(struct tctx *t, struct ntx_addr *victim,
 enum lie { LIE_OTHER_NAME, LIE_SHORT_HELLO, LIE_NO_HELLO, LIE_BAD_NAME };
 
 /* The victim (t.ep) and an honest endpoint of the same domain; the
- * attacker sends its lie and an eager message, then the honest endpoint
- * sends one: the victim's first receive must be the honest one. */
+ * attacker proves its own address, then sends its lie and an eager
+ * message, then the honest endpoint sends one: the victim's first
+ * receive must be the honest one. */
 static void refused(enum lie lie)
 {
 	struct ntx_addr victim, honest;
@@ -166,6 +267,12 @@ static void refused(enum lie lie)
 				     &in[i]), 0);
 
 	atk_open(&a, &victim);
+	{
+		struct ntx_addr own;
+
+		atk_name(&a, &victim, &own);
+		atk_handshake(&a, &own);
+	}
 	if (lie == LIE_OTHER_NAME) {
 		atk_hello(&a, &honest, sizeof(honest)); /* not its port */
 	} else if (lie == LIE_SHORT_HELLO) {
@@ -454,6 +561,230 @@ Test(udp_adv, unnamed_senders_make_the_victim_hold_almost_nothing,
 		     "senders sent");
 	for (int s = 0; s < NSEND; s++)
 		close(fds[s]);
+	cr_assert_eq(fi_close(&hep->fid), 0);
+	t_close(&t);
+}
+
+/* ---- spoofed sources: return routability ------------------------------------ */
+
+/* Counts what reaches a UDP socket: datagrams and bytes. */
+static void drain_count(int fd, int wait_ms, uint64_t *n, uint64_t *bytes)
+{
+	static uint8_t buf[65536];
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	while (poll(&pfd, 1, wait_ms) == 1) {
+		ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (r < 0)
+			break;
+		(*n)++;
+		*bytes += (uint64_t)r;
+	}
+}
+
+static int raw_or_skip(void)
+{
+	int raw = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+
+	if (raw < 0)
+		cr_skip_test("no raw socket (needs CAP_NET_RAW)");
+	return raw;
+}
+
+/* Hostile networks round two, findings 2 and 6: a HELLO and an EAGER
+ * spoofed from an address the attacker does not own completed a receive
+ * at the victim, and one HELLO drew 28 datagrams (factor 18 in bytes) to
+ * that address. Now the victim takes nothing from an address before it
+ * echoed a cookie, and sends it no more than it received: here a socket
+ * of this test plays the third party whose address the attacker uses,
+ * and counts what the victim sends it. The spoofed first contact comes
+ * in every form: the old HELLO and EAGER, an INIT (it draws one COOKIE,
+ * half its size, which the third party never echoes), and an ECHO with a
+ * made-up cookie. */
+Test(udp_adv, a_spoofed_first_contact_delivers_nothing_and_reflects_less,
+     .timeout = 60)
+{
+	struct ntx_addr victim, honest, third_name;
+	uint64_t in[2] = { 0, 0 }, mine = 0x600d, got = 0;
+	uint64_t sent_n = 0, sent_b = 0, back_n = 0, back_b = 0;
+	uint8_t ctl[NTX_DG_CTL_LONG], fake_ck[NTX_DG_CTL_SHORT];
+	struct sockaddr_in any = { .sin_family = AF_INET };
+	struct fid_ep *hep;
+	fi_addr_t vaddr;
+	struct tctx t;
+	struct atk a;
+	int raw = raw_or_skip(), third;
+
+	udp_pair(&t, &victim, &honest, &hep, &vaddr);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(fi_recv(t.ep, &in[i], 8, NULL, FI_ADDR_UNSPEC,
+				     &in[i]), 0);
+	third = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(third, 0);
+	cr_assert_eq(bind(third, (struct sockaddr *)&any, sizeof(any)), 0);
+
+	atk_open(&a, &victim);
+	a.raw = raw;
+	{
+		socklen_t len = sizeof(a.as);
+
+		cr_assert_eq(getsockname(third, (struct sockaddr *)&a.as,
+					 &len), 0);
+		a.as.sin_addr.s_addr = ip_of(&victim);
+	}
+	/* a name that matches the third party's address */
+	atk_name(&a, &victim, &third_name);
+	third_name.port = a.as.sin_port;
+	for (int k = 0; k < 4; k++) {
+		ctl_long(ctl, NTX_DG_CTL_INIT, 0x51000000u + (uint32_t)k, NULL,
+			 &third_name);
+		raw_udp(raw, &a.as, &a.to, ctl, sizeof(ctl));
+		sent_n++, sent_b += sizeof(ctl);
+	}
+	memset(fake_ck, 0x5a, sizeof(fake_ck));
+	ctl_long(ctl, NTX_DG_CTL_ECHO, 0x51000000u, fake_ck, &third_name);
+	raw_udp(raw, &a.as, &a.to, ctl, sizeof(ctl));
+	sent_n++, sent_b += sizeof(ctl);
+	/* finding 2's sequence, numbered from 0 as a real first contact is */
+	ntx_rel_peer_set_epochs(a.peer, 0x5eed0001, 0);
+	atk_hello(&a, &third_name, sizeof(third_name));
+	atk_eager(&a, 0xbad);
+	atk_flush(&a);
+	sent_n += a.rel.stats.tx_data;
+	sent_b += a.rel.stats.tx_data * NTX_REL_HDR_LEN + sizeof(third_name) +
+		  sizeof(struct ntx_wire_hdr) + 8;
+
+	cr_assert_eq(fi_send(hep, &mine, 8, NULL, vaddr, NULL), 0);
+	for (uint64_t end = mono_ns() + UDP_MS * 1000000ull; !got;) {
+		struct fi_cq_tagged_entry e;
+
+		if (fi_cq_read(t.cq, &e, 1) == 1 && (e.flags & FI_RECV))
+			got = *(uint64_t *)e.op_context;
+		cr_assert_lt(mono_ns(), end, "the honest message never came");
+	}
+	cr_assert_eq(got, mine, "the victim took the spoofed message (%#llx)",
+		     (unsigned long long)got);
+	/* what the victim sent the third party, for a second longer (a
+	 * retransmitting victim sent for 21 s: its first ones come within
+	 * this second) */
+	for (uint64_t end = mono_ns() + 1000000000ull; mono_ns() < end;) {
+		struct fi_cq_tagged_entry e;
+
+		drain_count(third, 10, &back_n, &back_b);
+		cr_assert_neq(fi_cq_read(t.cq, &e, 1), 1,
+			      "a second receive completed");
+	}
+	printf("udp_adv: spoofed first contact: %llu datagrams (%llu bytes) "
+	       "in the third party's name; the victim sent it %llu (%llu "
+	       "bytes)\n", (unsigned long long)sent_n,
+	       (unsigned long long)sent_b, (unsigned long long)back_n,
+	       (unsigned long long)back_b);
+	cr_assert_leq(back_n, sent_n, "more datagrams out than in");
+	cr_assert_leq(back_b, sent_b, "more bytes out than in");
+	cr_assert_eq(back_n, 4, "one COOKIE for each INIT, nothing else");
+	atk_close(&a);
+	close(third);
+	close(raw);
+	cr_assert_eq(fi_close(&hep->fid), 0);
+	t_close(&t);
+}
+
+/* Hostile networks round two, finding 1(a): a datagram spoofed from an
+ * honest peer's address with a new src_epoch and dst_epoch 0 was taken
+ * for "the peer restarted", and the session was reset: 8 messages sent
+ * and completed, 5 received. Now a session's datagrams must carry both
+ * tags of its handshake, and only an ECHO of our cookie starts a new
+ * session. Before each message of an honest stream both ways, the
+ * attacker sends in the honest peer's name: that datagram, a pure ACK
+ * of everything, an INIT with a new tag (its COOKIE goes to the honest
+ * peer, which did not ask for it) and an ECHO of a made-up cookie. */
+Test(udp_adv, a_spoofed_restart_resets_no_session, .timeout = 120)
+{
+	enum { N = 8 };
+	struct ntx_addr victim, honest;
+	uint64_t vin[N], hin[N], sent = 0, done = 0, got = 0;
+	uint8_t ctl[NTX_DG_CTL_LONG], dg[NTX_REL_HDR_LEN + 32];
+	struct sockaddr_in as = { .sin_family = AF_INET };
+	struct fid_ep *hep;
+	fi_addr_t vaddr, haddr;
+	struct tctx t;
+	struct atk a;
+	int raw = raw_or_skip();
+
+	udp_pair(&t, &victim, &honest, &hep, &vaddr);
+	cr_assert_eq(t_insert(&t, &honest, &haddr), 0);
+	atk_open(&a, &victim);
+	as.sin_addr.s_addr = ip_of(&honest);
+	as.sin_port = honest.port;
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(fi_trecv(t.ep, &vin[i], 8, NULL, FI_ADDR_UNSPEC,
+				      (uint64_t)i, 0, &vin[i]), 0);
+		cr_assert_eq(fi_trecv(hep, &hin[i], 8, NULL, FI_ADDR_UNSPEC,
+				      (uint64_t)i, 0, &hin[i]), 0);
+	}
+	for (int i = 0; i < N; i++) {
+		uint64_t end = mono_ns() + UDP_MS * 1000000ull;
+		uint64_t want = got + 2, out[2] = { 0x100 + (uint64_t)i,
+						    0x200 + (uint64_t)i };
+		struct ntx_rel_hdr h = {
+			.version = NTX_REL_VERSION,
+			.flags = NTX_REL_F_DATA | NTX_REL_F_PRIO,
+			.plen = 32, .src_epoch = 0x0bad0000u + (uint32_t)i + 1,
+			.msg_len = 32, .nfrag = 1,
+		};
+
+		ntx_rel_hdr_pack(&h, dg);
+		memcpy(dg + NTX_REL_HDR_LEN, &honest, 32);
+		raw_udp(raw, &as, &a.to, dg, sizeof(dg));
+		h = (struct ntx_rel_hdr){ .version = NTX_REL_VERSION,
+					  .src_epoch = h.src_epoch,
+					  .ack = 1000 };
+		ntx_rel_hdr_pack(&h, dg);
+		raw_udp(raw, &as, &a.to, dg, NTX_REL_HDR_LEN);
+		ctl_long(ctl, NTX_DG_CTL_INIT, 0x0bad0000u + (uint32_t)i + 1,
+			 NULL, &honest);
+		raw_udp(raw, &as, &a.to, ctl, sizeof(ctl));
+		memset(dg, 0x5a, NTX_DG_CTL_SHORT);
+		ctl_long(ctl, NTX_DG_CTL_ECHO, 0x0bad0000u, dg, &honest);
+		raw_udp(raw, &as, &a.to, ctl, sizeof(ctl));
+
+		cr_assert_eq(fi_tsend(hep, &out[0], 8, NULL, vaddr, (uint64_t)i,
+				      NULL), 0);
+		cr_assert_eq(fi_tsend(t.ep, &out[1], 8, NULL, haddr,
+				      (uint64_t)i, NULL), 0);
+		sent += 2;
+		while (got < want || done < sent) {
+			struct fi_cq_tagged_entry e;
+			struct fi_cq_err_entry err = { 0 };
+			ssize_t n = fi_cq_read(t.cq, &e, 1);
+
+			if (n == -FI_EAVAIL) {
+				fi_cq_readerr(t.cq, &err, 0);
+				cr_assert_fail("message %d: an error completion"
+					       ": %s", i, fi_strerror(err.err));
+			}
+			if (n == 1 && (e.flags & FI_RECV))
+				got++;
+			else if (n == 1)
+				done++;
+			cr_assert_lt(mono_ns(), end, "message %d: sent %llu "
+				     "completed %llu received %llu", i,
+				     (unsigned long long)sent,
+				     (unsigned long long)done,
+				     (unsigned long long)got);
+		}
+	}
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(vin[i], 0x100 + (uint64_t)i);
+		cr_assert_eq(hin[i], 0x200 + (uint64_t)i);
+	}
+	printf("udp_adv: spoofed restart, ACK, INIT and ECHO before each of %d "
+	       "messages each way: sent %llu, completed %llu, received %llu\n",
+	       N, (unsigned long long)sent, (unsigned long long)done,
+	       (unsigned long long)got);
+	atk_close(&a);
+	close(raw);
 	cr_assert_eq(fi_close(&hep->fid), 0);
 	t_close(&t);
 }
