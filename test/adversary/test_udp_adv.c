@@ -246,7 +246,55 @@ static void udp_pair(struct tctx *t, struct ntx_addr *victim,
 	cr_assert_eq(t_insert(t, victim, vaddr), 0);
 }
 
-enum lie { LIE_OTHER_NAME, LIE_SHORT_HELLO, LIE_NO_HELLO, LIE_BAD_NAME };
+enum lie { LIE_OTHER_NAME, LIE_SHORT_HELLO, LIE_NO_HELLO, LIE_BAD_NAME,
+	   LIE_BENT };
+
+/* A datagram of the attacker's session that rel's checks must drop: an
+ * eager message of 0xbad under a header the caller bent. */
+static void atk_bent(struct atk *a, struct ntx_rel_hdr h)
+{
+	uint8_t dg[NTX_REL_HDR_LEN + sizeof(struct ntx_wire_hdr) + 8];
+	struct ntx_wire_hdr w = { .op = NTX_OP_EAGER, .msg_len = 8 };
+	uint64_t v = 0xbad;
+
+	h.version = NTX_REL_VERSION;
+	h.flags |= NTX_REL_F_DATA;
+	h.src_epoch = a->peer->my_epoch;
+	h.dst_epoch = a->peer->peer_epoch;
+	h.plen = sizeof(dg) - NTX_REL_HDR_LEN;
+	ntx_rel_hdr_pack(&h, dg);
+	memcpy(dg + NTX_REL_HDR_LEN, &w, sizeof(w));
+	memcpy(dg + NTX_REL_HDR_LEN + sizeof(w), &v, 8);
+	cr_assert_eq(sendto(a->fd, dg, sizeof(dg), 0,
+			    (struct sockaddr *)&a->to, sizeof(a->to)),
+		     (ssize_t)sizeof(dg));
+}
+
+/* After an honest HELLO (seq 0): packets far beyond the receive window,
+ * and fragment counts that lie (none, an index past the count, a message
+ * longer than any, shorter than its payload, a middle fragment of a
+ * message never begun, a second fragment 0 over it). */
+static void atk_bend_all(struct atk *a, const struct ntx_addr *own)
+{
+	uint32_t plen = sizeof(struct ntx_wire_hdr) + 8;
+
+	atk_hello(a, own, sizeof(*own));
+	atk_flush(a);
+	atk_bent(a, (struct ntx_rel_hdr){ .seq = 1 + 100000, .nfrag = 1,
+					  .msg_len = plen });
+	atk_bent(a, (struct ntx_rel_hdr){ .seq = 0x80000001u, .nfrag = 1,
+					  .msg_len = plen });
+	atk_bent(a, (struct ntx_rel_hdr){ .seq = 1, .nfrag = 0,
+					  .msg_len = plen });
+	atk_bent(a, (struct ntx_rel_hdr){ .seq = 1, .frag = 3, .nfrag = 2,
+					  .msg_len = 2 * plen });
+	atk_bent(a, (struct ntx_rel_hdr){ .seq = 1, .nfrag = 65535,
+					  .msg_len = 0xffffffffu });
+	atk_bent(a, (struct ntx_rel_hdr){ .seq = 1, .nfrag = 1,
+					  .msg_len = plen - 1 });
+	atk_bent(a, (struct ntx_rel_hdr){ .seq = 1, .msg_id = 7, .frag = 1,
+					  .nfrag = 3, .msg_len = 3 * plen });
+}
 
 /* The victim (t.ep) and an honest endpoint of the same domain; the
  * attacker proves its own address, then sends its lie and an eager
@@ -277,6 +325,13 @@ static void refused(enum lie lie)
 		atk_hello(&a, &honest, sizeof(honest)); /* not its port */
 	} else if (lie == LIE_SHORT_HELLO) {
 		atk_hello(&a, &honest, 16);
+	} else if (lie == LIE_BENT) {
+		struct ntx_addr own;
+
+		atk_name(&a, &victim, &own);
+		atk_bend_all(&a, &own);
+		atk_close(&a);
+		goto honest;
 	} else if (lie == LIE_BAD_NAME) {
 		struct ntx_addr bad = honest;
 
@@ -285,7 +340,8 @@ static void refused(enum lie lie)
 	}
 	atk_eager(&a, 0xbad);
 	atk_flush(&a);
-
+	atk_close(&a);
+honest:
 	cr_assert_eq(fi_send(hep, &mine, 8, NULL, vaddr, NULL), 0);
 	for (uint64_t end = mono_ns() + UDP_MS * 1000000ull; !got;) {
 		struct fi_cq_tagged_entry e;
@@ -297,7 +353,6 @@ static void refused(enum lie lie)
 	cr_assert_eq(got, mine, "the victim took the attacker's message "
 		     "(%#llx) first", (unsigned long long)got);
 	cr_assert_eq(in[0], mine);
-	atk_close(&a);
 	cr_assert_eq(fi_close(&hep->fid), 0);
 	t_close(&t);
 }
@@ -320,6 +375,15 @@ Test(udp_adv, a_hello_that_is_no_name_is_refused, .timeout = 60)
 Test(udp_adv, data_before_any_hello_is_refused, .timeout = 60)
 {
 	refused(LIE_NO_HELLO);
+}
+
+/* Not attacked before hostile networks round two: a named peer's
+ * packets far ahead of the window and fragment counts that lie are
+ * dropped (rel's checks), deliver nothing, and the endpoint goes on. */
+Test(udp_adv, far_sequence_numbers_and_lying_fragment_counts_deliver_nothing,
+     .timeout = 60)
+{
+	refused(LIE_BENT);
 }
 
 /* ---- ICMP errors are hints ------------------------------------------------ */
