@@ -1052,6 +1052,98 @@ Test(adversary, a_wrong_key_proof_is_refused, .timeout = 60)
 	keyed_victim_attacked(1, "the victim accepted a wrong proof");
 }
 
+/* Hostile networks round two, finding 8: each refused job-key attempt
+ * wrote a warning, with no bound (200 lines in 0.6 s). The attacker
+ * tries wrong proofs for 2.5 s, at least 200 times; the victim's log
+ * (its stderr, at FI_LOG_LEVEL=warn) holds at most FI_NTX_LOG_RATE (5)
+ * refusals a second, plus lines that count the ones left out. */
+#define REFUSALS_MIN 200
+#define REFUSALS_NS 2500000000ull
+
+static int adv_keyless_many(int sock)
+{
+	struct ntx_wire_hdr h = { .op = NTX_OP_AUTH, .status = NTX_AUTH_CHAL };
+	struct ntx_wire_auth chal, mine = { .nonce = { 1, 2, 3 } };
+	struct ntx_addr v, me = adv_name(1);
+	uint64_t end = t_ms() * 1000000ull + REFUSALS_NS;
+	uint8_t proof[32];
+	uint32_t n = 0;
+	char verdict = 'k';
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	memcpy(mine.name, &me, sizeof(me));
+	memset(proof, 0x5a, sizeof(proof));
+	for (; n < REFUSALS_MIN || t_ms() * 1000000ull < end; n++) {
+		int fd = adv_connect(&v);
+
+		CHK(fd >= 0);
+		CHK(adv_read_chal(fd, &chal) == 0);
+		h.status = NTX_AUTH_CHAL;
+		CHK(adv_frame(fd, NTX_TCP_ENTRY, &h, &mine, sizeof(mine)) == 0);
+		h.status = NTX_AUTH_PROOF;
+		CHK(adv_frame(fd, NTX_TCP_ENTRY, &h, proof, sizeof(proof)) == 0);
+		if (adv_refused(fd) != 'k')
+			verdict = 'x';
+		close(fd);
+	}
+	CHK(t_sock_write(sock, &n, sizeof(n)) == 0);
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+Test(adversary, refused_peers_are_logged_at_a_bounded_rate, .timeout = 120)
+{
+	char path[] = "/tmp/ntx-adv-log-XXXXXX", line[512];
+	int lf = mkstemp(path), saved = dup(2), sock, ncq = 0;
+	char verdict = 0;
+	uint32_t tries = 0, refusals = 0, counted = 0;
+	uint64_t t0;
+	struct tctx t;
+	FILE *f;
+	pid_t pid;
+
+	cr_assert_geq(lf, 0);
+	setenv("FI_LOG_LEVEL", "warn", 1);
+	unsetenv("FI_NTX_LOG_RATE");
+	pid = t_fork(&sock, adv_keyless_many);
+	cr_assert_eq(open_keyed_victim(&t), 0);
+	cr_assert_eq(send_name(&t, sock), 0);
+	fflush(stderr);
+	cr_assert_eq(dup2(lf, 2), 2);
+	t0 = t_ms();
+	for (struct pollfd p = { .fd = sock, .events = POLLIN };
+	     poll(&p, 1, 0) != 1;) {
+		struct fi_cq_tagged_entry e;
+
+		ncq += fi_cq_read(t.cq, &e, 1) == 1;
+	}
+	fflush(stderr);
+	dup2(saved, 2);
+	cr_assert_eq(t_sock_read(sock, &tries, sizeof(tries)), 0);
+	cr_assert_eq(read(sock, &verdict, 1), 1);
+	cr_assert_eq(verdict, 'k', "an attempt was not refused");
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (strstr(line, "refusing pid"))
+			refusals++;
+		if (strstr(line, "more lines like the next were left out"))
+			counted++;
+	}
+	fclose(f);
+	unlink(path);
+	printf("adversary: %u refused job-key attempts over %llu ms: %u "
+	       "warning lines, %u lines counting the rest\n", tries,
+	       (unsigned long long)(t_ms() - t0), refusals, counted);
+	cr_assert_geq(refusals, 1, "no refusal was logged");
+	cr_assert_leq(refusals, 5 * ((t_ms() - t0) / 1000 + 2),
+		      "%u refusal lines", refusals);
+	cr_assert_geq(counted, 1, "nothing counts the lines left out");
+	cr_assert_eq(ncq, 0, "the attacker's message was received");
+}
+
 /* A peer that connects and never answers the challenge: what the victim
  * sends it fails after FI_NTX_AUTH_TIMEOUT_MS instead of waiting forever. */
 static int adv_mute(int sock)
