@@ -106,6 +106,7 @@ struct ntx_params {
 	size_t tcp_timeout_ms; /* tcp: unacknowledged data, silence, connect */
 	size_t tcp_eager_max;  /* tcp: largest message sent in one frame */
 	size_t tcp_unproven_max; /* tcp: accepted, not yet proven, at once */
+	size_t tcp_proof_rate;   /* tcp: proofs a second per source address */
 	size_t udp_mtu;        /* udp: bytes of a datagram's UDP payload */
 	size_t udp_timeout_ms; /* udp: data unacknowledged this long fails */
 	size_t udp_max_peers;  /* udp: peers unknown senders may create */

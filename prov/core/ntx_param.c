@@ -22,6 +22,7 @@ struct ntx_params ntx_params = {
 	.tcp_timeout_ms = 15000,
 	.tcp_eager_max = 65536,
 	.tcp_unproven_max = 1024,
+	.tcp_proof_rate = 128,
 	.udp_mtu = 1472, /* an Ethernet frame: 1500 - IPv4 20 - UDP 8 */
 	.udp_timeout_ms = 20000,
 	.udp_max_peers = 65536,
@@ -145,6 +146,12 @@ static void ntx_params_init_tcp(void)
 		       "proved a name; more wait in the kernel's queue of the "
 		       "listener until some are proven or closed",
 		       &ntx_params.tcp_unproven_max, 1, 1000000);
+	ntx_param_size("tcp_proof_rate",
+		       "tcp: names an endpoint checks a second for connections "
+		       "from one address (each check dials the claimed name's "
+		       "listener), in bursts of twice as many; a hello beyond "
+		       "waits its turn",
+		       &ntx_params.tcp_proof_rate, 1, 1000000);
 }
 
 static void ntx_params_init_udp(void)

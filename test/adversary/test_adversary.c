@@ -21,10 +21,12 @@
 #include <string.h>
 #include <stddef.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -523,6 +525,92 @@ Test(adversary, unproven_tcp_connections_are_capped, .timeout = 120)
 	/* the bound, the honest peer's connection and our probe of it */
 	cr_assert_leq(most, UNPROVEN_MAX + 3, "%d sockets for %d silent "
 		      "connections", most, SILENT);
+}
+
+/* Hostile networks round two: "proofs of one address are rate-limited".
+ * Each hello makes the victim dial the claimed name's listener; one
+ * address sends PROOF_HELLOS at once, and its listener counts the dials
+ * in the first second: at most twice FI_NTX_TCP_PROOF_RATE (the burst)
+ * plus the rate for each second begun. Before, each hello was dialed at
+ * once (100 in well under a second). */
+#define PROOF_RATE 10
+#define PROOF_HELLOS 100
+
+static int adv_proof_flood(int sock)
+{
+	uint16_t port = 0;
+	int lfd = adv_listen(&port), fds[PROOF_HELLOS];
+	struct ntx_addr v, me = adv_name(port);
+	uint32_t out[2] = { 0, 0 };
+	uint64_t t0;
+
+	CHK(lfd >= 0);
+	/* room for every dial at once; and a dial may be gone again by the
+	 * time we accept it */
+	CHK(listen(lfd, 1024) == 0);
+	CHK(fcntl(lfd, F_SETFL, O_NONBLOCK) == 0);
+	signal(SIGPIPE, SIG_IGN);
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	t0 = t_ms();
+	for (int i = 0; i < PROOF_HELLOS; i++)
+		CHK((fds[i] = adv_hello(&v, &me)) >= 0);
+	for (struct pollfd p = { .fd = lfd, .events = POLLIN };
+	     t_ms() < t0 + 1000;) {
+		int fd;
+
+		if (poll(&p, 1, 10) != 1)
+			continue;
+		fd = accept(lfd, NULL, NULL);
+		if (fd >= 0) {
+			out[0]++;
+			close(fd);
+		}
+	}
+	out[1] = (uint32_t)(t_ms() - t0);
+	for (int i = 0; i < PROOF_HELLOS; i++)
+		close(fds[i]);
+	close(lfd);
+	CHK(t_sock_write(sock, out, sizeof(out)) == 0);
+	return 0;
+}
+
+Test(adversary, proofs_of_one_address_are_rate_limited, .timeout = 60)
+{
+	static char buf[VLEN];
+	uint32_t out[2];
+	struct fid_mr *mr;
+	struct tctx t;
+	bool reaped = false;
+	int sock, st = 0;
+	pid_t pid;
+
+	setenv("FI_NTX_TCP_PROOF_RATE", "10", 1);
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	setenv("NTX_TEST_DOMAIN", "tcp", 1);
+	pid = t_fork(&sock, adv_proof_flood);
+	cr_assert_eq(open_victim(&t, &mr, buf), 0);
+	cr_assert_eq(send_name(&t, sock), 0);
+	/* progress until the attacker reports; should it die instead, its
+	 * end of the socket may stay open elsewhere: waitpid tells */
+	for (struct pollfd p = { .fd = sock, .events = POLLIN };
+	     poll(&p, 1, 0) != 1 && !reaped;) {
+		fi_cq_read(t.cq, NULL, 0);
+		reaped = waitpid(pid, &st, WNOHANG) == pid;
+	}
+	cr_assert_eq(t_sock_read(sock, out, sizeof(out)), 0,
+		     "the attacker ended without a report");
+	if (!reaped)
+		cr_assert_eq(t_join(pid), 0);
+	else
+		cr_assert(WIFEXITED(st) && !WEXITSTATUS(st));
+	fi_close(&mr->fid);
+	t_close(&t);
+	printf("adversary: %d hellos from one address: %u proofs in %u ms "
+	       "(FI_NTX_TCP_PROOF_RATE %d)\n", PROOF_HELLOS, out[0], out[1],
+	       PROOF_RATE);
+	cr_assert_geq(out[0], 1, "no proof at all");
+	cr_assert_leq(out[0], 2 * PROOF_RATE + PROOF_RATE * (out[1] / 1000 + 1),
+		      "%u proofs in %u ms", out[0], out[1]);
 }
 
 /* An ECHO whose FI_NTX_TCP_EAGER_MAX is out of range (below 4096, above

@@ -61,6 +61,8 @@ struct ntx_tcp_conn {
 	uint8_t nonce[NTX_TCP_NONCE]; /* VERIFY: what the claimant echoes */
 	uint32_t peer_eager;  /* the peer's FI_NTX_TCP_EAGER_MAX, once OPEN */
 	uint8_t misses;       /* VERIFY: echoes of other connections */
+	bool proof_due;       /* VERIFY: its PROVE waits its address's turn */
+	uint32_t src;         /* VERIFY: the address it comes from */
 	bool probe;           /* carries a PROVE, never reaches the engine */
 	bool broken;          /* a send failed: fails once read to the end */
 };
@@ -79,6 +81,12 @@ struct ntx_tcp_ep {
 	bool accept_off; /* FI_NTX_TCP_UNPROVEN_MAX reached: the listener is
 			  * not watched (ntx_tcp_accept, check_peers) */
 	uint64_t busy_until_ns; /* traffic keeps busy set until then */
+	/* proofs per source address (hashed): tokens, refilled at
+	 * FI_NTX_TCP_PROOF_RATE a second up to twice that */
+	struct {
+		uint64_t at_ns;
+		uint32_t tokens;
+	} proofs[64];
 };
 
 static inline struct ntx_tcp_conn *ntx_tcp_conn_of(struct ntx_be_conn *conn)
@@ -141,6 +149,10 @@ static void ntx_tcp_fail(struct ntx_tcp_conn *c, int err)
 		return;
 	c->state = NTX_TCP_FAILED;
 	c->be->walk = true; /* one that never reached the engine is freed */
+	/* its socket, at its end, stays readable until it is closed: out of
+	 * the set now, or 32 such would fill every epoll_wait of the poll
+	 * (a peer that reset 100 connections hung the victim's progress) */
+	epoll_ctl(c->be->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	if (c->vc && old != NTX_TCP_HELLO_WAIT)
 		c->be->cb.failed(c->vc, err);
 }
@@ -469,14 +481,75 @@ static bool ntx_tcp_may_claim(int fd, const struct ntx_addr *from,
 	return ntx_ip4_loopback(claimed) && ntx_tcp_ip_is_local(*src);
 }
 
+/* A proof of a name from address src may go now: each costs a dial, so
+ * one address gets FI_NTX_TCP_PROOF_RATE a second, in bursts of twice
+ * that (hostile networks round two: proofs of one address are
+ * rate-limited). Addresses that share a slot share its tokens. */
+static bool ntx_tcp_proof_ok(struct ntx_tcp_ep *be, uint32_t src,
+			     uint64_t now)
+{
+	uint64_t burst = 2 * (uint64_t)ntx_params.tcp_proof_rate;
+	uint64_t step = 1000000000ull / ntx_params.tcp_proof_rate, add;
+	size_t i = (size_t)((src * 0x9e3779b9u) >> 26);
+
+	if (!be->proofs[i].at_ns) {
+		be->proofs[i].at_ns = now;
+		be->proofs[i].tokens = (uint32_t)burst;
+	}
+	add = (now - be->proofs[i].at_ns) / step;
+	if (add) {
+		be->proofs[i].tokens = (uint32_t)(be->proofs[i].tokens + add >
+							  burst
+						  ? burst
+						  : be->proofs[i].tokens + add);
+		be->proofs[i].at_ns += add * step;
+	}
+	if (!be->proofs[i].tokens)
+		return false;
+	be->proofs[i].tokens--;
+	return true;
+}
+
+/* The claim's check: a PROVE to the claimed name's listener, when its
+ * address's turn comes (ntx_tcp_proof_ok; else check_peers tries again
+ * until FI_NTX_TCP_HELLO_MS). */
+static void ntx_tcp_prove_claim(struct ntx_tcp_conn *c, uint64_t now)
+{
+	struct ntx_tcp_prove pr;
+	struct ntx_tcp_conn *probe;
+
+	if (!ntx_tcp_proof_ok(c->be, c->src, now)) {
+		if (!c->proof_due)
+			NTX_WARN(FI_LOG_EP_CTRL, "names claimed from one address "
+				 "come faster than %zu a second: pid %u waits "
+				 "its turn\n", ntx_params.tcp_proof_rate,
+				 c->peer.pid);
+		c->proof_due = true;
+		return;
+	}
+	c->proof_due = false;
+	memcpy(pr.claimed, &c->peer, sizeof(pr.claimed));
+	memcpy(pr.prover, &c->be->addr, sizeof(pr.prover));
+	memcpy(pr.nonce, c->nonce, sizeof(pr.nonce));
+	if (ntx_tcp_dial(c->be, &c->peer, ntx_params.tcp_hello_ms, &probe)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "closing a connection whose claimed "
+			 "name (pid %u, port %u) has no listener we reach\n",
+			 c->peer.pid, ntohs(c->peer.port));
+		return ntx_tcp_fail(c, -FI_EACCES);
+	}
+	probe->probe = true;
+	if (ntx_tcp_ctl(probe, NTX_TCP_PROVE, &pr, sizeof(pr))) {
+		ntx_tcp_fail(probe, -FI_ENOMEM);
+		return ntx_tcp_fail(c, -FI_ENOMEM);
+	}
+}
+
 /* A hello: before the connection is bound to the name it claims, a
  * nonce goes to the listener that name names; its owner echoes it over
  * the connection it opened (DESIGN §7, proof of name). */
 static void ntx_tcp_on_hello(struct ntx_tcp_conn *c, const uint8_t *p,
 			     size_t len)
 {
-	struct ntx_tcp_prove pr;
-	struct ntx_tcp_conn *probe;
 	struct ntx_addr from;
 	uint32_t src = 0;
 
@@ -497,21 +570,9 @@ static void ntx_tcp_on_hello(struct ntx_tcp_conn *c, const uint8_t *p,
 		return ntx_tcp_fail(c, -FI_EACCES);
 	}
 	c->peer = from;
-	memcpy(pr.claimed, &from, sizeof(pr.claimed));
-	memcpy(pr.prover, &c->be->addr, sizeof(pr.prover));
-	memcpy(pr.nonce, c->nonce, sizeof(pr.nonce));
-	if (ntx_tcp_dial(c->be, &from, ntx_params.tcp_hello_ms, &probe)) {
-		NTX_WARN(FI_LOG_EP_CTRL, "closing a connection whose claimed "
-			 "name (pid %u, port %u) has no listener we reach\n",
-			 from.pid, ntohs(from.port));
-		return ntx_tcp_fail(c, -FI_EACCES);
-	}
-	probe->probe = true;
-	if (ntx_tcp_ctl(probe, NTX_TCP_PROVE, &pr, sizeof(pr))) {
-		ntx_tcp_fail(probe, -FI_ENOMEM);
-		return ntx_tcp_fail(c, -FI_ENOMEM);
-	}
+	c->src = src;
 	c->state = NTX_TCP_VERIFY;
+	ntx_tcp_prove_claim(c, ntx_now_ns());
 }
 
 /* Someone we connected to asks whether the name of our hello is ours:
@@ -809,8 +870,10 @@ static bool ntx_tcp_walk(struct ntx_tcp_ep *be)
 static int ntx_tcp_poll_ready(struct ntx_tcp_ep *be)
 {
 	struct epoll_event ev[32];
-	int n, cnt = 0;
+	int n, cnt = 0, rounds = 0;
 
+	/* a few rounds at most: what is left stays ready for the next poll
+	 * (busy is set then) */
 	do {
 		n = epoll_wait(be->epfd, ev, 32, 0);
 		for (int i = 0; i < n; i++) {
@@ -822,7 +885,9 @@ static int ntx_tcp_poll_ready(struct ntx_tcp_ep *be)
 				 c->state != NTX_TCP_FAILED)
 				cnt += ntx_tcp_read(c);
 		}
-	} while (n == 32);
+	} while (n == 32 && ++rounds < 4);
+	if (n == 32)
+		be->busy = true;
 	return cnt;
 }
 
@@ -862,6 +927,9 @@ static void ntx_tcp_check_peers(struct ntx_be_ep *bep)
 		struct ntx_tcp_conn *c =
 			ntx_container_of(it, struct ntx_tcp_conn, entry);
 
+		if (c->state == NTX_TCP_VERIFY && c->proof_due &&
+		    now <= c->deadline_ns)
+			ntx_tcp_prove_claim(c, now);
 		if (c->state == NTX_TCP_OPEN || c->state == NTX_TCP_FAILED ||
 		    now <= c->deadline_ns)
 			continue;
