@@ -1,7 +1,7 @@
 /*
  * The API header (DESIGN §2, top layer), for prov/api only: getinfo, the
- * fabric, the objects' open functions, the EQ and the fi_ops stubs. The
- * objects' state lives below: ntx_core.h and ntx_engine.h.
+ * fabric, the objects' open functions, the EQ, wait objects and the fi_ops
+ * stubs. The objects' state lives below: ntx_core.h and ntx_engine.h.
  */
 #ifndef NTX_H
 #define NTX_H
