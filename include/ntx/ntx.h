@@ -1,7 +1,7 @@
 /*
  * The API header (DESIGN §2, top layer), for prov/api only: getinfo, the
- * fabric, the objects' open functions, the EQ and the fi_ops stubs. The
- * objects' state lives below: ntx_core.h and ntx_engine.h.
+ * fabric, the objects' open functions, the EQ, wait objects and the fi_ops
+ * stubs. The objects' state lives below: ntx_core.h and ntx_engine.h.
  */
 #ifndef NTX_H
 #define NTX_H
@@ -220,15 +220,70 @@ int ntx_cq_trywait(struct fid *fid);
 int ntx_eq_trywait(struct fid *fid);
 int ntx_cntr_trywait(struct fid *fid);
 int ntx_wait_trywait(struct fid *fid);
-/* The EQ's signal fd, armed (wait sets). */
-int ntx_eq_wait_fd(struct fid *fid);
+
+/* ---- wait objects (ntx_waitobj.c, DESIGN §3 "Wait objects") ----------- */
+/* What an object sleeps on: the hook a new kind of wake-up plugs into
+ * (a doorbell eventfd of a back end's own joins a scope's sleep as that
+ * back end's wait_fd; anything else gets ops of its own). */
+struct ntx_waitobj_ops {
+	/* Sleeps until the object may have news or timeout_ms passes (-1:
+	 * no limit). ready(arg), when given, is asked once everything is
+	 * armed and before sleeping: news that came while arming. */
+	void (*sleep)(struct ntx_waitobj *w, int timeout_ms,
+		      bool (*ready)(void *arg), void *arg);
+	/* The fd FI_GETWAIT gives and a wait set holds, set up so that
+	 * anything new makes it readable; 0 or -FI_ENOMEM. */
+	int (*fd)(struct ntx_waitobj *w, int *fd);
+	void (*close)(struct ntx_waitobj *w); /* undoes fd(); may be NULL */
+};
+/* A CQ's or counter's: its scope's back ends' wait fds and its signal;
+ * FI_WAIT_YIELD and FI_WAIT_NONE yield the CPU instead. */
+extern const struct ntx_waitobj_ops ntx_waitobj_scope_ops;
+/* The signal alone, armed: an EQ's fd. */
+int ntx_waitobj_signal_fd(struct ntx_waitobj *w, int *fd);
+
+/* One blocking call: done(arg, &ret) makes progress and says whether
+ * the call is over, with its answer; expired is the answer at the
+ * deadline (-FI_EAGAIN, -FI_ETIMEDOUT); ready goes to ops->sleep. */
+struct ntx_waitobj_call {
+	bool (*done)(void *arg, ssize_t *ret);
+	bool (*ready)(void *arg);
+	void *arg;
+	ssize_t expired;
+};
+
+/* Checks an open's wait_obj: -FI_ENOSYS for a kind ntx lacks,
+ * -FI_EINVAL for FI_WAIT_SET without a set; logs under sub as what. */
+int ntx_waitobj_check(enum fi_wait_obj kind, const struct fid_wait *set,
+		      enum fi_log_subsys sub, const char *what);
+/* Opens the signal; domain and scope are a CQ's or counter's, else
+ * NULL. 0 or -FI_ENOMEM. */
+int ntx_waitobj_init(struct ntx_waitobj *w, const struct ntx_waitobj_ops *ops,
+		     enum fi_wait_obj kind, struct ntx_domain *domain,
+		     struct ntx_scope *scope);
+/* Over an fd of the caller's (fd < 0: -FI_ENOMEM), owned from now on:
+ * FI_WAIT_FD, without a signal (a wait set's epoll set). */
+int ntx_waitobj_init_fd(struct ntx_waitobj *w,
+			const struct ntx_waitobj_ops *ops, int fd);
+/* Last step of an open: FI_WAIT_SET joins set as member. */
+int ntx_waitobj_join(struct ntx_waitobj *w, struct fid_wait *set,
+		     struct fid *member);
+void ntx_waitobj_fini(struct ntx_waitobj *w, struct fid *member);
+/* Until c->done or timeout_ms (-1: no limit, 0: one try). */
+ssize_t ntx_waitobj_wait(struct ntx_waitobj *w, int timeout_ms,
+			 const struct ntx_waitobj_call *c);
+/* FI_GETWAIT (FI_WAIT_FD only, else -FI_ENODATA) and FI_GETWAITOBJ;
+ * -FI_ENOSYS for other commands. */
+int ntx_waitobj_control(struct ntx_waitobj *w, int command, void *arg);
 
 /* ---- wait sets (ntx_wait.c) ------------------------------------------------ */
 int ntx_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
 		  struct fid_wait **waitset);
 /* A CQ, counter or EQ opened with FI_WAIT_SET joins its set at open
- * (-FI_EINVAL: not an ntx wait set) and leaves it at close. */
-int ntx_wait_attach(struct fid_wait *ws, struct fid *member);
+ * (-FI_EINVAL: not an ntx wait set; its wait object's fd goes into the
+ * set) and leaves it at close (ntx_waitobj_join, ntx_waitobj_fini). */
+int ntx_wait_attach(struct fid_wait *ws, struct fid *member,
+		    struct ntx_waitobj *w);
 void ntx_wait_detach(struct fid_wait *ws, struct fid *member);
 
 /* ---- stubs (ntx_stub.c) ---------------------------------------------------- */

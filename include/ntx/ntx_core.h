@@ -68,6 +68,25 @@ static inline void ntx_signal_drain(struct ntx_signal *s)
 /* Waits until readable or timeout (ms, -1 = forever); 0, -FI_EAGAIN */
 int ntx_signal_wait(struct ntx_signal *s, int timeout_ms);
 
+/* ---- wait object: how a CQ, counter, EQ or wait set blocks --------------
+ * The state fi_cq_sread, fi_cntr_wait, fi_eq_sread, fi_wait and
+ * FI_GETWAIT share; the code is the API's (prov/api/ntx_waitobj.c), the
+ * struct is here because the objects that embed it are. ops says what
+ * the object sleeps on (struct ntx_waitobj_ops in ntx.h). */
+struct ntx_waitobj_ops;
+struct ntx_domain;
+struct ntx_scope;
+struct ntx_waitobj {
+	enum fi_wait_obj kind;     /* as opened; FI_WAIT_UNSPEC is FD */
+	struct ntx_signal sig;     /* readable while the object has news */
+	int epfd;                  /* the FI_GETWAIT fd, -1 until asked for */
+	struct fid_wait *wait_set; /* FI_WAIT_SET: the set it is in */
+	const struct ntx_waitobj_ops *ops;
+	/* a CQ's or counter's: the endpoints whose back ends wake it */
+	struct ntx_domain *domain;
+	struct ntx_scope *scope;
+};
+
 /* ---- domain ------------------------------------------------------------- */
 struct ntx_fabric;
 struct ntx_be_ops;
@@ -345,15 +364,12 @@ struct ntx_cq {
 	struct ntx_domain *domain;
 	atomic_int ref;
 	enum fi_cq_format format;
-	enum fi_wait_obj wait_obj;
-	struct ntx_signal sig;
+	struct ntx_waitobj wait; /* sread, FI_GETWAIT, its signal */
 	struct ntx_cq_ent *ring;
 	size_t cap, head, count;
 	struct ntx_list errs;
 	struct ntx_cq_err *last_err; /* freed on the next read */
 	atomic_bool signaled; /* fi_cq_signal: wake one sread */
-	int epfd;             /* FI_GETWAIT set, -1 until asked for */
-	struct fid_wait *wait_set; /* FI_WAIT_SET: the set it is in */
 	bool source_err;
 	pthread_mutex_t lock;  /* ring and errors (a leaf lock) */
 	struct ntx_scope scope; /* endpoints bound to the CQ */
@@ -459,7 +475,7 @@ static inline ssize_t ntx_cq_ring_read(struct ntx_cq *cq, void *buf,
 	if (!cq->count) {
 		cq->head = 0;
 		if (ntx_list_empty(&cq->errs))
-			ntx_signal_drain(&cq->sig);
+			ntx_signal_drain(&cq->wait.sig);
 	}
 	return n ? (ssize_t)n : -FI_EAGAIN;
 }
@@ -481,7 +497,7 @@ static inline void ntx_cq_append(struct ntx_cq *cq, void *ctx, uint64_t flags,
 	e->e.tag = tag;
 	e->src = src;
 	if (cq->count++ == 0)
-		ntx_signal_raise(&cq->sig);
+		ntx_signal_raise(&cq->wait.sig);
 }
 /* ntx_cq_push when the entry goes to the ring (takes the CQ's lock). */
 int ntx_cq_push_ring(struct ntx_cq *cq, void *ctx, uint64_t flags,
@@ -545,10 +561,7 @@ struct ntx_cntr {
 	struct ntx_domain *domain;
 	atomic_int ref;
 	atomic_uint_fast64_t value, err;
-	enum fi_wait_obj wait_obj;
-	struct ntx_signal sig;
-	int epfd; /* FI_GETWAIT set, -1 until asked for */
-	struct fid_wait *wait_set; /* FI_WAIT_SET: the set it is in */
+	struct ntx_waitobj wait; /* fi_cntr_wait, FI_GETWAIT, its signal */
 	struct ntx_scope scope; /* endpoints bound to the counter */
 };
 void ntx_cntr_inc(struct ntx_cntr *c);

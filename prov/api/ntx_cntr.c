@@ -3,7 +3,6 @@
  * Reading a counter drives manual progress.
  */
 #include "config.h"
-#include <sched.h>
 #include <stdlib.h>
 
 #include "ntx/ntx.h"
@@ -35,7 +34,7 @@ static int ntx_cntr_add(struct fid_cntr *fc, uint64_t v)
 	struct ntx_cntr *c = ntx_container_of(fc, struct ntx_cntr, cntr);
 
 	atomic_fetch_add(&c->value, v);
-	ntx_signal_raise(&c->sig);
+	ntx_signal_raise(&c->wait.sig);
 	return 0;
 }
 
@@ -44,7 +43,7 @@ static int ntx_cntr_set(struct fid_cntr *fc, uint64_t v)
 	struct ntx_cntr *c = ntx_container_of(fc, struct ntx_cntr, cntr);
 
 	atomic_store(&c->value, v);
-	ntx_signal_raise(&c->sig);
+	ntx_signal_raise(&c->wait.sig);
 	return 0;
 }
 
@@ -53,7 +52,7 @@ static int ntx_cntr_adderr(struct fid_cntr *fc, uint64_t v)
 	struct ntx_cntr *c = ntx_container_of(fc, struct ntx_cntr, cntr);
 
 	atomic_fetch_add(&c->err, v);
-	ntx_signal_raise(&c->sig);
+	ntx_signal_raise(&c->wait.sig);
 	return 0;
 }
 
@@ -62,7 +61,7 @@ static int ntx_cntr_seterr(struct fid_cntr *fc, uint64_t v)
 	struct ntx_cntr *c = ntx_container_of(fc, struct ntx_cntr, cntr);
 
 	atomic_store(&c->err, v);
-	ntx_signal_raise(&c->sig);
+	ntx_signal_raise(&c->wait.sig);
 	return 0;
 }
 
@@ -71,44 +70,45 @@ struct ntx_cntr_cond {
 	uint64_t threshold, err0;
 };
 
+/* The threshold reached (0) or an error counted since the wait began
+ * (-FI_EAVAIL); checked after progress, and again once armed. */
+static bool ntx_cntr_ready_ret(struct ntx_cntr_cond *k, ssize_t *ret)
+{
+	if (atomic_load(&k->c->value) >= k->threshold)
+		*ret = 0;
+	else if (atomic_load(&k->c->err) != k->err0)
+		*ret = -FI_EAVAIL;
+	else
+		return false;
+	return true;
+}
+
 static bool ntx_cntr_ready(void *arg)
+{
+	ssize_t ret;
+
+	return ntx_cntr_ready_ret(arg, &ret);
+}
+
+static bool ntx_cntr_wait_done(void *arg, ssize_t *ret)
 {
 	struct ntx_cntr_cond *k = arg;
 
-	return atomic_load(&k->c->value) >= k->threshold ||
-	       atomic_load(&k->c->err) != k->err0;
+	ntx_cntr_progress(k->c);
+	return ntx_cntr_ready_ret(k, ret);
 }
 
+/* Sleeps on the counter's scope (ntx_waitobj_scope_ops); without a wait
+ * object (FI_WAIT_NONE) there is nothing to sleep on, and it polls,
+ * yielding the CPU in between. */
 static int ntx_cntr_wait(struct fid_cntr *fc, uint64_t threshold, int timeout)
 {
 	struct ntx_cntr *c = ntx_container_of(fc, struct ntx_cntr, cntr);
-	uint64_t end = ntx_now_ns() + (uint64_t)(timeout < 0 ? 0 : timeout) *
-						 1000000ull;
-	uint64_t err0 = atomic_load(&c->err);
+	struct ntx_cntr_cond cond = { c, threshold, atomic_load(&c->err) };
+	const struct ntx_waitobj_call call = {
+		ntx_cntr_wait_done, ntx_cntr_ready, &cond, -FI_ETIMEDOUT };
 
-	struct ntx_cntr_cond cond = { c, threshold, err0 };
-
-	for (;;) {
-		uint64_t now;
-
-		ntx_cntr_progress(c);
-		if (atomic_load(&c->value) >= threshold)
-			return 0;
-		if (atomic_load(&c->err) != err0)
-			return -FI_EAVAIL;
-		now = ntx_now_ns();
-		if (timeout >= 0 && now >= end)
-			return -FI_ETIMEDOUT;
-		/* without a wait object (FI_WAIT_NONE) there is nothing
-		 * to sleep on: poll, yielding the CPU in between */
-		if (c->wait_obj == FI_WAIT_YIELD || c->wait_obj == FI_WAIT_NONE)
-			sched_yield();
-		else
-			ntx_scope_sleep(c->domain, &c->scope, &c->sig,
-					ntx_cntr_ready,
-					 &cond, timeout < 0 ? -1 :
-					 (int)((end - now + 999999) / 1000000));
-	}
+	return (int)ntx_waitobj_wait(&c->wait, timeout, &call);
 }
 
 static bool ntx_cntr_never(void *arg)
@@ -120,7 +120,7 @@ int ntx_cntr_trywait(struct fid *fid)
 {
 	struct ntx_cntr *c = ntx_container_of(fid, struct ntx_cntr, cntr.fid);
 
-	return ntx_scope_trywait(c->domain, &c->scope, &c->sig,
+	return ntx_scope_trywait(c->domain, &c->scope, &c->wait.sig,
 				 ntx_cntr_never, c);
 }
 
@@ -132,10 +132,7 @@ static int ntx_cntr_close(struct fid *fid)
 		NTX_WARN(FI_LOG_CNTR, "counter is still bound\n");
 		return -FI_EBUSY;
 	}
-	if (c->wait_set)
-		ntx_wait_detach(c->wait_set, &c->cntr.fid);
-	ntx_domain_wait_set_close(c->domain, c->epfd);
-	ntx_signal_close(&c->sig);
+	ntx_waitobj_fini(&c->wait, &c->cntr.fid);
 	ntx_scope_fini(&c->scope);
 	ntx_ref_put(&c->domain->ref);
 	free(c);
@@ -145,24 +142,8 @@ static int ntx_cntr_close(struct fid *fid)
 static int ntx_cntr_control(struct fid *fid, int command, void *arg)
 {
 	struct ntx_cntr *c = ntx_container_of(fid, struct ntx_cntr, cntr.fid);
-	int ret;
 
-	switch (command) {
-	case FI_GETWAIT:
-		if (c->wait_obj != FI_WAIT_FD || !arg)
-			return -FI_ENODATA;
-		ret = ntx_domain_wait_set(c->domain, &c->sig, &c->epfd);
-		if (!ret)
-			*(int *)arg = c->epfd;
-		return ret;
-	case FI_GETWAITOBJ:
-		if (!arg)
-			return -FI_EINVAL;
-		*(enum fi_wait_obj *)arg = c->wait_obj;
-		return 0;
-	default:
-		return -FI_ENOSYS;
-	}
+	return ntx_waitobj_control(&c->wait, command, arg);
 }
 
 static struct fi_ops ntx_cntr_fi_ops = {
@@ -192,6 +173,7 @@ int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 	struct ntx_domain *dom = ntx_container_of(domain, struct ntx_domain,
 						  dom);
 	struct ntx_cntr *c;
+	int ret;
 
 	if (!attr || !out)
 		return -FI_EINVAL;
@@ -199,47 +181,29 @@ int ntx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		NTX_WARN(FI_LOG_CNTR, "counter attributes not supported\n");
 		return -FI_ENOSYS;
 	}
-	switch (attr->wait_obj) {
-	case FI_WAIT_NONE: case FI_WAIT_UNSPEC: case FI_WAIT_FD:
-	case FI_WAIT_YIELD: case FI_WAIT_SET:
-	/* FI_WAIT_MUTEX_COND: blocking calls sleep as with FI_WAIT_FD;
-	 * ntx has no mutex and condition for FI_GETWAIT to give */
-	case FI_WAIT_MUTEX_COND:
-		break;
-	default:
-		NTX_WARN(FI_LOG_CNTR, "counter wait object %d not supported\n",
-			 attr->wait_obj);
-		return -FI_ENOSYS;
-	}
-	if (attr->wait_obj == FI_WAIT_SET && !attr->wait_set) {
-		NTX_WARN(FI_LOG_CNTR, "FI_WAIT_SET without a wait_set\n");
-		return -FI_EINVAL;
-	}
+	ret = ntx_waitobj_check(attr->wait_obj, attr->wait_set, FI_LOG_CNTR,
+				"counter");
+	if (ret)
+		return ret;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -FI_ENOMEM;
-	if (ntx_signal_open(&c->sig)) {
+	if (ntx_waitobj_init(&c->wait, &ntx_waitobj_scope_ops, attr->wait_obj,
+			     dom, &c->scope)) {
 		free(c);
 		return -FI_ENOMEM;
 	}
-	c->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD
-						       : attr->wait_obj;
 	c->domain = dom;
-	c->epfd = -1;
 	ntx_scope_init(&c->scope);
 	c->cntr.fid.fclass = FI_CLASS_CNTR;
 	c->cntr.fid.context = context;
 	c->cntr.fid.ops = &ntx_cntr_fi_ops;
 	c->cntr.ops = &ntx_cntr_ops;
 	ntx_ref_get(&dom->ref);
-	if (c->wait_obj == FI_WAIT_SET) {
-		int ret = ntx_wait_attach(attr->wait_set, &c->cntr.fid);
-
-		if (ret) {
-			ntx_cntr_close(&c->cntr.fid);
-			return ret;
-		}
-		c->wait_set = attr->wait_set;
+	ret = ntx_waitobj_join(&c->wait, attr->wait_set, &c->cntr.fid);
+	if (ret) {
+		ntx_cntr_close(&c->cntr.fid);
+		return ret;
 	}
 	*out = &c->cntr;
 	return 0;

@@ -5,8 +5,6 @@
  */
 #include "config.h"
 #include <sched.h>
-#include <sys/epoll.h>
-#include <unistd.h>
 #include <stdlib.h>
 
 #include "ntx/ntx.h"
@@ -209,7 +207,7 @@ static ssize_t ntx_cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf,
 	free(cq->last_err);
 	cq->last_err = e; /* err_data stays valid until the next read */
 	if (!cq->count && ntx_list_empty(&cq->errs))
-		ntx_signal_drain(&cq->sig);
+		ntx_signal_drain(&cq->wait.sig);
 	/* copied under the lock: another thread's readerr frees e */
 	user_data = buf->err_data;
 	user_size = buf->err_data_size;
@@ -243,38 +241,42 @@ static bool ntx_cq_ready(void *arg)
 	return ntx_cq_pending(cq) || atomic_load(&cq->signaled);
 }
 
-/* Blocks without spinning (FI_WAIT_YIELD yields instead): the back ends
- * are armed so that a peer's next doorbell also writes our wait fd. */
+struct ntx_cq_sread {
+	struct ntx_cq *cq;
+	void *buf;
+	size_t count;
+	fi_addr_t *src;
+};
+
+/* One try of a blocking read, always with progress: it must not sleep
+ * on an entry that only waits to be polled. fi_cq_signal ends it. */
+static bool ntx_cq_sread_done(void *arg, ssize_t *ret)
+{
+	struct ntx_cq_sread *r = arg;
+
+	*ret = ntx_cq_do_read(&r->cq->cq, r->buf, r->count, r->src);
+	return *ret != -FI_EAGAIN ||
+	       atomic_exchange(&r->cq->signaled, false);
+}
+
+static bool ntx_cq_sread_ready(void *arg)
+{
+	return ntx_cq_ready(((struct ntx_cq_sread *)arg)->cq);
+}
+
+/* Sleeps on the CQ's scope (ntx_waitobj_scope_ops): its back ends are
+ * armed so that a peer's next doorbell also writes a wait fd. */
 static ssize_t ntx_cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count,
 				fi_addr_t *src, const void *cond, int timeout)
 {
 	struct ntx_cq *cq = ntx_container_of(fcq, struct ntx_cq, cq);
-	uint64_t now, end = ntx_now_ns() +
-			    (uint64_t)(timeout < 0 ? 0 : timeout) * 1000000ull;
-	ssize_t ret;
-	int left;
+	struct ntx_cq_sread r = { cq, buf, count, src };
+	const struct ntx_waitobj_call call = {
+		ntx_cq_sread_done, ntx_cq_sread_ready, &r, -FI_EAGAIN };
 
-	if (cq->wait_obj == FI_WAIT_NONE)
+	if (cq->wait.kind == FI_WAIT_NONE)
 		return -FI_EINVAL;
-	for (;;) {
-		/* always with progress: a blocking read must not sleep on
-		 * an entry that only waits to be polled */
-		ret = ntx_cq_do_read(fcq, buf, count, src);
-		if (ret != -FI_EAGAIN)
-			return ret;
-		if (atomic_exchange(&cq->signaled, false))
-			return -FI_EAGAIN;
-		now = ntx_now_ns();
-		if (timeout >= 0 && now >= end)
-			return -FI_EAGAIN;
-		left = timeout < 0 ? -1 : (int)((end - now + 999999) / 1000000);
-		if (cq->wait_obj == FI_WAIT_YIELD)
-			sched_yield();
-		else
-			ntx_scope_sleep(cq->domain, &cq->scope, &cq->sig,
-					ntx_cq_ready, cq,
-					 left);
-	}
+	return ntx_waitobj_wait(&cq->wait, timeout, &call);
 }
 
 static ssize_t ntx_cq_sread(struct fid_cq *fcq, void *buf, size_t count,
@@ -288,7 +290,7 @@ static int ntx_cq_signal(struct fid_cq *fcq)
 	struct ntx_cq *cq = ntx_container_of(fcq, struct ntx_cq, cq);
 
 	atomic_store(&cq->signaled, true);
-	ntx_signal_raise(&cq->sig);
+	ntx_signal_raise(&cq->wait.sig);
 	return 0;
 }
 
@@ -296,7 +298,7 @@ int ntx_cq_trywait(struct fid *fid)
 {
 	struct ntx_cq *cq = ntx_container_of(fid, struct ntx_cq, cq.fid);
 
-	return ntx_scope_trywait(cq->domain, &cq->scope, &cq->sig,
+	return ntx_scope_trywait(cq->domain, &cq->scope, &cq->wait.sig,
 				 ntx_cq_ready, cq);
 }
 
@@ -318,10 +320,7 @@ static int ntx_cq_close(struct fid *fid)
 	ntx_list_foreach_safe(&cq->errs, it, tmp)
 		free(ntx_container_of(it, struct ntx_cq_err, entry));
 	free(cq->last_err);
-	if (cq->wait_set)
-		ntx_wait_detach(cq->wait_set, &cq->cq.fid);
-	ntx_domain_wait_set_close(cq->domain, cq->epfd);
-	ntx_signal_close(&cq->sig);
+	ntx_waitobj_fini(&cq->wait, &cq->cq.fid);
 	ntx_ref_put(&cq->domain->ref);
 	free(cq->ring);
 	ntx_scope_fini(&cq->scope);
@@ -333,24 +332,8 @@ static int ntx_cq_close(struct fid *fid)
 static int ntx_cq_control(struct fid *fid, int command, void *arg)
 {
 	struct ntx_cq *cq = ntx_container_of(fid, struct ntx_cq, cq.fid);
-	int ret;
 
-	switch (command) {
-	case FI_GETWAIT:
-		if (cq->wait_obj != FI_WAIT_FD || !arg)
-			return -FI_ENODATA;
-		ret = ntx_domain_wait_set(cq->domain, &cq->sig, &cq->epfd);
-		if (!ret)
-			*(int *)arg = cq->epfd;
-		return ret;
-	case FI_GETWAITOBJ:
-		if (!arg)
-			return -FI_EINVAL;
-		*(enum fi_wait_obj *)arg = cq->wait_obj;
-		return 0;
-	default:
-		return -FI_ENOSYS;
-	}
+	return ntx_waitobj_control(&cq->wait, command, arg);
 }
 
 static struct fi_ops ntx_cq_fi_ops = {
@@ -390,22 +373,10 @@ int ntx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 			 attr->format);
 		return -FI_ENOSYS;
 	}
-	switch (attr->wait_obj) {
-	case FI_WAIT_NONE: case FI_WAIT_UNSPEC: case FI_WAIT_FD:
-	case FI_WAIT_YIELD: case FI_WAIT_SET:
-	/* FI_WAIT_MUTEX_COND: blocking calls sleep as with FI_WAIT_FD;
-	 * ntx has no mutex and condition for FI_GETWAIT to give */
-	case FI_WAIT_MUTEX_COND:
-		break;
-	default:
-		NTX_WARN(FI_LOG_CQ, "CQ wait object %d not supported\n",
-			 attr->wait_obj);
-		return -FI_ENOSYS;
-	}
-	if (attr->wait_obj == FI_WAIT_SET && !attr->wait_set) {
-		NTX_WARN(FI_LOG_CQ, "FI_WAIT_SET without a wait_set\n");
-		return -FI_EINVAL;
-	}
+	ret = ntx_waitobj_check(attr->wait_obj, attr->wait_set, FI_LOG_CQ,
+				"CQ");
+	if (ret)
+		return ret;
 	if (attr->wait_cond != FI_CQ_COND_NONE ||
 	    (attr->flags & ~FI_AFFINITY)) {
 		NTX_WARN(FI_LOG_CQ, "CQ wait condition/flags not supported\n");
@@ -417,11 +388,11 @@ int ntx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT
 							 : attr->format;
 	cq->esz = ntx_cq_entry_size(cq->format);
-	cq->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD
-							: attr->wait_obj;
 	cq->cap = attr->size ? attr->size : ntx_params.cq_size;
 	cq->ring = calloc(cq->cap, sizeof(*cq->ring));
-	ret = cq->ring ? ntx_signal_open(&cq->sig) : -FI_ENOMEM;
+	ret = cq->ring ? ntx_waitobj_init(&cq->wait, &ntx_waitobj_scope_ops,
+					  attr->wait_obj, dom, &cq->scope)
+		       : -FI_ENOMEM;
 	if (ret) {
 		free(cq->ring);
 		free(cq);
@@ -430,20 +401,16 @@ int ntx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 	ntx_list_init(&cq->errs);
 	pthread_mutex_init(&cq->lock, NULL);
 	ntx_scope_init(&cq->scope);
-	cq->epfd = -1;
 	cq->domain = dom;
 	cq->cq.fid.fclass = FI_CLASS_CQ;
 	cq->cq.fid.context = context;
 	cq->cq.fid.ops = &ntx_cq_fi_ops;
 	cq->cq.ops = &ntx_cq_ops;
 	ntx_ref_get(&dom->ref);
-	if (cq->wait_obj == FI_WAIT_SET) {
-		ret = ntx_wait_attach(attr->wait_set, &cq->cq.fid);
-		if (ret) {
-			ntx_cq_close(&cq->cq.fid);
-			return ret;
-		}
-		cq->wait_set = attr->wait_set;
+	ret = ntx_waitobj_join(&cq->wait, attr->wait_set, &cq->cq.fid);
+	if (ret) {
+		ntx_cq_close(&cq->cq.fid);
+		return ret;
 	}
 	*out = &cq->cq;
 	return 0;

@@ -27,9 +27,7 @@ struct ntx_eq {
 	struct ntx_list events;
 	struct ntx_list reqs;     /* FI_CONNREQ events not yet queued */
 	struct ntx_eq_ev *last_err;
-	enum fi_wait_obj wait_obj;
-	struct fid_wait *wait_set; /* FI_WAIT_SET: the set it is in */
-	struct ntx_signal sig;
+	struct ntx_waitobj wait; /* sread, FI_GETWAIT, its signal */
 };
 
 /* eq->lock held: nothing to read, nor a request to queue. */
@@ -44,7 +42,7 @@ static void ntx_eq_queue(struct ntx_eq *eq, struct ntx_eq_ev *ev, bool held)
 {
 	pthread_mutex_lock(&eq->lock);
 	ntx_list_insert_tail(held ? &eq->reqs : &eq->events, &ev->entry);
-	ntx_signal_raise(&eq->sig);
+	ntx_signal_raise(&eq->wait.sig);
 	pthread_mutex_unlock(&eq->lock);
 }
 
@@ -111,7 +109,7 @@ void ntx_eq_src_add(struct fid_eq *feq, struct ntx_eq_src *src)
 	pthread_mutex_lock(&eq->src_lock);
 	ntx_list_insert_tail(&eq->sources, &src->entry);
 	pthread_mutex_unlock(&eq->src_lock);
-	ntx_signal_raise(&eq->sig); /* a sleeping sread starts polling it */
+	ntx_signal_raise(&eq->wait.sig); /* a sleeping sread starts polling it */
 }
 
 void ntx_eq_src_del(struct fid_eq *feq, struct ntx_eq_src *src)
@@ -208,7 +206,7 @@ static ssize_t ntx_eq_read(struct fid_eq *feq, uint32_t *event, void *buf,
 		ntx_list_remove(&ev->entry);
 		free(ev);
 		if (ntx_eq_idle(eq))
-			ntx_signal_drain(&eq->sig);
+			ntx_signal_drain(&eq->wait.sig);
 	}
 unlock:
 	pthread_mutex_unlock(&eq->lock);
@@ -256,7 +254,7 @@ static ssize_t ntx_eq_readerr(struct fid_eq *feq, struct fi_eq_err_entry *buf,
 		free(eq->last_err);
 		eq->last_err = ev;
 		if (ntx_eq_idle(eq))
-			ntx_signal_drain(&eq->sig);
+			ntx_signal_drain(&eq->wait.sig);
 	}
 unlock:
 	pthread_mutex_unlock(&eq->lock);
@@ -275,38 +273,53 @@ static ssize_t ntx_eq_write(struct fid_eq *feq, uint32_t event,
 	return ret ? ret : (ssize_t)len;
 }
 
+struct ntx_eq_sread {
+	struct fid_eq *feq;
+	uint32_t *event;
+	void *buf;
+	size_t len;
+	uint64_t flags;
+};
+
+static bool ntx_eq_sread_done(void *arg, ssize_t *ret)
+{
+	struct ntx_eq_sread *r = arg;
+
+	*ret = ntx_eq_read(r->feq, r->event, r->buf, r->len, r->flags);
+	return *ret != -FI_EAGAIN;
+}
+
 static ssize_t ntx_eq_sread(struct fid_eq *feq, uint32_t *event, void *buf,
 			    size_t len, int timeout, uint64_t flags)
 {
 	struct ntx_eq *eq = ntx_container_of(feq, struct ntx_eq, eq);
-	uint64_t end = ntx_now_ns() + (uint64_t)(timeout < 0 ? 0 : timeout) *
-						 1000000ull;
-	ssize_t ret;
+	struct ntx_eq_sread r = { feq, event, buf, len, flags };
+	const struct ntx_waitobj_call call = {
+		ntx_eq_sread_done, NULL, &r, -FI_EAGAIN };
 
-	if (eq->wait_obj == FI_WAIT_NONE)
+	if (eq->wait.kind == FI_WAIT_NONE)
 		return -FI_EINVAL;
-	for (;;) {
-		int left;
-
-		ret = ntx_eq_read(feq, event, buf, len, flags);
-		if (ret != -FI_EAGAIN)
-			return ret;
-		if (timeout < 0) {
-			left = -1;
-		} else {
-			uint64_t now = ntx_now_ns();
-
-			if (now >= end)
-				return -FI_EAGAIN;
-			left = (int)((end - now + 999999) / 1000000);
-		}
-		/* endpoints to progress: look again every millisecond */
-		if (ntx_eq_has_sources(eq) &&
-		    (left < 0 || left > NTX_EQ_POLL_MS))
-			left = NTX_EQ_POLL_MS;
-		ntx_signal_wait(&eq->sig, left);
-	}
+	return ntx_waitobj_wait(&eq->wait, timeout, &call);
 }
+
+/* What an EQ sleeps on: its signal, whatever its wait object (its
+ * FI_WAIT_YIELD sleeps too). With endpoints to progress it looks again
+ * every millisecond. */
+static void ntx_eq_sleep(struct ntx_waitobj *w, int timeout_ms,
+			 bool (*ready)(void *arg), void *arg)
+{
+	struct ntx_eq *eq = ntx_container_of(w, struct ntx_eq, wait);
+
+	if (ntx_eq_has_sources(eq) &&
+	    (timeout_ms < 0 || timeout_ms > NTX_EQ_POLL_MS))
+		timeout_ms = NTX_EQ_POLL_MS;
+	ntx_signal_wait(&w->sig, timeout_ms);
+}
+
+static const struct ntx_waitobj_ops ntx_eq_wait_ops = {
+	.sleep = ntx_eq_sleep,
+	.fd = ntx_waitobj_signal_fd,
+};
 
 int ntx_eq_trywait(struct fid *fid)
 {
@@ -317,17 +330,9 @@ int ntx_eq_trywait(struct fid *fid)
 	if (!ntx_eq_idle(eq))
 		ret = -FI_EAGAIN;
 	else
-		ntx_signal_drain(&eq->sig);
+		ntx_signal_drain(&eq->wait.sig);
 	pthread_mutex_unlock(&eq->lock);
 	return ret;
-}
-
-int ntx_eq_wait_fd(struct fid *fid)
-{
-	struct ntx_eq *eq = ntx_container_of(fid, struct ntx_eq, eq.fid);
-
-	ntx_signal_arm(&eq->sig);
-	return eq->sig.fd;
 }
 
 static const char *ntx_eq_strerror(struct fid_eq *feq, int prov_errno,
@@ -350,9 +355,7 @@ static int ntx_eq_close(struct fid *fid)
 	ntx_list_foreach_safe(&eq->events, it, tmp)
 		free(ntx_container_of(it, struct ntx_eq_ev, entry));
 	free(eq->last_err);
-	if (eq->wait_set)
-		ntx_wait_detach(eq->wait_set, &eq->eq.fid);
-	ntx_signal_close(&eq->sig);
+	ntx_waitobj_fini(&eq->wait, &eq->eq.fid);
 	pthread_mutex_destroy(&eq->lock);
 	pthread_mutex_destroy(&eq->src_lock);
 	ntx_ref_put(&eq->fabric->ref);
@@ -364,21 +367,7 @@ static int ntx_eq_control(struct fid *fid, int command, void *arg)
 {
 	struct ntx_eq *eq = ntx_container_of(fid, struct ntx_eq, eq.fid);
 
-	switch (command) {
-	case FI_GETWAIT:
-		if (eq->wait_obj != FI_WAIT_FD || !arg)
-			return -FI_ENODATA;
-		ntx_signal_arm(&eq->sig);
-		*(int *)arg = eq->sig.fd;
-		return 0;
-	case FI_GETWAITOBJ:
-		if (!arg)
-			return -FI_EINVAL;
-		*(enum fi_wait_obj *)arg = eq->wait_obj;
-		return 0;
-	default:
-		return -FI_ENOSYS;
-	}
+	return ntx_waitobj_control(&eq->wait, command, arg);
 }
 
 static struct fi_ops ntx_eq_fi_ops = {
@@ -406,25 +395,14 @@ int ntx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 	struct ntx_fabric *fab = ntx_container_of(fabric, struct ntx_fabric,
 						  fab);
 	struct ntx_eq *eq;
+	int ret;
 
 	if (!attr || !out)
 		return -FI_EINVAL;
-	switch (attr->wait_obj) {
-	case FI_WAIT_NONE: case FI_WAIT_UNSPEC: case FI_WAIT_FD:
-	case FI_WAIT_YIELD: case FI_WAIT_SET:
-	/* FI_WAIT_MUTEX_COND: blocking calls sleep as with FI_WAIT_FD;
-	 * ntx has no mutex and condition for FI_GETWAIT to give */
-	case FI_WAIT_MUTEX_COND:
-		break;
-	default:
-		NTX_WARN(FI_LOG_EQ, "EQ wait object %d not supported\n",
-			 attr->wait_obj);
-		return -FI_ENOSYS;
-	}
-	if (attr->wait_obj == FI_WAIT_SET && !attr->wait_set) {
-		NTX_WARN(FI_LOG_EQ, "FI_WAIT_SET without a wait_set\n");
-		return -FI_EINVAL;
-	}
+	ret = ntx_waitobj_check(attr->wait_obj, attr->wait_set, FI_LOG_EQ,
+				"EQ");
+	if (ret)
+		return ret;
 	if (attr->flags & ~FI_WRITE) {
 		NTX_WARN(FI_LOG_EQ, "EQ flags not supported\n");
 		return -FI_ENOSYS;
@@ -432,32 +410,27 @@ int ntx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 	eq = calloc(1, sizeof(*eq));
 	if (!eq)
 		return -FI_ENOMEM;
-	if (ntx_signal_open(&eq->sig)) {
+	if (ntx_waitobj_init(&eq->wait, &ntx_eq_wait_ops, attr->wait_obj,
+			     NULL, NULL)) {
 		free(eq);
 		return -FI_ENOMEM;
 	}
-	ntx_signal_arm(&eq->sig); /* EQs are off the data path */
+	ntx_signal_arm(&eq->wait.sig); /* EQs are off the data path */
 	pthread_mutex_init(&eq->lock, NULL);
 	pthread_mutex_init(&eq->src_lock, NULL);
 	ntx_list_init(&eq->events);
 	ntx_list_init(&eq->reqs);
 	ntx_list_init(&eq->sources);
-	eq->wait_obj = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD
-							: attr->wait_obj;
 	eq->fabric = fab;
 	eq->eq.fid.fclass = FI_CLASS_EQ;
 	eq->eq.fid.context = context;
 	eq->eq.fid.ops = &ntx_eq_fi_ops;
 	eq->eq.ops = &ntx_eq_ops;
 	ntx_ref_get(&fab->ref);
-	if (eq->wait_obj == FI_WAIT_SET) {
-		int ret = ntx_wait_attach(attr->wait_set, &eq->eq.fid);
-
-		if (ret) {
-			ntx_eq_close(&eq->eq.fid);
-			return ret;
-		}
-		eq->wait_set = attr->wait_set;
+	ret = ntx_waitobj_join(&eq->wait, attr->wait_set, &eq->eq.fid);
+	if (ret) {
+		ntx_eq_close(&eq->eq.fid);
+		return ret;
 	}
 	*out = &eq->eq;
 	return 0;

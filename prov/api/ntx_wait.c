@@ -17,6 +17,7 @@
 
 struct ntx_wait_item {
 	struct fid *fid;
+	struct ntx_waitobj *w; /* the member's: its fd is in the set */
 	uint64_t seen; /* counter: success + error count last reported */
 };
 
@@ -24,7 +25,7 @@ struct ntx_wait {
 	struct fid_wait wait;
 	struct ntx_fabric *fabric;
 	pthread_mutex_t lock; /* the members */
-	int epfd;
+	struct ntx_waitobj wo; /* over the set's epoll fd, wo.epfd */
 	struct ntx_wait_item *items;
 	size_t n, cap;
 };
@@ -36,30 +37,6 @@ static uint64_t ntx_wait_cntr_events(struct fid *fid)
 	struct ntx_cntr *c = ntx_container_of(fid, struct ntx_cntr, cntr.fid);
 
 	return atomic_load(&c->value) + atomic_load(&c->err);
-}
-
-/* The member's own wait fd, armed. */
-static int ntx_wait_member_fd(struct fid *fid, int *fd)
-{
-	struct ntx_cntr *c;
-	struct ntx_cq *cq;
-	int ret;
-
-	switch (fid->fclass) {
-	case FI_CLASS_CQ:
-		cq = ntx_container_of(fid, struct ntx_cq, cq.fid);
-		ret = ntx_domain_wait_set(cq->domain, &cq->sig, &cq->epfd);
-		*fd = cq->epfd;
-		return ret;
-	case FI_CLASS_CNTR:
-		c = ntx_container_of(fid, struct ntx_cntr, cntr.fid);
-		ret = ntx_domain_wait_set(c->domain, &c->sig, &c->epfd);
-		*fd = c->epfd;
-		return ret;
-	default:
-		*fd = ntx_eq_wait_fd(fid);
-		return 0;
-	}
 }
 
 /* Progresses and arms one member: true when it has something. */
@@ -94,25 +71,48 @@ static bool ntx_wait_any_ready(struct ntx_wait *ws)
 	return ready;
 }
 
+static bool ntx_wait_done(void *arg, ssize_t *ret)
+{
+	*ret = 0;
+	return ntx_wait_any_ready(arg);
+}
+
 static int ntx_wait_wait(struct fid_wait *fw, int timeout)
 {
 	struct ntx_wait *ws = ntx_container_of(fw, struct ntx_wait, wait);
-	uint64_t now, end = ntx_now_ns() +
-			    (uint64_t)(timeout < 0 ? 0 : timeout) * 1000000ull;
-	struct epoll_event ev;
-	int left;
+	const struct ntx_waitobj_call call = {
+		ntx_wait_done, NULL, ws, -FI_ETIMEDOUT };
 
-	for (;;) {
-		if (ntx_wait_any_ready(ws))
-			return 0;
-		now = ntx_now_ns();
-		if (timeout >= 0 && now >= end)
-			return -FI_ETIMEDOUT;
-		left = timeout < 0 ? -1 : (int)((end - now + 999999) / 1000000);
-		/* a member armed above writes its fd on anything new */
-		epoll_wait(ws->epfd, &ev, 1, left);
-	}
+	return (int)ntx_waitobj_wait(&ws->wo, timeout, &call);
 }
+
+/* What a wait set sleeps on: its epoll set, where a member armed by
+ * ntx_wait_any_ready writes its fd on anything new. */
+static void ntx_wait_set_sleep(struct ntx_waitobj *w, int timeout_ms,
+			   bool (*ready)(void *arg), void *arg)
+{
+	struct epoll_event ev;
+
+	epoll_wait(w->epfd, &ev, 1, timeout_ms);
+}
+
+static int ntx_wait_set_fd(struct ntx_waitobj *w, int *fd)
+{
+	*fd = w->epfd;
+	return 0;
+}
+
+static void ntx_wait_set_close(struct ntx_waitobj *w)
+{
+	close(w->epfd);
+	w->epfd = -1;
+}
+
+static const struct ntx_waitobj_ops ntx_wait_set_ops = {
+	.sleep = ntx_wait_set_sleep,
+	.fd = ntx_wait_set_fd,
+	.close = ntx_wait_set_close,
+};
 
 int ntx_wait_trywait(struct fid *fid)
 {
@@ -121,7 +121,8 @@ int ntx_wait_trywait(struct fid *fid)
 	return ntx_wait_any_ready(ws) ? -FI_EAGAIN : 0;
 }
 
-int ntx_wait_attach(struct fid_wait *fw, struct fid *member)
+int ntx_wait_attach(struct fid_wait *fw, struct fid *member,
+		    struct ntx_waitobj *w)
 {
 	struct ntx_wait *ws = ntx_container_of(fw, struct ntx_wait, wait);
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -145,12 +146,12 @@ int ntx_wait_attach(struct fid_wait *fw, struct fid *member)
 		}
 	}
 	if (!ret)
-		ret = ntx_wait_member_fd(member, &fd);
-	if (!ret && epoll_ctl(ws->epfd, EPOLL_CTL_ADD, fd, &ev))
+		ret = w->ops->fd(w, &fd);
+	if (!ret && epoll_ctl(ws->wo.epfd, EPOLL_CTL_ADD, fd, &ev))
 		ret = -FI_ENOMEM;
 	if (!ret)
 		ws->items[ws->n++] = (struct ntx_wait_item){
-			member, member->fclass == FI_CLASS_CNTR
+			member, w, member->fclass == FI_CLASS_CNTR
 					? ntx_wait_cntr_events(member) : 0 };
 	pthread_mutex_unlock(&ws->lock);
 	if (ret)
@@ -166,10 +167,12 @@ void ntx_wait_detach(struct fid_wait *fw, struct fid *member)
 
 	pthread_mutex_lock(&ws->lock);
 	for (size_t i = 0; i < ws->n; i++) {
+		struct ntx_waitobj *w = ws->items[i].w;
+
 		if (ws->items[i].fid != member)
 			continue;
-		if (!ntx_wait_member_fd(member, &fd))
-			epoll_ctl(ws->epfd, EPOLL_CTL_DEL, fd, NULL);
+		if (!w->ops->fd(w, &fd))
+			epoll_ctl(ws->wo.epfd, EPOLL_CTL_DEL, fd, NULL);
 		ws->items[i] = ws->items[--ws->n];
 		break;
 	}
@@ -185,7 +188,7 @@ static int ntx_wait_close(struct fid *fid)
 			 ws->n);
 		return -FI_EBUSY;
 	}
-	close(ws->epfd);
+	ntx_waitobj_fini(&ws->wo, NULL);
 	pthread_mutex_destroy(&ws->lock);
 	ntx_ref_put(&ws->fabric->ref);
 	free(ws->items);
@@ -197,20 +200,10 @@ static int ntx_wait_control(struct fid *fid, int command, void *arg)
 {
 	struct ntx_wait *ws = ntx_container_of(fid, struct ntx_wait, wait.fid);
 
-	switch (command) {
-	case FI_GETWAIT:
-		if (!arg)
-			return -FI_EINVAL;
-		*(int *)arg = ws->epfd;
-		return 0;
-	case FI_GETWAITOBJ:
-		if (!arg)
-			return -FI_EINVAL;
-		*(enum fi_wait_obj *)arg = FI_WAIT_FD;
-		return 0;
-	default:
-		return -FI_ENOSYS;
-	}
+	/* a set always has its fd: no argument is a bad one here */
+	if (command == FI_GETWAIT && !arg)
+		return -FI_EINVAL;
+	return ntx_waitobj_control(&ws->wo, command, arg);
 }
 
 static struct fi_ops ntx_wait_fi_ops = {
@@ -234,6 +227,7 @@ int ntx_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
 	struct ntx_fabric *fab = ntx_container_of(fabric, struct ntx_fabric,
 						  fab);
 	struct ntx_wait *ws;
+	int ret;
 
 	if (!attr || !out || attr->flags ||
 	    (attr->wait_obj != FI_WAIT_UNSPEC && attr->wait_obj != FI_WAIT_FD)) {
@@ -245,10 +239,11 @@ int ntx_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
 	ws = calloc(1, sizeof(*ws));
 	if (!ws)
 		return -FI_ENOMEM;
-	ws->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (ws->epfd < 0) {
+	ret = ntx_waitobj_init_fd(&ws->wo, &ntx_wait_set_ops,
+				  epoll_create1(EPOLL_CLOEXEC));
+	if (ret) {
 		free(ws);
-		return -FI_ENOMEM;
+		return ret;
 	}
 	pthread_mutex_init(&ws->lock, NULL);
 	ws->fabric = fab;

@@ -9,11 +9,11 @@
 void ntx_cntr_inc(struct ntx_cntr *c)
 {
 	atomic_fetch_add(&c->value, 1);
-	ntx_signal_raise(&c->sig);
+	ntx_signal_raise(&c->wait.sig);
 }
 
 void ntx_cntr_inc_err(struct ntx_cntr *c)
 {
 	atomic_fetch_add(&c->err, 1);
-	ntx_signal_raise(&c->sig);
+	ntx_signal_raise(&c->wait.sig);
 }

@@ -87,7 +87,7 @@ int ntx_cq_push_err(struct ntx_cq *cq, void *ctx, uint64_t flags, size_t len,
 	}
 	ntx_cmutex_lock(cq->domain, &cq->lock);
 	ntx_list_insert_tail(&cq->errs, &e->entry);
-	ntx_signal_raise(&cq->sig);
+	ntx_signal_raise(&cq->wait.sig);
 	ntx_cmutex_unlock(cq->domain, &cq->lock);
 	return 0;
 }

@@ -13,15 +13,15 @@ static void et_cq_init(struct ntx_cq *cq)
 	cq->domain = &et_dom;
 	cq->format = FI_CQ_FORMAT_TAGGED;
 	cq->esz = ntx_cq_entry_size(cq->format);
-	cq->wait_obj = FI_WAIT_NONE;
+	cq->wait.kind = FI_WAIT_NONE;
 	cq->cap = 16; /* small: the ring grows in the tests */
 	cq->ring = calloc(cq->cap, sizeof(*cq->ring));
 	cr_assert_not_null(cq->ring);
-	cr_assert_eq(ntx_signal_open(&cq->sig), 0);
+	cr_assert_eq(ntx_signal_open(&cq->wait.sig), 0);
 	ntx_list_init(&cq->errs);
 	pthread_mutex_init(&cq->lock, NULL);
 	ntx_scope_init(&cq->scope);
-	cq->epfd = -1;
+	cq->wait.epfd = -1;
 }
 
 /* What ntx_ep_open and fi_enable give an endpoint, for the engine. */
@@ -121,7 +121,7 @@ static void et_cq_free(struct ntx_cq *cq)
 		free(ntx_container_of(it, struct ntx_cq_err, entry));
 	free(cq->last_err);
 	free(cq->ring);
-	ntx_signal_close(&cq->sig);
+	ntx_signal_close(&cq->wait.sig);
 	ntx_scope_fini(&cq->scope);
 	pthread_mutex_destroy(&cq->lock);
 }

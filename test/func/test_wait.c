@@ -229,4 +229,82 @@ Test(wait, mutex_cond_eq_sread_is_woken_by_an_event)
 	}
 	t_close(&t);
 }
+/* One wait kind through every blocking call and wait control: what each
+ * answers with a timeout of 0 (one try, at once), FI_GETWAITOBJ
+ * (FI_WAIT_UNSPEC is FD) and FI_GETWAIT (an fd for FD only). */
+static void every_call_with(struct tctx *t, enum fi_wait_obj kind)
+{
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED,
+				 .wait_obj = kind };
+	struct fi_cntr_attr na = { .events = FI_CNTR_EVENTS_COMP,
+				   .wait_obj = kind };
+	struct fi_eq_attr ea = { .wait_obj = kind, .flags = FI_WRITE };
+	enum fi_wait_obj want = kind == FI_WAIT_UNSPEC ? FI_WAIT_FD : kind;
+	int refused = kind == FI_WAIT_NONE ? -FI_EINVAL : -FI_EAGAIN;
+	struct fi_cq_tagged_entry e;
+	struct fi_eq_entry ev;
+	enum fi_wait_obj got;
+	struct fid *fids[3];
+	struct fid_cntr *c;
+	struct fid_cq *cq;
+	struct fid_eq *eq;
+	uint32_t event;
+	uint64_t t0;
+	int fd;
+
+	cr_assert_eq(fi_cq_open(t->dom, &ca, &cq, NULL), 0);
+	cr_assert_eq(fi_cntr_open(t->dom, &na, &c, NULL), 0);
+	cr_assert_eq(fi_eq_open(t->fab, &ea, &eq, NULL), 0);
+	fids[0] = &cq->fid, fids[1] = &c->fid, fids[2] = &eq->fid;
+	t0 = t_ms();
+	cr_assert_eq(fi_cq_sread(cq, &e, 1, NULL, 0), refused);
+	cr_assert_eq(fi_cntr_wait(c, 1, 0), -FI_ETIMEDOUT);
+	cr_assert_eq(fi_eq_sread(eq, &event, &ev, sizeof(ev), 0, 0), refused);
+	cr_assert_lt(t_ms() - t0, 1000, "a timeout of 0 does not sleep");
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(fi_control(fids[i], FI_GETWAITOBJ, &got), 0);
+		cr_assert_eq(got, want, "kind %d, object %d", kind, i);
+		cr_assert_eq(fi_control(fids[i], FI_GETWAITOBJ, NULL),
+			     -FI_EINVAL);
+		fd = -1;
+		cr_assert_eq(fi_control(fids[i], FI_GETWAIT, &fd),
+			     want == FI_WAIT_FD ? 0 : -FI_ENODATA);
+		cr_assert((want == FI_WAIT_FD) == (fd >= 0));
+		cr_assert_eq(fi_control(fids[i], FI_GETWAIT, NULL),
+			     -FI_ENODATA);
+	}
+	if (kind != FI_WAIT_NONE) { /* fi_cq_signal ends the next sread */
+		cr_assert_eq(fi_cq_signal(cq), 0);
+		cr_assert_eq(fi_cq_sread(cq, &e, 1, NULL, -1), -FI_EAGAIN);
+	}
+	fi_close(&eq->fid);
+	fi_close(&c->fid);
+	fi_close(&cq->fid);
+}
+
+Test(wait, every_wait_kind_answers_alike_in_every_object)
+{
+	static const enum fi_wait_obj kinds[] = {
+		FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_YIELD,
+		FI_WAIT_MUTEX_COND };
+	struct fi_wait_attr wa = { .wait_obj = FI_WAIT_FD };
+	struct fid_wait *ws;
+	enum fi_wait_obj got;
+	struct tctx t;
+	int fd = -1;
+
+	cr_assert_eq(t_open(&t, FI_MSG), 0);
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		every_call_with(&t, kinds[i]);
+	/* a wait set: always an fd; no argument is a bad argument */
+	cr_assert_eq(fi_wait_open(t.fab, &wa, &ws), 0);
+	cr_assert_eq(fi_wait(ws, 0), -FI_ETIMEDOUT);
+	cr_assert_eq(fi_control(&ws->fid, FI_GETWAITOBJ, &got), 0);
+	cr_assert_eq(got, FI_WAIT_FD);
+	cr_assert_eq(fi_control(&ws->fid, FI_GETWAIT, &fd), 0);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fi_control(&ws->fid, FI_GETWAIT, NULL), -FI_EINVAL);
+	cr_assert_eq(fi_close(&ws->fid), 0);
+	t_close(&t);
+}
 T_DEPRECATED_END
