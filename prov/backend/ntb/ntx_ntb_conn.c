@@ -24,7 +24,7 @@ static int ntx_ntb_slot_alloc(struct ntx_shm_ep *be, struct ntx_shm_conn *c)
 		 * error) may have written an entry after the release zeroed
 		 * it. Fresh slots are zero (and cost no system call). */
 		if (be->reused[i / 64] & (1ull << (i % 64)))
-			ntx_ntb_ring_zero(be, i);
+			be->wops->ring_zero(be, i);
 		/* the reset is published by the release that follows (cell
 		 * post or connect response) */
 		be->slots[i] = c;
@@ -46,7 +46,7 @@ static void ntx_ntb_slot_release(struct ntx_shm_ep *be, uint32_t slot)
 {
 	be->slots[slot] = NULL;
 	be->reused[slot / 64] |= 1ull << (slot % 64);
-	ntx_ntb_ring_zero(be, slot);
+	be->wops->ring_zero(be, slot);
 }
 
 /* Where our ready bit lives in the peer's window, once we know our slot
@@ -113,7 +113,7 @@ static struct ntx_shm_conn *ntx_ntb_conn_new(struct ntx_shm_ep *be,
 	c->vc = vc;
 	c->peer = *peer;
 	ntx_list_init(&c->centry);
-	if (ntx_ntb_pwin_get(peer, be->addr.pid, &c->pw))
+	if (ntx_ntb_pwin_get(be->wops, peer, be->addr.pid, &c->pw))
 		goto free_c;
 	c->pwin = c->pw->win;
 	ntx_ntb_watch(c);
@@ -139,7 +139,7 @@ static void ntx_ntb_ring_conn_bell(struct ntx_shm_conn *c)
 				  memory_order_seq_cst);
 	if (atomic_load_explicit(&ntx_win_hdr(&c->pwin)->waiters,
 				 memory_order_seq_cst))
-		ntx_ntb_wake(c);
+		c->be->wops->wake(c);
 }
 
 /* Posts our connect request into a free cell of the peer's window. */
@@ -380,4 +380,28 @@ void ntx_ntb_poll_closed(struct ntx_shm_ep *be)
 			 c->peer.pid);
 		ntx_ntb_conn_end(c);
 	}
+}
+
+/* Bulk moves (rendezvous, large RMA parts) by the window's single copy;
+ * where it has none, the engine streams the bytes through the ring. */
+ssize_t ntx_ntb_bulk_read(struct ntx_be_conn *conn,
+			  const struct iovec *local, size_t nlocal,
+			  const struct ntx_wire_iov *remote, size_t nremote)
+{
+	struct ntx_shm_conn *c = ntx_shm_conn_of(conn);
+
+	if (!c->be->wops->read)
+		return -FI_EOPNOTSUPP;
+	return c->be->wops->read(c, local, nlocal, remote, nremote);
+}
+
+ssize_t ntx_ntb_bulk_write(struct ntx_be_conn *conn,
+			   const struct iovec *local, size_t nlocal,
+			   const struct ntx_wire_iov *remote, size_t nremote)
+{
+	struct ntx_shm_conn *c = ntx_shm_conn_of(conn);
+
+	if (!c->be->wops->write)
+		return -FI_EOPNOTSUPP;
+	return c->be->wops->write(c, local, nlocal, remote, nremote);
 }

@@ -52,6 +52,7 @@ struct ntx_ntb_pwin {
 	uint16_t ep_id;
 	struct ntx_ntb_proc *proc; /* its owner; NULL: this process */
 	uint32_t refs;             /* connections */
+	const struct ntx_ntb_win_ops *wops; /* unmaps it */
 };
 
 /* An endpoint's registration of a peer process's pidfd in its wait set,
@@ -152,6 +153,9 @@ struct ntx_shm_ep {
 	/* set-up and tear-down only: off the lines the data path reads */
 	struct ntx_list connecting; /* connections we asked for, unanswered */
 	struct ntx_list watches; /* peer processes whose pidfd is in epfd */
+	/* how win is obtained, peers' windows mapped and rung (the ring
+	 * protocol calls it on slow paths only) */
+	const struct ntx_ntb_win_ops *wops;
 };
 
 /* Anything changed that the watch of the last quiet poll does not see:
@@ -211,29 +215,56 @@ static inline struct ntx_win_entry *ntx_win_entry(const struct ntx_win *w,
 /* the ops table sets the heads' ops at creation (ntx_ntb_shm.c) */
 extern const struct ntx_be_ops ntx_ntb_shm_ops;
 
+/* ---- the window interface --------------------------------------------------
+ * What the ring protocol (conn, rx, tx) needs of a window, and what
+ * varies with how the window is obtained: shm (ntx_ntb_win_shm.c: a
+ * memfd, peers mapped through pidfd_getfd or /proc, membarrier, a wake
+ * socket, process_vm_readv/writev) and, to come, pci (a BAR shared by
+ * several hosts). Called on slow paths only: open and close, connect and
+ * slot reuse, a sleeping peer's wake-up, arming and the bitmap's upkeep,
+ * bulk moves; never per ring entry. The layout inside a window
+ * (ntx_ring.h) is the protocol's and the same for every provider. */
+struct ntx_ntb_win_ops {
+	const char *name;
+	/* our window, its header written; unmapped and released */
+	int (*create)(struct ntx_shm_ep *be);
+	void (*destroy)(struct ntx_shm_ep *be);
+	/* a peer's window, its header checked against the name (pidfd: the
+	 * owner process's, or -1); the map ended */
+	int (*map)(const struct ntx_addr *peer, int pidfd, struct ntx_win *w);
+	void (*unmap)(struct ntx_win *w);
+	/* a released slot's ring in our window made zero (and free) again */
+	void (*ring_zero)(struct ntx_shm_ep *be, uint32_t slot);
+	/* the doorbell: wakes the peer of c, which armed its window */
+	void (*wake)(struct ntx_shm_conn *c);
+	/* a full fence on every sender that may write our window (those
+	 * whose windows say NTX_WIN_F_MEMBARRIER skip their own) */
+	void (*fence_peers)(void);
+	/* single copy between our buffers and the peer's; NULL where the
+	 * window has none (the bytes then stream through the ring) */
+	ssize_t (*read)(struct ntx_shm_conn *c, const struct iovec *local,
+			size_t nlocal, const struct ntx_wire_iov *remote,
+			size_t nremote);
+	ssize_t (*write)(struct ntx_shm_conn *c, const struct iovec *local,
+			 size_t nlocal, const struct ntx_wire_iov *remote,
+			 size_t nremote);
+};
+
+extern const struct ntx_ntb_win_ops ntx_ntb_win_shm_ops;
+bool ntx_ntb_win_ops_valid(const struct ntx_ntb_win_ops *ops);
+
 /* ---- the shm window (ntx_ntb_win_shm.c) ----------------------------------- */
 
 /* this process is registered for membarrier: owners that fence their
  * peers fence our sends too (the data bell reads it per message) */
 extern atomic_bool ntx_ntb_mb_registered;
-void ntx_ntb_fence_peers(void);
 void ntx_ntb_shm_fini(void);
-int ntx_ntb_win_create(struct ntx_shm_ep *be);
-int ntx_ntb_win_map(const struct ntx_addr *peer, int pidfd,
-		    struct ntx_win *w);
-void ntx_ntb_ring_zero(struct ntx_shm_ep *be, uint32_t slot);
 int ntx_ntb_wake_open(struct ntx_shm_ep *be);
-void ntx_ntb_wake(struct ntx_shm_conn *c);
-ssize_t ntx_ntb_bulk_read(struct ntx_be_conn *conn,
-			  const struct iovec *local, size_t nlocal,
-			  const struct ntx_wire_iov *remote, size_t nremote);
-ssize_t ntx_ntb_bulk_write(struct ntx_be_conn *conn,
-			   const struct iovec *local, size_t nlocal,
-			   const struct ntx_wire_iov *remote, size_t nremote);
 
 /* ---- peers: processes, their windows, the wait set (ntx_ntb_peer.c) ------- */
 
-int ntx_ntb_pwin_get(const struct ntx_addr *peer, uint32_t self,
+int ntx_ntb_pwin_get(const struct ntx_ntb_win_ops *wops,
+		     const struct ntx_addr *peer, uint32_t self,
 		     struct ntx_ntb_pwin **out);
 void ntx_ntb_pwin_put(struct ntx_ntb_pwin *pw);
 void ntx_ntb_watch(struct ntx_shm_conn *c);
@@ -253,6 +284,12 @@ void ntx_ntb_conn_end(struct ntx_shm_conn *c);
 void ntx_ntb_poll_cells(struct ntx_shm_ep *be);
 void ntx_ntb_poll_connecting(struct ntx_shm_ep *be);
 void ntx_ntb_poll_closed(struct ntx_shm_ep *be);
+ssize_t ntx_ntb_bulk_read(struct ntx_be_conn *conn,
+			  const struct iovec *local, size_t nlocal,
+			  const struct ntx_wire_iov *remote, size_t nremote);
+ssize_t ntx_ntb_bulk_write(struct ntx_be_conn *conn,
+			   const struct iovec *local, size_t nlocal,
+			   const struct ntx_wire_iov *remote, size_t nremote);
 
 /* ---- the rings: receiving (ntx_ntb_rx.c) and sending (ntx_ntb_tx.c) ------- */
 

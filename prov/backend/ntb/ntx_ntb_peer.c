@@ -198,8 +198,10 @@ static struct ntx_ntb_pwin *ntx_ntb_pwin_find(const struct ntx_addr *peer)
 	return NULL;
 }
 
-/* Maps a peer window this process does not have yet (lock held). */
-static int ntx_ntb_pwin_map(const struct ntx_addr *peer, uint32_t self,
+/* Maps a peer window this process does not have yet, with the window
+ * provider wops (lock held). */
+static int ntx_ntb_pwin_map(const struct ntx_ntb_win_ops *wops,
+			    const struct ntx_addr *peer, uint32_t self,
 			    struct ntx_ntb_pwin **out)
 {
 	struct ntx_ntb_pwin *pw = calloc(1, sizeof(*pw));
@@ -215,8 +217,8 @@ static int ntx_ntb_pwin_map(const struct ntx_addr *peer, uint32_t self,
 			if (!pw->proc)
 				goto free_pw;
 		}
-		ret = ntx_ntb_win_map(peer, pw->proc ? pw->proc->pidfd : -1,
-				      &pw->win);
+		ret = wops->map(peer, pw->proc ? pw->proc->pidfd : -1,
+				&pw->win);
 		/* a known process that is gone: its pid may be the peer's
 		 * now, under a new entry */
 		if (!ret || !known || ntx_ntb_proc_current(pw->proc))
@@ -232,6 +234,7 @@ static int ntx_ntb_pwin_map(const struct ntx_addr *peer, uint32_t self,
 	pw->ep_id = peer->ep_id;
 	pw->service = peer->service;
 	pw->refs = 1;
+	pw->wops = wops;
 	ntx_list_insert_tail(ntx_ntb_win_bucket(peer), &pw->entry);
 	*out = pw;
 	return 0;
@@ -245,7 +248,8 @@ free_pw:
 /* The window of a peer, mapped once for all our endpoints; a window this
  * process has already is taken as it was checked, unless its owner closed
  * it or died (a name that would not connect either if mapped anew). */
-int ntx_ntb_pwin_get(const struct ntx_addr *peer, uint32_t self,
+int ntx_ntb_pwin_get(const struct ntx_ntb_win_ops *wops,
+		     const struct ntx_addr *peer, uint32_t self,
 		     struct ntx_ntb_pwin **out)
 {
 	struct ntx_ntb_pwin *pw;
@@ -259,7 +263,7 @@ int ntx_ntb_pwin_get(const struct ntx_addr *peer, uint32_t self,
 	ntx_ntb_peers_init();
 	pw = ntx_ntb_pwin_find(peer);
 	if (!pw) {
-		ret = ntx_ntb_pwin_map(peer, self, out);
+		ret = ntx_ntb_pwin_map(wops, peer, self, out);
 	} else if ((pw->proc && atomic_load(&pw->proc->dead)) ||
 		   atomic_load_explicit(&ntx_win_hdr(&pw->win)->state,
 					memory_order_acquire) != NTX_WIN_OPEN) {
@@ -277,7 +281,7 @@ void ntx_ntb_pwin_put(struct ntx_ntb_pwin *pw)
 	pthread_mutex_lock(&ntx_ntb_peers.lock);
 	if (!--pw->refs) {
 		ntx_list_remove(&pw->entry);
-		munmap(pw->win.base, pw->win.g.size);
+		pw->wops->unmap(&pw->win);
 		ntx_ntb_proc_put(pw->proc);
 		free(pw);
 	}

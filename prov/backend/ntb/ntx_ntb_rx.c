@@ -239,7 +239,7 @@ void ntx_ntb_arm(struct ntx_be_ep *bep)
 	atomic_store_explicit(&ntx_win_hdr(&be->win)->waiters, 1,
 			      memory_order_seq_cst);
 	/* every sender either sees us armed or our re-check sees its entry */
-	ntx_ntb_fence_peers();
+	be->wops->fence_peers();
 	be->rescan = true;
 	ntx_ntb_quiet_off(be);
 }
@@ -334,7 +334,7 @@ static int ntx_ntb_bits_clear(struct ntx_shm_ep *be)
 	if (!any)
 		return 0;
 	ntx_ntb_quiet_off(be); /* the words the watch keeps change */
-	ntx_ntb_fence_peers();
+	be->wops->fence_peers();
 	for (uint32_t w = 0; w < words; w++) {
 		for (m = be->idle[w]; m; m &= m - 1) {
 			struct ntx_shm_conn *c =
@@ -494,7 +494,7 @@ static __attribute__((noinline)) int ntx_ntb_poll_any(struct ntx_shm_ep *be)
 		/* from here every sender sets its bit; entries of those that
 		 * did not are found by the direct pass below */
 		if (be->bits_on)
-			ntx_ntb_fence_peers();
+			be->wops->fence_peers();
 	} else if (be->bits_on) {
 		cnt += ntx_ntb_poll_bits(
 			be, 0,

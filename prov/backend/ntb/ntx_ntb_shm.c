@@ -6,6 +6,7 @@
  * services in ntx_ntb_svc.c; ntx_ntb_int.h holds what they share.
  */
 #include "config.h"
+#include <assert.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -45,6 +46,15 @@ static int ntx_ntb_slots_alloc(struct ntx_shm_ep *be)
 	return -FI_ENOMEM;
 }
 
+/* A window provider has every callback the ring protocol calls; single
+ * copy is optional, but both ways or neither. */
+bool ntx_ntb_win_ops_valid(const struct ntx_ntb_win_ops *ops)
+{
+	return ops->create && ops->destroy && ops->map && ops->unmap &&
+	       ops->ring_zero && ops->wake && ops->fence_peers &&
+	       !ops->read == !ops->write;
+}
+
 static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 			const struct ntx_be_cb *cb, const char *dev)
 {
@@ -60,6 +70,8 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	ntx_list_init(&be->connecting);
 	ntx_list_init(&be->watches);
 	ntx_ntb_name_init(be, want);
+	be->wops = &ntx_ntb_win_shm_ops;
+	assert(ntx_ntb_win_ops_valid(be->wops));
 	be->svc_fd = -1;
 	be->epfd = -1;
 	be->timer = -1;
@@ -74,7 +86,7 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 		if (ret)
 			goto close_wait;
 	}
-	ret = ntx_ntb_win_create(be);
+	ret = be->wops->create(be);
 	if (ret)
 		goto release_svc;
 	be->addr.win_fd = be->fd;
@@ -84,8 +96,7 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	*out = &be->head;
 	return 0;
 unmap:
-	munmap(be->win.base, be->win.g.size);
-	close(be->fd);
+	be->wops->destroy(be);
 release_svc:
 	ntx_ntb_svc_release(be);
 close_wait:
@@ -110,8 +121,7 @@ static void ntx_ntb_close(struct ntx_be_ep *bep)
 	ntx_list_foreach_safe(&be->conns, it, tmp)
 		ntx_ntb_conn_free(ntx_container_of(it, struct ntx_shm_conn,
 						   entry));
-	munmap(be->win.base, be->win.g.size);
-	close(be->fd);
+	be->wops->destroy(be);
 	ntx_ntb_svc_release(be);
 	if (be->timer >= 0)
 		close(be->timer);

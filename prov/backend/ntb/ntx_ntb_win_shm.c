@@ -106,7 +106,7 @@ static bool ntx_ntb_membarrier_init(void)
 
 /* A full fence on every peer that may be sending to us (see
  * NTX_WIN_F_MEMBARRIER), and on ourselves. */
-void ntx_ntb_fence_peers(void)
+static void ntx_ntb_fence_peers(void)
 {
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load(&ntx_ntb_mb_query) > 0 &&
@@ -141,7 +141,7 @@ static void ntx_ntb_win_prefault(const struct ntx_win *w)
 #endif
 }
 
-int ntx_ntb_win_create(struct ntx_shm_ep *be)
+static int ntx_ntb_win_create(struct ntx_shm_ep *be)
 {
 	uint32_t lines = (uint32_t)(ntx_params.ring_size / NTX_CACHELINE);
 	struct ntx_win_hdr *hdr;
@@ -302,10 +302,17 @@ static int ntx_ntb_win_open(const struct ntx_addr *peer, int pidfd,
 	return ntx_ntb_win_open_path(pidfd, path);
 }
 
+/* Our window unmapped and its memfd closed: gone once no peer maps it. */
+static void ntx_ntb_win_destroy(struct ntx_shm_ep *be)
+{
+	munmap(be->win.base, be->win.g.size);
+	close(be->fd);
+}
+
 /* Maps the window of a peer: take a descriptor of it, check the seals,
  * map the whole file, check the header in the map (five system calls). */
-int ntx_ntb_win_map(const struct ntx_addr *peer, int pidfd,
-		    struct ntx_win *w)
+static int ntx_ntb_win_map(const struct ntx_addr *peer, int pidfd,
+			   struct ntx_win *w)
 {
 	struct stat st;
 	char path[64];
@@ -353,7 +360,13 @@ close_fd:
 	return ret;
 }
 
-void ntx_ntb_ring_zero(struct ntx_shm_ep *be, uint32_t slot)
+/* A peer window's map, ended with its last connection in this process. */
+static void ntx_ntb_win_unmap(struct ntx_win *w)
+{
+	munmap(w->base, w->g.size);
+}
+
+static void ntx_ntb_ring_zero(struct ntx_shm_ep *be, uint32_t slot)
 {
 	size_t off = be->win.g.ring_off + (size_t)slot * be->win.g.ring_size;
 
@@ -381,7 +394,7 @@ static socklen_t ntx_wake_sockaddr(uint32_t pid, uint32_t ep_id, uint64_t key,
 }
 
 /* Wakes a peer that armed its window before sleeping. */
-void ntx_ntb_wake(struct ntx_shm_conn *c)
+static void ntx_ntb_wake(struct ntx_shm_conn *c)
 {
 	struct sockaddr_un sun;
 	socklen_t len = ntx_wake_sockaddr(c->peer.pid, c->peer.ep_id,
@@ -437,12 +450,11 @@ static size_t ntx_ntb_remote(const struct ntx_wire_iov *w, size_t n,
 	return ntx_wire_iov_view(w, n, iov);
 }
 
-ssize_t ntx_ntb_bulk_read(struct ntx_be_conn *conn,
-			  const struct iovec *local, size_t nlocal,
-			  const struct ntx_wire_iov *remote,
-			  size_t nremote)
+static ssize_t ntx_ntb_cma_read(struct ntx_shm_conn *c,
+				const struct iovec *local, size_t nlocal,
+				const struct ntx_wire_iov *remote,
+				size_t nremote)
 {
-	struct ntx_shm_conn *c = ntx_shm_conn_of(conn);
 	struct iovec r[NTX_MAX_IOV];
 
 	return ntx_ntb_cma_result(c, process_vm_readv((pid_t)c->peer.pid,
@@ -453,12 +465,11 @@ ssize_t ntx_ntb_bulk_read(struct ntx_be_conn *conn,
 				  "process_vm_readv");
 }
 
-ssize_t ntx_ntb_bulk_write(struct ntx_be_conn *conn,
-			   const struct iovec *local, size_t nlocal,
-			   const struct ntx_wire_iov *remote,
-			   size_t nremote)
+static ssize_t ntx_ntb_cma_write(struct ntx_shm_conn *c,
+				 const struct iovec *local, size_t nlocal,
+				 const struct ntx_wire_iov *remote,
+				 size_t nremote)
 {
-	struct ntx_shm_conn *c = ntx_shm_conn_of(conn);
 	struct iovec r[NTX_MAX_IOV];
 
 	return ntx_ntb_cma_result(c, process_vm_writev((pid_t)c->peer.pid,
@@ -468,3 +479,16 @@ ssize_t ntx_ntb_bulk_write(struct ntx_be_conn *conn,
 						       0),
 				  "process_vm_writev");
 }
+
+const struct ntx_ntb_win_ops ntx_ntb_win_shm_ops = {
+	.name = "shm",
+	.create = ntx_ntb_win_create,
+	.destroy = ntx_ntb_win_destroy,
+	.map = ntx_ntb_win_map,
+	.unmap = ntx_ntb_win_unmap,
+	.ring_zero = ntx_ntb_ring_zero,
+	.wake = ntx_ntb_wake,
+	.fence_peers = ntx_ntb_fence_peers,
+	.read = ntx_ntb_cma_read,
+	.write = ntx_ntb_cma_write,
+};
