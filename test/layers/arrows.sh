@@ -39,13 +39,16 @@ done
 
 # Inside the ntb back end (DESIGN §4): the ring protocol (conn, rx, tx)
 # reaches its window only through struct ntx_ntb_win_ops, never a
-# function of the shm window (ntx_ntb_win_shm.c) or a system call that
-# obtains, maps, rings or copies through a window. The one name it shares
-# with the shm window is the membarrier registration the data bell reads.
+# function of the shm window, its peers' liveness or its services
+# (ntx_ntb_win_shm.c, ntx_ntb_peer.c, ntx_ntb_svc.c), nor a system call
+# that obtains, maps, rings or copies through a window. The one name it
+# shares with them is the membarrier registration the data bell reads.
 a=$libs/libntx_backend.a
-ar p "$a" libntx_backend_la-ntx_ntb_win_shm.o > "$tmp/win.o"
-nm -g --defined-only "$tmp/win.o" | awk 'NF == 3 {print $3}' |
-  grep -vx 'ntx_ntb_mb_registered' > "$tmp/win.def"
+for f in win_shm peer svc; do
+  ar p "$a" libntx_backend_la-ntx_ntb_$f.o > "$tmp/win.o"
+  nm -g --defined-only "$tmp/win.o" | awk 'NF == 3 {print $3}' |
+    grep -vx 'ntx_ntb_mb_registered' >> "$tmp/win.def"
+done
 printf '%s\n' memfd_create ftruncate fcntl mmap munmap madvise fallocate \
   syscall process_vm_readv process_vm_writev pidfd_open pidfd_getfd \
   socket bind sendto recv epoll_ctl epoll_wait >> "$tmp/win.def"

@@ -113,10 +113,8 @@ static struct ntx_shm_conn *ntx_ntb_conn_new(struct ntx_shm_ep *be,
 	c->vc = vc;
 	c->peer = *peer;
 	ntx_list_init(&c->centry);
-	if (ntx_ntb_pwin_get(be->wops, peer, be->addr.pid, &c->pw))
+	if (be->wops->peer_get(c))
 		goto free_c;
-	c->pwin = c->pw->win;
-	ntx_ntb_watch(c);
 	if (ntx_ntb_slot_alloc(be, c))
 		goto unwatch;
 	ntx_list_insert_tail(&be->conns, &c->entry);
@@ -124,8 +122,8 @@ static struct ntx_shm_conn *ntx_ntb_conn_new(struct ntx_shm_ep *be,
 	ntx_ntb_quiet_off(be);
 	return c;
 unwatch:
-	ntx_ntb_unwatch(c);
-	ntx_ntb_pwin_put(c->pw);
+	be->wops->unwatch(c);
+	be->wops->peer_put(c);
 free_c:
 	free(c);
 	return NULL;
@@ -189,7 +187,7 @@ void ntx_ntb_conn_fail(struct ntx_shm_conn *c, int err)
 	if (c->be->hot == c)
 		c->be->hot = NULL;
 	ntx_list_remove(&c->centry);
-	ntx_ntb_unwatch(c);
+	c->be->wops->unwatch(c);
 	c->be->cb.failed(c->vc, err);
 }
 
@@ -226,9 +224,9 @@ void ntx_ntb_conn_free(struct ntx_shm_conn *c)
 		ntx_ntb_ring_conn_bell(c);
 	}
 	if (c->state != NTX_CONN_FAILED) /* failing unwatched it */
-		ntx_ntb_unwatch(c);
+		be->wops->unwatch(c);
 	ntx_ntb_slot_release(be, c->my_slot);
-	ntx_ntb_pwin_put(c->pw);
+	be->wops->peer_put(c);
 	free(c);
 }
 

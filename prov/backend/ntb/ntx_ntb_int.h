@@ -217,13 +217,15 @@ extern const struct ntx_be_ops ntx_ntb_shm_ops;
 
 /* ---- the window interface --------------------------------------------------
  * What the ring protocol (conn, rx, tx) needs of a window, and what
- * varies with how the window is obtained: shm (ntx_ntb_win_shm.c: a
- * memfd, peers mapped through pidfd_getfd or /proc, membarrier, a wake
- * socket, process_vm_readv/writev) and, to come, pci (a BAR shared by
- * several hosts). Called on slow paths only: open and close, connect and
- * slot reuse, a sleeping peer's wake-up, arming and the bitmap's upkeep,
- * bulk moves; never per ring entry. The layout inside a window
- * (ntx_ring.h) is the protocol's and the same for every provider. */
+ * varies with how the window is obtained and its peers watched: shm
+ * (ntx_ntb_win_shm.c: a memfd, peers mapped through pidfd_getfd or
+ * /proc, membarrier, a wake socket, process_vm_readv/writev; its peers'
+ * pidfds in ntx_ntb_peer.c) and, to come, pci (a BAR shared by several
+ * hosts). Called on slow paths only: open and close, connect, a
+ * connection's end and slot reuse, a sleeping peer's wake-up, arming and
+ * disarming, the bitmap's upkeep, bulk moves; never per ring entry. The
+ * layout inside a window (ntx_ring.h) is the protocol's and the same for
+ * every provider. */
 struct ntx_ntb_win_ops {
 	const char *name;
 	/* our window, its header written; unmapped and released */
@@ -233,6 +235,16 @@ struct ntx_ntb_win_ops {
 	 * owner process's, or -1); the map ended */
 	int (*map)(const struct ntx_addr *peer, int pidfd, struct ntx_win *w);
 	void (*unmap)(struct ntx_win *w);
+	/* the window of c's peer (c->peer) in c->pw and c->pwin, and the
+	 * watch of the peer's liveness; the watch ended (once, at the
+	 * connection's failure or end); the window given back */
+	int (*peer_get)(struct ntx_shm_conn *c);
+	void (*unwatch)(struct ntx_shm_conn *c);
+	void (*peer_put)(struct ntx_shm_conn *c);
+	/* what our wait set holds, taken without blocking: peers that died
+	 * are marked for the next check; drain_wake: the doorbell's
+	 * wake-ups too (only when disarmed) */
+	void (*wait_take)(struct ntx_shm_ep *be, bool drain_wake);
 	/* a released slot's ring in our window made zero (and free) again */
 	void (*ring_zero)(struct ntx_shm_ep *be, uint32_t slot);
 	/* the doorbell: wakes the peer of c, which armed its window */
@@ -263,11 +275,8 @@ int ntx_ntb_wake_open(struct ntx_shm_ep *be);
 
 /* ---- peers: processes, their windows, the wait set (ntx_ntb_peer.c) ------- */
 
-int ntx_ntb_pwin_get(const struct ntx_ntb_win_ops *wops,
-		     const struct ntx_addr *peer, uint32_t self,
-		     struct ntx_ntb_pwin **out);
-void ntx_ntb_pwin_put(struct ntx_ntb_pwin *pw);
-void ntx_ntb_watch(struct ntx_shm_conn *c);
+int ntx_ntb_peer_get(struct ntx_shm_conn *c);
+void ntx_ntb_peer_put(struct ntx_shm_conn *c);
 void ntx_ntb_unwatch(struct ntx_shm_conn *c);
 int ntx_ntb_wait_open(struct ntx_shm_ep *be);
 void ntx_ntb_events(struct ntx_shm_ep *be, bool drain_wake);

@@ -248,9 +248,9 @@ free_pw:
 /* The window of a peer, mapped once for all our endpoints; a window this
  * process has already is taken as it was checked, unless its owner closed
  * it or died (a name that would not connect either if mapped anew). */
-int ntx_ntb_pwin_get(const struct ntx_ntb_win_ops *wops,
-		     const struct ntx_addr *peer, uint32_t self,
-		     struct ntx_ntb_pwin **out)
+static int ntx_ntb_pwin_get(const struct ntx_ntb_win_ops *wops,
+			    const struct ntx_addr *peer, uint32_t self,
+			    struct ntx_ntb_pwin **out)
 {
 	struct ntx_ntb_pwin *pw;
 	int ret = 0;
@@ -276,7 +276,7 @@ int ntx_ntb_pwin_get(const struct ntx_ntb_win_ops *wops,
 	return ret;
 }
 
-void ntx_ntb_pwin_put(struct ntx_ntb_pwin *pw)
+static void ntx_ntb_pwin_put(struct ntx_ntb_pwin *pw)
 {
 	pthread_mutex_lock(&ntx_ntb_peers.lock);
 	if (!--pw->refs) {
@@ -360,7 +360,7 @@ static struct ntx_shm_watch *ntx_ntb_watch_get(struct ntx_shm_ep *be,
 
 /* Watches the owner of a connection's window, through its pidfd in our
  * wait set or through /proc. */
-void ntx_ntb_watch(struct ntx_shm_conn *c)
+static void ntx_ntb_watch(struct ntx_shm_conn *c)
 {
 	struct ntx_ntb_proc *p = c->pw->proc;
 	struct ntx_shm_ep *be = c->be;
@@ -399,6 +399,27 @@ void ntx_ntb_unwatch(struct ntx_shm_conn *c)
 	}
 	c->wreg = NULL;
 	c->watch = NTX_WATCH_NONE;
+}
+
+/* The window of c's peer, mapped once for all our endpoints, and the
+ * watch of its owner: the window interface's peer_get. */
+int ntx_ntb_peer_get(struct ntx_shm_conn *c)
+{
+	int ret = ntx_ntb_pwin_get(c->be->wops, &c->peer, c->be->addr.pid,
+				   &c->pw);
+
+	if (ret)
+		return ret;
+	c->pwin = c->pw->win;
+	ntx_ntb_watch(c);
+	return 0;
+}
+
+/* c's reference to its peer's window, given back (its watch ended
+ * before: ntx_ntb_unwatch). */
+void ntx_ntb_peer_put(struct ntx_shm_conn *c)
+{
+	ntx_ntb_pwin_put(c->pw);
 }
 
 /* The peer exited, or (without a pidfd) /proc says so. */

@@ -254,7 +254,7 @@ void ntx_ntb_disarm(struct ntx_be_ep *bep)
 	be->armed = false;
 	atomic_store_explicit(&ntx_win_hdr(&be->win)->waiters, 0,
 			      memory_order_relaxed);
-	ntx_ntb_events(be, true);
+	be->wops->wait_take(be, true);
 }
 
 int ntx_ntb_wait_fd(struct ntx_be_ep *bep)
@@ -463,7 +463,7 @@ static __attribute__((noinline)) int ntx_ntb_poll_any(struct ntx_shm_ep *be)
 
 	if (be->check) { /* a peer died while we slept */
 		ntx_ntb_quiet_off(be);
-		ntx_ntb_check_peers(&be->head);
+		be->head.ops->check_peers(&be->head);
 	}
 	bell = atomic_load_explicit(&ntx_win_hdr(&be->win)->conn_bell,
 				    memory_order_acquire);

@@ -51,7 +51,9 @@ static int ntx_ntb_slots_alloc(struct ntx_shm_ep *be)
 bool ntx_ntb_win_ops_valid(const struct ntx_ntb_win_ops *ops)
 {
 	return ops->create && ops->destroy && ops->map && ops->unmap &&
-	       ops->ring_zero && ops->wake && ops->fence_peers &&
+	       ops->peer_get && ops->unwatch && ops->peer_put &&
+	       ops->wait_take && ops->ring_zero && ops->wake &&
+	       ops->fence_peers &&
 	       !ops->read == !ops->write;
 }
 
