@@ -16,7 +16,7 @@
 #include "ntx_ring.h"
 
 enum ntx_conn_state { NTX_CONN_CONNECTING, NTX_CONN_CONNECTED, NTX_CONN_FAILED };
-/* how a peer's liveness is watched (see "liveness" below) */
+/* how a peer's liveness is watched (ntx_ntb_peer.c) */
 enum ntx_watch { NTX_WATCH_NONE, NTX_WATCH_PIDFD, NTX_WATCH_PROC };
 
 /* A mapped window: ours or a peer's. Geometry is copied and validated once

@@ -204,6 +204,13 @@ close_fd:
 	return -FI_ENOMEM;
 }
 
+/* Our window unmapped and its memfd closed: gone once no peer maps it. */
+static void ntx_ntb_win_destroy(struct ntx_shm_ep *be)
+{
+	munmap(be->win.base, be->win.g.size);
+	close(be->fd);
+}
+
 /* ---- peer windows ----------------------------------------------------------- */
 
 /* The header must name the very endpoint the name does (pid, epoch, ep_id
@@ -300,13 +307,6 @@ static int ntx_ntb_win_open(const struct ntx_addr *peer, int pidfd,
 	(void)peer;
 #endif
 	return ntx_ntb_win_open_path(pidfd, path);
-}
-
-/* Our window unmapped and its memfd closed: gone once no peer maps it. */
-static void ntx_ntb_win_destroy(struct ntx_shm_ep *be)
-{
-	munmap(be->win.base, be->win.g.size);
-	close(be->fd);
 }
 
 /* Maps the window of a peer: take a descriptor of it, check the seals,
