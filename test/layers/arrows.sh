@@ -36,4 +36,37 @@ for from in "${layers[@]}"; do
 done
 [ $bad = 0 ] && echo "arrows: every arrow points down" ||
   echo "arrows: an arrow runs up (or sideways); see DESIGN §2"
+
+# Inside the ntb back end (DESIGN §4): the ring protocol (conn, rx, tx)
+# reaches its window only through struct ntx_ntb_win_ops, never a
+# function of the shm window, its peers' liveness or its services
+# (ntx_ntb_win_shm.c, ntx_ntb_peer.c, ntx_ntb_svc.c), nor a system call
+# that obtains, maps, rings or copies through a window. The one name it
+# shares with them is the membarrier registration the data bell reads.
+a=$libs/libntx_backend.a
+for f in win_shm peer svc; do
+  ar p "$a" libntx_backend_la-ntx_ntb_$f.o > "$tmp/win.o"
+  nm -g --defined-only "$tmp/win.o" | awk 'NF == 3 {print $3}' |
+    grep -vx 'ntx_ntb_mb_registered' >> "$tmp/win.def"
+done
+printf '%s\n' memfd_create ftruncate fcntl mmap munmap madvise fallocate \
+  syscall process_vm_readv process_vm_writev pidfd_open pidfd_getfd \
+  socket bind sendto recv epoll_ctl epoll_wait >> "$tmp/win.def"
+sort -u -o "$tmp/win.def" "$tmp/win.def"
+for f in conn rx tx; do
+  m=libntx_backend_la-ntx_ntb_$f.o
+  if ! ar p "$a" "$m" > "$tmp/$f.o" 2> /dev/null || [ ! -s "$tmp/$f.o" ]; then
+    echo "BAD  ntb ring: $m is not in $a"
+    bad=1
+    continue
+  fi
+  syms=$(nm -u "$tmp/$f.o" | awk '{print $NF}' | sort -u |
+	 comm -12 - "$tmp/win.def")
+  if [ -n "$syms" ]; then
+    echo "BAD  ntb ring $f -> shm window: $(tr '\n' ' ' <<< "$syms")"
+    bad=1
+  else
+    echo "ok   ntb ring $f -> window only through ntx_ntb_win_ops"
+  fi
+done
 exit $bad
