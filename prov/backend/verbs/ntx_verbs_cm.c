@@ -221,6 +221,24 @@ static void ntx_vb_refuse(struct rdma_cm_id *id)
 	rdma_destroy_id(id);
 }
 
+/* A request may claim only a name on the address it comes from (as on
+ * tcp, DESIGN §7): a name on loopback, or none, only from our own
+ * device's address, which is where ntx_vb_connect sends a same-host
+ * peer's request from. */
+static bool ntx_vb_may_claim(const struct ntx_vb_ep *be, struct rdma_cm_id *id,
+			     const struct ntx_addr *from)
+{
+	const struct sockaddr *sa = rdma_get_peer_addr(id);
+	uint32_t src;
+
+	if (!sa || sa->sa_family != AF_INET)
+		return false;
+	src = ((const struct sockaddr_in *)sa)->sin_addr.s_addr;
+	if (from->ip4 && !ntx_ip4_loopback(from->ip4))
+		return src == from->ip4;
+	return src == be->addr.ip4;
+}
+
 /* A peer's connection request: its name is the private data. */
 static void ntx_vb_on_request(struct ntx_vb_ep *be, struct rdma_cm_id *id,
 			      const struct rdma_conn_param *p)
@@ -238,6 +256,12 @@ static void ntx_vb_on_request(struct ntx_vb_ep *be, struct rdma_cm_id *id,
 	memcpy(&from, p->private_data, sizeof(from));
 	if (!ntx_addr_valid(&from) || eager < 0) {
 		NTX_WARN(FI_LOG_EP_CTRL, "connection request with a bad name\n");
+		ntx_vb_refuse(id);
+		return;
+	}
+	if (!ntx_vb_may_claim(be, id, &from)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "connection request that claims a "
+			 "name on another address (pid %u)\n", from.pid);
 		ntx_vb_refuse(id);
 		return;
 	}
