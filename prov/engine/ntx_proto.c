@@ -773,7 +773,7 @@ static void ntx_unexp_free(struct ntx_unexp *u)
 	struct ntx_ep *ep = vc->ep;
 
 	ntx_tme_del_unexp(u);
-	vc->unexp_bytes -= ntx_unexp_cost(u->cap);
+	ntx_unexp_refund(vc, ntx_unexp_cost(u->cap));
 	if (vc->keeps_unexp)
 		ep->dead_unexp_bytes -= ntx_unexp_cost(u->cap);
 	if (vc->zombie && !vc->unexp_bytes)
@@ -1024,20 +1024,15 @@ static inline bool ntx_msg_parse(const struct ntx_wire_hdr *h,
 }
 
 /* An entry for a message of vc that no receive was posted for, holding
- * 'hold' bytes, within the peer's limit; NULL when it is over the limit
- * or out of memory (vc failed). */
+ * 'hold' bytes, within the peer's limit and the receive context's
+ * budget; NULL when it is over them or out of memory (vc failed). */
 static struct ntx_unexp *ntx_unexp_take(struct ntx_vc *vc, size_t len,
 					size_t hold)
 {
 	struct ntx_unexp *u;
 
-	if (vc->unexp_bytes + ntx_unexp_cost(len) > ntx_params.peer_unexp_max) {
-		NTX_WARN(FI_LOG_EP_DATA, "pid %u has %zu bytes of unexpected "
-			 "messages waiting (FI_NTX_PEER_UNEXP_MAX): connection "
-			 "closed\n", vc->peer.pid, vc->unexp_bytes);
-		ntx_vc_fail(vc, -FI_ENOSPC);
+	if (!ntx_unexp_admit(vc, ntx_unexp_cost(len)))
 		return NULL;
-	}
 	u = ntx_unexp_get(vc->ep, hold);
 	if (!u) {
 		NTX_WARN(FI_LOG_EP_DATA, "no memory for an unexpected message\n");
@@ -1045,7 +1040,7 @@ static struct ntx_unexp *ntx_unexp_take(struct ntx_vc *vc, size_t len,
 		return NULL;
 	}
 	u->vc = vc;
-	vc->unexp_bytes += ntx_unexp_cost(u->cap);
+	ntx_unexp_charge(vc, ntx_unexp_cost(u->cap));
 	/* off every queue until ntx_tme_add_unexp: freeing it is safe */
 	ntx_list_init(&u->entry);
 	ntx_list_init(&u->tag_entry);
@@ -1682,6 +1677,7 @@ static void ntx_proto_unexp_failed(struct ntx_vc *vc)
 	struct ntx_list *it, *tmp;
 	bool keep;
 
+	ntx_unexp_off_budget(vc); /* kept or not, no longer a live peer's */
 	for (int t = 0; t < 2; t++)
 		ntx_list_foreach_safe(&ep->rx->tme.unexp[t], it, tmp) {
 			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
