@@ -1022,6 +1022,8 @@ void ntx_proto_vc_failed(struct ntx_vc *vc);
 void ntx_proto_fail_posted(struct ntx_ep *rx, fi_addr_t src, int err);
 /* Frees the unexpected messages and their pool (endpoint close). */
 void ntx_proto_unexp_fini(struct ntx_ep *ep);
+/* Frees the unexpected messages of vc waiting in its receive context. */
+void ntx_proto_unexp_drop(struct ntx_vc *vc);
 /* The budget of unexpected messages (ntx_unexp_budget.c), under the
  * receive context's lock. admit: cost more bytes of vc may wait, within
  * the peer's limit and the budget, which may doom the largest holder;

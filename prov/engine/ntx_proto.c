@@ -1671,20 +1671,27 @@ void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
  * lingers): those stay receivable, up to FI_NTX_GONE_UNEXP_MAX bytes of
  * failed peers' messages per endpoint, so that peers that connect, fill
  * their allowance and go, again and again, cannot grow our memory. */
+static void ntx_unexp_free_vc(struct ntx_vc *vc, bool rndv_only)
+{
+	struct ntx_list *it, *tmp;
+
+	for (int t = 0; t < 2; t++)
+		ntx_list_foreach_safe(&vc->ep->rx->tme.unexp[t], it, tmp) {
+			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
+							       entry);
+			if (u->vc == vc &&
+			    (!rndv_only || u->hdr.op != NTX_OP_EAGER))
+				ntx_unexp_free(u);
+		}
+}
+
 static void ntx_proto_unexp_failed(struct ntx_vc *vc)
 {
 	struct ntx_ep *ep = vc->ep;
-	struct ntx_list *it, *tmp;
 	bool keep;
 
 	ntx_unexp_off_budget(vc); /* kept or not, no longer a live peer's */
-	for (int t = 0; t < 2; t++)
-		ntx_list_foreach_safe(&ep->rx->tme.unexp[t], it, tmp) {
-			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
-							       entry);
-			if (u->vc == vc && u->hdr.op != NTX_OP_EAGER)
-				ntx_unexp_free(u);
-		}
+	ntx_unexp_free_vc(vc, true);
 	/* in a shared receive context they would outlive the endpoint */
 	keep = vc->unexp_bytes && ep->rx == ep &&
 	       ep->dead_unexp_bytes + vc->unexp_bytes <=
@@ -1694,13 +1701,12 @@ static void ntx_proto_unexp_failed(struct ntx_vc *vc)
 		ep->dead_unexp_bytes += vc->unexp_bytes;
 		return;
 	}
-	for (int t = 0; t < 2; t++)
-		ntx_list_foreach_safe(&ep->rx->tme.unexp[t], it, tmp) {
-			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
-							       entry);
-			if (u->vc == vc)
-				ntx_unexp_free(u);
-		}
+	ntx_unexp_free_vc(vc, false);
+}
+
+void ntx_proto_unexp_drop(struct ntx_vc *vc)
+{
+	ntx_unexp_free_vc(vc, false);
 }
 
 /* Fails the posted receives of rx that only the peer at src could fill:

@@ -47,7 +47,10 @@ void ntx_unexp_off_budget(struct ntx_vc *vc)
  * is within its own (the others hold more than the rest of the budget
  * between fewer peers), is doomed and leaves the budget, until cost
  * fits. It is failed from progress, not here: this is another peer's
- * packet, and our caller may hold its requests. */
+ * packet, and our caller may hold its requests. Its unexpected messages
+ * are dropped now, not kept for its failure: a back end may read a long
+ * while before progress reaps it (a tcp read drains its socket), and
+ * what it held must not add to what the others may hold. */
 static bool ntx_unexp_over(struct ntx_vc *vc, size_t cost)
 {
 	struct ntx_ep *rx = vc->ep->rx;
@@ -70,6 +73,7 @@ static bool ntx_unexp_over(struct ntx_vc *vc, size_t cost)
 			top->doom = -FI_ENOSPC;
 		top->ep->reap = true;
 		ntx_unexp_off_budget(top);
+		ntx_proto_unexp_drop(top);
 	}
 	return true;
 }
