@@ -122,6 +122,7 @@ struct ntx_params {
 	size_t cq_size;        /* default CQ depth */
 	size_t min_multi_recv; /* default FI_OPT_MIN_MULTI_RECV */
 	size_t peer_unexp_max; /* unexpected bytes one peer may hold */
+	size_t ep_unexp_max;   /* ... all live peers of a receive context */
 	size_t gone_unexp_max; /* ... peers that are gone, per endpoint */
 	char *auth_key;        /* FI_NTX_AUTH_KEY: the default job key */
 	size_t auth_timeout_ms; /* a job-key exchange not done by then fails */

@@ -57,6 +57,12 @@ struct ntx_vc {
 	uint32_t ctrl_queued; /* answers waiting for room in its ring */
 	int doom;             /* fail it (this error) at the next reap */
 	size_t unexp_bytes;   /* its unexpected messages, with headers */
+	/* on ep->rx->unexp_vcs while it holds some and they count in the
+	 * receive context's budget (ntx_unexp_budget.c); off_budget once it
+	 * failed or was doomed by the budget: what it holds is no longer
+	 * counted there, and it may hold no more */
+	struct ntx_list unexp_entry;
+	bool unexp_off_budget;
 	/* failed with eager unexpected messages that stay receivable: they
 	 * count in ep->dead_unexp_bytes, and ntx_vc_destroy leaves the VC
 	 * (a zombie, off every list) to the last of them */
@@ -307,6 +313,13 @@ struct ntx_ep {
 	uint32_t unexp_pooled;      /* entries in unexp_free */
 	size_t dead_unexp_bytes;    /* unexpected messages of failed peers
 				     * kept (at most FI_NTX_GONE_UNEXP_MAX) */
+	/* a receive context's budget (this endpoint's when it is its own
+	 * ep->rx, where its unexpected lists are): the bytes its live peers'
+	 * unexpected messages hold, at most FI_NTX_EP_UNEXP_MAX, as the sum
+	 * of their vc->unexp_bytes, and those peers (ntx_unexp_budget.c) */
+	size_t unexp_bytes;
+	uint32_t unexp_peers;
+	struct ntx_list unexp_vcs; /* ntx_vc.unexp_entry */
 	struct ntx_idtab reqtab; /* id -> struct ntx_req *, for the wire */
 	/* the free requests: a stack linked through entry.next (NULL:
 	 * empty), two stores to push or pop one */
@@ -1009,6 +1022,18 @@ void ntx_proto_vc_failed(struct ntx_vc *vc);
 void ntx_proto_fail_posted(struct ntx_ep *rx, fi_addr_t src, int err);
 /* Frees the unexpected messages and their pool (endpoint close). */
 void ntx_proto_unexp_fini(struct ntx_ep *ep);
+/* Frees the unexpected messages of vc waiting in its receive context. */
+void ntx_proto_unexp_drop(struct ntx_vc *vc);
+/* The budget of unexpected messages (ntx_unexp_budget.c), under the
+ * receive context's lock. admit: cost more bytes of vc may wait, within
+ * the peer's limit and the budget, which may doom the largest holder;
+ * false: vc failed. charge and refund count an entry's cost in vc and,
+ * while vc is live, in its receive context. off_budget: vc failed, what
+ * it holds leaves the budget and it may hold no more. */
+bool ntx_unexp_admit(struct ntx_vc *vc, size_t cost);
+void ntx_unexp_charge(struct ntx_vc *vc, size_t cost);
+void ntx_unexp_refund(struct ntx_vc *vc, size_t cost);
+void ntx_unexp_off_budget(struct ntx_vc *vc);
 /* Largest payload of one packet on this VC's back end. */
 size_t ntx_vc_mtu(const struct ntx_vc *vc);
 /* Single-copy move of [off, off + len) between our iovecs and a peer's. */

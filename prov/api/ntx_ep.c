@@ -481,6 +481,7 @@ void ntx_ep_init(struct ntx_ep *ep, struct ntx_domain *dom,
 	ntx_list_init(&ep->vcs);
 	ntx_list_init(&ep->busy_vcs);
 	ntx_list_init(&ep->unexp_free);
+	ntx_list_init(&ep->unexp_vcs);
 	ntx_tme_init(&ep->tme);
 }
 

@@ -29,7 +29,8 @@ struct ntx_params ntx_params = {
 	.udp_gso = 1,
 	.cq_size = 1024,
 	.min_multi_recv = 64,
-	.peer_unexp_max = (size_t)4 << 30, /* an MPI rank may hold a lot */
+	.peer_unexp_max = (size_t)1 << 30, /* an MPI rank may hold a lot */
+	.ep_unexp_max = (size_t)1 << 30,
 	.gone_unexp_max = 1u << 20,
 	.progress_idle_us = 10000,
 	.idle_yield = -1,
@@ -275,10 +276,19 @@ static void ntx_params_init_queues(void)
 	ntx_param_size("cq_size", "default completion queue depth",
 		       &ntx_params.cq_size, 1, 1 << 24);
 	ntx_param_size("peer_unexp_max",
-		       "bytes of unexpected messages (payload plus about 1 KiB "
-		       "per message) one peer may have waiting at an endpoint; "
-		       "a peer that sends more fails its own connection",
+		       "bytes of unexpected messages (payload plus about 330 "
+		       "bytes per message) one peer may have waiting at an "
+		       "endpoint; a peer that sends more fails its own "
+		       "connection",
 		       &ntx_params.peer_unexp_max, 1u << 20, SIZE_MAX);
+	ntx_param_size("ep_unexp_max",
+		       "bytes of unexpected messages (as counted for "
+		       "FI_NTX_PEER_UNEXP_MAX) all live peers together may "
+		       "have waiting at a receive context (an endpoint, a "
+		       "shared receive context, a scalable endpoint's context); "
+		       "past it the peer holding more than its share fails "
+		       "its own connection",
+		       &ntx_params.ep_unexp_max, 1u << 20, SIZE_MAX);
 	ntx_param_size("gone_unexp_max",
 		       "bytes of unexpected eager messages (as counted for "
 		       "FI_NTX_PEER_UNEXP_MAX) of peers whose connection ended "

@@ -773,7 +773,7 @@ static void ntx_unexp_free(struct ntx_unexp *u)
 	struct ntx_ep *ep = vc->ep;
 
 	ntx_tme_del_unexp(u);
-	vc->unexp_bytes -= ntx_unexp_cost(u->cap);
+	ntx_unexp_refund(vc, ntx_unexp_cost(u->cap));
 	if (vc->keeps_unexp)
 		ep->dead_unexp_bytes -= ntx_unexp_cost(u->cap);
 	if (vc->zombie && !vc->unexp_bytes)
@@ -1024,20 +1024,15 @@ static inline bool ntx_msg_parse(const struct ntx_wire_hdr *h,
 }
 
 /* An entry for a message of vc that no receive was posted for, holding
- * 'hold' bytes, within the peer's limit; NULL when it is over the limit
- * or out of memory (vc failed). */
+ * 'hold' bytes, within the peer's limit and the receive context's
+ * budget; NULL when it is over them or out of memory (vc failed). */
 static struct ntx_unexp *ntx_unexp_take(struct ntx_vc *vc, size_t len,
 					size_t hold)
 {
 	struct ntx_unexp *u;
 
-	if (vc->unexp_bytes + ntx_unexp_cost(len) > ntx_params.peer_unexp_max) {
-		NTX_WARN(FI_LOG_EP_DATA, "pid %u has %zu bytes of unexpected "
-			 "messages waiting (FI_NTX_PEER_UNEXP_MAX): connection "
-			 "closed\n", vc->peer.pid, vc->unexp_bytes);
-		ntx_vc_fail(vc, -FI_ENOSPC);
+	if (!ntx_unexp_admit(vc, ntx_unexp_cost(len)))
 		return NULL;
-	}
 	u = ntx_unexp_get(vc->ep, hold);
 	if (!u) {
 		NTX_WARN(FI_LOG_EP_DATA, "no memory for an unexpected message\n");
@@ -1045,7 +1040,7 @@ static struct ntx_unexp *ntx_unexp_take(struct ntx_vc *vc, size_t len,
 		return NULL;
 	}
 	u->vc = vc;
-	vc->unexp_bytes += ntx_unexp_cost(u->cap);
+	ntx_unexp_charge(vc, ntx_unexp_cost(u->cap));
 	/* off every queue until ntx_tme_add_unexp: freeing it is safe */
 	ntx_list_init(&u->entry);
 	ntx_list_init(&u->tag_entry);
@@ -1676,19 +1671,27 @@ void ntx_proto_on_small(void *arg, uint8_t pflags, uint64_t tag,
  * lingers): those stay receivable, up to FI_NTX_GONE_UNEXP_MAX bytes of
  * failed peers' messages per endpoint, so that peers that connect, fill
  * their allowance and go, again and again, cannot grow our memory. */
+static void ntx_unexp_free_vc(struct ntx_vc *vc, bool rndv_only)
+{
+	struct ntx_list *it, *tmp;
+
+	for (int t = 0; t < 2; t++)
+		ntx_list_foreach_safe(&vc->ep->rx->tme.unexp[t], it, tmp) {
+			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
+							       entry);
+			if (u->vc == vc &&
+			    (!rndv_only || u->hdr.op != NTX_OP_EAGER))
+				ntx_unexp_free(u);
+		}
+}
+
 static void ntx_proto_unexp_failed(struct ntx_vc *vc)
 {
 	struct ntx_ep *ep = vc->ep;
-	struct ntx_list *it, *tmp;
 	bool keep;
 
-	for (int t = 0; t < 2; t++)
-		ntx_list_foreach_safe(&ep->rx->tme.unexp[t], it, tmp) {
-			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
-							       entry);
-			if (u->vc == vc && u->hdr.op != NTX_OP_EAGER)
-				ntx_unexp_free(u);
-		}
+	ntx_unexp_off_budget(vc); /* kept or not, no longer a live peer's */
+	ntx_unexp_free_vc(vc, true);
 	/* in a shared receive context they would outlive the endpoint */
 	keep = vc->unexp_bytes && ep->rx == ep &&
 	       ep->dead_unexp_bytes + vc->unexp_bytes <=
@@ -1698,13 +1701,12 @@ static void ntx_proto_unexp_failed(struct ntx_vc *vc)
 		ep->dead_unexp_bytes += vc->unexp_bytes;
 		return;
 	}
-	for (int t = 0; t < 2; t++)
-		ntx_list_foreach_safe(&ep->rx->tme.unexp[t], it, tmp) {
-			struct ntx_unexp *u = ntx_container_of(it, struct ntx_unexp,
-							       entry);
-			if (u->vc == vc)
-				ntx_unexp_free(u);
-		}
+	ntx_unexp_free_vc(vc, false);
+}
+
+void ntx_proto_unexp_drop(struct ntx_vc *vc)
+{
+	ntx_unexp_free_vc(vc, false);
 }
 
 /* Fails the posted receives of rx that only the peer at src could fill:

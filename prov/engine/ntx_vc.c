@@ -5,6 +5,7 @@
  * completes everything outstanding with an error.
  */
 #include "config.h"
+#include <assert.h>
 #include <stdlib.h>
 
 #include "ntx/ntx_engine.h"
@@ -21,6 +22,7 @@ static struct ntx_vc *ntx_vc_new(struct ntx_ep *ep, const struct ntx_addr *peer)
 	vc->key = FI_ADDR_NOTAVAIL;
 	ntx_list_init(&vc->backlog);
 	ntx_list_init(&vc->pending);
+	ntx_list_init(&vc->unexp_entry);
 	ntx_list_insert_tail(&ep->vcs, &vc->entry);
 	return vc;
 }
@@ -442,6 +444,8 @@ void ntx_vc_destroy(struct ntx_vc *vc)
 	ntx_list_remove(&vc->entry);
 	ntx_auth_free(vc);
 	vc->conn = NULL;
+	/* failed: nothing it holds counts in the receive context's budget */
+	assert(vc->unexp_off_budget || !vc->unexp_bytes);
 	if (vc->keeps_unexp && vc->unexp_bytes) {
 		vc->zombie = true; /* freed with its last message */
 		return;

@@ -31,5 +31,7 @@ int victim_serve(struct tctx *t, int sock, int *ncq);
 int send_name(struct tctx *t, int sock);
 /* This process's resident memory (VmRSS), KiB; -1 if unknown. */
 long adv_rss_kib(void);
+/* Its peak resident memory so far (VmHWM), KiB; -1 if unknown. */
+long adv_hwm_kib(void);
 
 #endif /* NTX_ADV_H */

@@ -1332,18 +1332,29 @@ static int adv_never_reads(int sock)
 	return 0;
 }
 
-long adv_rss_kib(void)
+/* A "Vm...: N kB" line of /proc/self/status ("VmRSS: %ld"), KiB. */
+static long adv_status_kib(const char *fmt)
 {
 	char line[256];
 	long kib = -1;
 	FILE *f = fopen("/proc/self/status", "r");
 
 	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+		if (sscanf(line, fmt, &kib) == 1)
 			break;
 	if (f)
 		fclose(f);
 	return kib;
+}
+
+long adv_rss_kib(void)
+{
+	return adv_status_kib("VmRSS: %ld");
+}
+
+long adv_hwm_kib(void)
+{
+	return adv_status_kib("VmHWM: %ld");
 }
 
 Test(adversary, a_peer_that_never_reads_its_answers_is_cut_off,

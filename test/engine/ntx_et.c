@@ -41,6 +41,7 @@ static struct ntx_ep *et_ep_new(struct et_node *n)
 	ntx_list_init(&ep->vcs);
 	ntx_list_init(&ep->busy_vcs);
 	ntx_list_init(&ep->unexp_free);
+	ntx_list_init(&ep->unexp_vcs);
 	ntx_tme_init(&ep->tme);
 	ep->av = &n->av;
 	ep->tx_cq = ep->rx_cq = &n->cq;
