@@ -954,6 +954,70 @@ Test(rel, a_flood_of_message_ids_and_future_packets_stays_bounded)
 	victim_free(v);
 }
 
+/* DESIGN §10 Bounds: the reorder buffers of all peers together stay
+ * within cfg.ooo_mem_max, past the NTX_REL_OOO_MIN packets each peer may
+ * always hold. Eight peers each send a hole and then a full window: the
+ * packets not held are dropped unacknowledged (DROP_BUDGET), so when the
+ * holes fill and the senders resend them, every message arrives once. */
+Test(rel, reorder_buffers_across_peers_stay_within_the_budget)
+{
+	enum { NPEER = 8, BODY = 1000 };
+	static uint8_t buf[NTX_REL_HDR_LEN + BODY];
+	struct victim *v = calloc(1, sizeof(*v));
+	struct ntx_rel_peer *p[NPEER];
+	struct ntx_rel_cfg cfg;
+	uint32_t win;
+	size_t most = 0;
+
+	cr_assert(v);
+	cfg_test(&cfg, 1);
+	cfg.ooo_mem_max = 64 * 1024;
+	cr_assert_eq(ntx_rel_init(&v->rel, &cfg, &victim_ops, v), 0);
+	win = v->rel.cfg.window;
+	for (int i = 0; i < NPEER; i++)
+		cr_assert_eq(ntx_rel_peer_new(&v->rel, NULL, &p[i]), 0);
+	/* every packet but seq 0, to every peer */
+	for (uint32_t seq = 1; seq < win; seq++) {
+		for (int i = 0; i < NPEER; i++) {
+			struct ntx_rel_hdr h = hdr_data(seq, seq, BODY, 0, 1,
+							BODY);
+
+			ntx_rel_hdr_pack(&h, buf);
+			ntx_rel_on_datagram(&v->rel, p[i], buf, sizeof(buf),
+					    0);
+			if (v->rel.ooo_mem > most)
+				most = v->rel.ooo_mem;
+		}
+	}
+	for (int i = 0; i < NPEER; i++)
+		cr_assert_geq(p[i]->ooo_count, NTX_REL_OOO_MIN);
+	cr_assert_gt(v->rel.stats.drops[NTX_REL_DROP_BUDGET], 0);
+	/* the bound, and what each peer may hold past it: its minimum and
+	 * its pointer array */
+	cr_assert_leq(most, cfg.ooo_mem_max + NPEER * (NTX_REL_OOO_MIN *
+			   (BODY + 64) + win * sizeof(void *)));
+	/* the holes fill, then the senders resend what was not held, in
+	 * order: each message arrives once */
+	for (int i = 0; i < NPEER; i++) {
+		for (uint32_t seq = 0; seq < win; seq++) {
+			struct ntx_rel_hdr h = hdr_data(seq, seq, BODY, 0, 1,
+							BODY);
+
+			if (seq < p[i]->rx_next)
+				continue;
+			ntx_rel_hdr_pack(&h, buf);
+			ntx_rel_on_datagram(&v->rel, p[i], buf, sizeof(buf),
+					    0);
+		}
+		cr_assert_eq(p[i]->rx_next, win, "peer %d", i);
+	}
+	cr_assert_eq(v->delivered, NPEER * win);
+	cr_assert_eq(v->rel.ooo_mem, 0);
+	printf("rel: %d peers, reorder budget %llu: at most %zu bytes held\n",
+	       NPEER, (unsigned long long)cfg.ooo_mem_max, most);
+	victim_free(v);
+}
+
 /* random datagrams, half of them built around a plausible header: near
  * the window, fragments of up to 3, lengths mostly consistent */
 static size_t fuzz_one(uint64_t *rng, const struct victim *v, uint8_t *buf)

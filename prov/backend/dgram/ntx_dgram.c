@@ -807,6 +807,8 @@ int ntx_dg_rel_init(struct ntx_dg_ep *ep, size_t dgram, uint32_t window)
 	cfg.epoch = (uint32_t)ntx_random64() | 1;
 	cfg.set_epochs = true; /* each peer's from its handshake */
 	cfg.dead_ns = (uint64_t)ntx_params.udp_timeout_ms * 1000000;
+	/* the reorder buffers of all peers: the endpoint's budget */
+	cfg.ooo_mem_max = ntx_params.ep_unexp_max;
 	ret = ntx_rel_init(&ep->rel, &cfg, &ops, ep);
 	ep->rel_ready = !ret;
 	return ret;

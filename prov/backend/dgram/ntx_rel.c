@@ -275,14 +275,20 @@ static void rel_win_free(struct ntx_rel *rel, struct ntx_rel_peer *p)
 	p->win = NULL;
 }
 
+static void rel_ooo_pkt_free(struct ntx_rel *rel, struct ntx_rel_rxpkt *pkt)
+{
+	rel->ooo_mem -= sizeof(*pkt) + pkt->h.plen;
+	rel_free(rel, pkt, sizeof(*pkt) + pkt->h.plen);
+}
+
 static void rel_ooo_free(struct ntx_rel *rel, struct ntx_rel_peer *p)
 {
 	if (!p->ooo)
 		return;
 	for (uint32_t i = 0; i < rel->cfg.window; i++)
 		if (p->ooo[i])
-			rel_free(rel, p->ooo[i],
-				 sizeof(*p->ooo[i]) + p->ooo[i]->h.plen);
+			rel_ooo_pkt_free(rel, p->ooo[i]);
+	rel->ooo_mem -= rel->cfg.window * sizeof(*p->ooo);
 	rel_free(rel, p->ooo, rel->cfg.window * sizeof(*p->ooo));
 	p->ooo = NULL;
 	p->ooo_count = 0;
@@ -878,11 +884,19 @@ static int rel_hold(struct ntx_rel *rel, struct ntx_rel_peer *p,
 {
 	uint32_t i = h->seq % rel->cfg.window;
 	struct ntx_rel_rxpkt *pkt;
+	size_t need = sizeof(*pkt) + h->plen +
+		      (p->ooo ? 0 : rel->cfg.window * sizeof(*p->ooo));
 
+	/* across peers the reorder buffers are bounded, but each peer may
+	 * hold a few: dropping one costs a retransmission, never data */
+	if (rel->cfg.ooo_mem_max && p->ooo_count >= NTX_REL_OOO_MIN &&
+	    rel->ooo_mem + need > rel->cfg.ooo_mem_max)
+		return NTX_REL_DROP_BUDGET;
 	if (!p->ooo) {
 		p->ooo = rel_alloc(rel, rel->cfg.window * sizeof(*p->ooo));
 		if (!p->ooo)
 			return NTX_REL_DROP_NOMEM;
+		rel->ooo_mem += rel->cfg.window * sizeof(*p->ooo);
 	}
 	if (p->gap_acks <= rel->cfg.dupack)
 		p->gap_acks++;
@@ -893,6 +907,7 @@ static int rel_hold(struct ntx_rel *rel, struct ntx_rel_peer *p,
 	pkt = rel_alloc(rel, sizeof(*pkt) + h->plen);
 	if (!pkt)
 		return NTX_REL_DROP_NOMEM;
+	rel->ooo_mem += sizeof(*pkt) + h->plen;
 	pkt->h = *h;
 	memcpy(pkt->data, payload, h->plen);
 	p->ooo[i] = pkt;
@@ -922,7 +937,7 @@ static int rel_on_data(struct ntx_rel *rel, struct ntx_rel_peer *p,
 		p->ooo[p->rx_next % rel->cfg.window] = NULL;
 		p->ooo_count--;
 		rel_rx_in_order(rel, p, &pkt->h, pkt->data, now);
-		rel_free(rel, pkt, sizeof(*pkt) + pkt->h.plen);
+		rel_ooo_pkt_free(rel, pkt);
 		p->flags |= PF_ACK_NOW; /* a hole filled: tell the sender */
 	}
 	if (p->ooo && !p->ooo_count)

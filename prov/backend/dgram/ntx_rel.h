@@ -64,6 +64,7 @@ enum ntx_rel_drop {
 	NTX_REL_DROP_REASM,    /* fragment does not continue its message */
 	NTX_REL_DROP_NOMEM,    /* no memory to hold it */
 	NTX_REL_DROP_FAILED,   /* the peer failed */
+	NTX_REL_DROP_BUDGET,   /* out of order, and cfg.ooo_mem_max is held */
 	NTX_REL_DROP_MAX
 };
 
@@ -103,7 +104,12 @@ struct ntx_rel_cfg {
 	uint64_t rto_min_ns;
 	uint64_t rto_max_ns;  /* back-off cap */
 	uint64_t dead_ns;     /* no progress with data in flight: failed */
+	/* bytes of out-of-order packets held across all peers, 0: no bound;
+	 * each peer may still hold NTX_REL_OOO_MIN (DESIGN §10 Bounds) */
+	uint64_t ooo_mem_max;
 };
+
+#define NTX_REL_OOO_MIN 16
 
 struct ntx_rel_stats {
 	uint64_t tx_data;    /* first transmissions */
@@ -157,6 +163,7 @@ struct ntx_rel {
 	struct ntx_list peers;
 	struct ntx_list active;
 	size_t mem; /* bytes allocated by the module now */
+	size_t ooo_mem; /* ... of which reorder buffers */
 	struct ntx_rel_stats stats;
 };
 
