@@ -229,11 +229,16 @@ static bool ntx_vb_may_claim(const struct ntx_vb_ep *be, struct rdma_cm_id *id,
 			     const struct ntx_addr *from)
 {
 	const struct sockaddr *sa = rdma_get_peer_addr(id);
+	const struct sockaddr_in6 *s6 = (const void *)sa;
 	uint32_t src;
 
-	if (!sa || sa->sa_family != AF_INET)
+	if (sa && sa->sa_family == AF_INET)
+		src = ((const struct sockaddr_in *)sa)->sin_addr.s_addr;
+	else if (sa && sa->sa_family == AF_INET6 &&
+		 IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+		memcpy(&src, &s6->sin6_addr.s6_addr[12], sizeof(src));
+	else
 		return false;
-	src = ((const struct sockaddr_in *)sa)->sin_addr.s_addr;
 	if (from->ip4 && !ntx_ip4_loopback(from->ip4))
 		return src == from->ip4;
 	return src == be->addr.ip4;
