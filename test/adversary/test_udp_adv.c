@@ -540,6 +540,21 @@ static size_t heap_in_use(void)
 	return mi.uordblks + mi.hblkhd;
 }
 
+/* The peak resident set so far (VmHWM), in KiB. */
+static long peak_rss_kib(void)
+{
+	char line[128];
+	long kib = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmHWM:", 6))
+			kib = strtol(line + 6, NULL, 10);
+	if (f)
+		fclose(f);
+	return kib;
+}
+
 /* Hostile networks round two, finding 3: senders that never say HELLO
  * made the victim hold reorder and reassembly buffers before any name
  * check (1024 of them: 407 MB). Each of NSEND senders (its own socket)
@@ -555,6 +570,7 @@ Test(udp_adv, unnamed_senders_make_the_victim_hold_almost_nothing,
 	struct ntx_addr victim, honest;
 	uint64_t in = 0, mine = 0x600d;
 	size_t before, after;
+	long hwm;
 	static uint8_t dg[NTX_REL_HDR_LEN + PLEN];
 	struct sockaddr_in to = { .sin_family = AF_INET };
 	struct fid_ep *hep;
@@ -576,6 +592,7 @@ Test(udp_adv, unnamed_senders_make_the_victim_hold_almost_nothing,
 		got += n == 1;
 	}
 	before = heap_in_use();
+	hwm = peak_rss_kib();
 	for (int s = 0; s < NSEND; s++) {
 		uint64_t end = mono_ns() + UDP_MS * 1000000ull;
 		struct sockaddr_in any = { .sin_family = AF_INET };
@@ -617,9 +634,11 @@ Test(udp_adv, unnamed_senders_make_the_victim_hold_almost_nothing,
 	}
 	after = heap_in_use();
 	printf("udp_adv: %d unnamed senders of %d datagrams each: the victim's "
-	       "heap grew %zu bytes (%zu a sender)\n", NSEND, NDG,
+	       "heap grew %zu bytes (%zu a sender), its peak RSS %ld KiB "
+	       "(%ld before)\n", NSEND, NDG,
 	       after > before ? after - before : 0,
-	       after > before ? (after - before) / NSEND : 0);
+	       after > before ? (after - before) / NSEND : 0, peak_rss_kib(),
+	       hwm);
 	cr_assert_lt(after > before ? after - before : 0,
 		     (size_t)NSEND * 8192, "the victim holds what unnamed "
 		     "senders sent");
