@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -430,4 +431,251 @@ Test(fuzz_net, udp_control_rel_and_engine_datagrams, .timeout = 240)
 	       f.cases[1], f.cases[2], f.rounds, f.atk_got);
 	cr_assert_eq(fi_close(&f.hep->fid), 0);
 	t_close(&f.t);
+}
+
+/* ---- MSG endpoints: connection management packets ---------------------- */
+
+#define CM_EVBUF (sizeof(struct fi_eq_cm_entry) + 2 * NTX_CM_DATA_MAX)
+
+/* Connection data sizes where checks go wrong: none, one byte, around
+ * the limit, far beyond it. */
+static uint32_t cm_data_len(void)
+{
+	static const uint32_t v[] = { 0, 1, NTX_CM_DATA_MAX - 1,
+				      NTX_CM_DATA_MAX, NTX_CM_DATA_MAX + 1,
+				      4096, 65536 };
+
+	return rnd() % 2 ? v[rnd() % (sizeof(v) / sizeof(v[0]))]
+			 : (uint32_t)(rnd() % (2 * NTX_CM_DATA_MAX));
+}
+
+/* The attacker: reads the names of the passive endpoint and both ends
+ * of the live connection, then until the time is up connects to one of
+ * them with a proved name of its own and sends one to four NTX_OP_CM
+ * packets (any stage, a guessed id, connection data of any size, the
+ * header's length agreeing or not, some flags), now and then another
+ * packet in their place; then says 'k'. */
+static int cm_attacker(int sock)
+{
+	static uint8_t data[65536];
+	struct ntx_addr v[3];
+	struct linger reset = { .l_onoff = 1, .l_linger = 0 };
+	uint64_t seed, end;
+	unsigned cases = 0, reqs = 0;
+	int held[16];
+	char done = 'k';
+
+	memset(held, 0xff, sizeof(held));
+
+	CHK(t_sock_read(sock, &seed, sizeof(seed)) == 0);
+	CHK(t_sock_read(sock, &end, sizeof(end)) == 0);
+	CHK(t_sock_read(sock, v, sizeof(v)) == 0);
+	g_rng = seed;
+	signal(SIGPIPE, SIG_IGN); /* a frame to a connection the victim closed */
+	while (t_ms() < end) {
+		unsigned target = rnd() % 2 ? 0 : 1 + rnd() % 2;
+		int fd = adv_connect(&v[target]);
+
+		CHK(fd >= 0);
+		for (unsigned n = 1 + rnd() % 4, first = 1; n; n--, first = 0) {
+			uint32_t len = cm_data_len();
+			struct ntx_wire_hdr h = {
+				.op = NTX_OP_CM,
+				.status = (int32_t)(rnd() % 4 ? 1 + rnd() % 5
+							      : edgy()),
+				.sreq = rnd() % 2 ? rnd() : rnd() % 4,
+				.msg_len = rnd() % 8 ? len : edgy(),
+			};
+
+			if (rnd() % 8 == 0)
+				h.flags = (uint8_t)rnd();
+			if (rnd() % 8 == 0)
+				bend_wire_hdr(&h);
+			fill_random(data, len);
+			reqs += target == 0 && first && h.op == NTX_OP_CM &&
+				h.status == NTX_CM_REQ && !h.flags &&
+				h.msg_len == len && len <= NTX_CM_DATA_MAX;
+			if (adv_frame(fd, NTX_TCP_ENTRY, &h, data, len))
+				break; /* the victim closed it */
+		}
+		/* reset, not closed: no TIME_WAIT (test_fuzz.c); one that
+		 * asked for a connection is held a while, so the victim
+		 * answers it */
+		CHK(setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset,
+			       sizeof(reset)) == 0);
+		if (target == 0) {
+			if (held[cases % 16] >= 0)
+				close(held[cases % 16]);
+			held[cases % 16] = fd;
+		} else {
+			close(fd);
+		}
+		cases++;
+	}
+	for (int i = 0; i < 16; i++)
+		if (held[i] >= 0)
+			close(held[i]);
+	fprintf(stderr, "fuzz cm: %u attacker connections, %u of them "
+		"opened by a well-formed request\n", cases, reqs);
+	CHK(write(sock, &done, 1) == 1);
+	return 0;
+}
+
+/* The EQ: a connection request may come (a REQ is what asks for one),
+ * with at most NTX_CM_DATA_MAX bytes of data, and is rejected; nothing
+ * else may show. The requests seen. */
+static unsigned cm_reject_requests(struct cm *c)
+{
+	uint8_t buf[CM_EVBUF];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	unsigned seen = 0;
+	uint32_t ev;
+	ssize_t n;
+
+	while ((n = fi_eq_read(c->eq, &ev, buf, sizeof(buf), 0)) != -FI_EAGAIN) {
+		cr_assert_geq(n, (ssize_t)sizeof(*e), "an EQ error while "
+			      "attacked: %zd", n);
+		cr_assert_eq(ev, FI_CONNREQ, "an event %u while attacked", ev);
+		cr_assert_leq((size_t)n - sizeof(*e), NTX_CM_DATA_MAX,
+			      "a request with %zu bytes of data",
+			      (size_t)n - sizeof(*e));
+		cr_assert_eq(e->fid, &c->pep->fid);
+		fi_reject(c->pep, e->info->handle, NULL, 0);
+		fi_freeinfo(e->info);
+		seen++;
+	}
+	return seen;
+}
+
+/* One message each way over the live connection. */
+static void cm_pingpong(struct cm *c, struct cm_ep *a, struct cm_ep *b,
+			unsigned i)
+{
+	uint64_t out = 0xc0ffee00ull + i, in = 0, back = 0;
+	struct fi_cq_data_entry ent;
+
+	cr_assert_eq(fi_recv(b->ep, &in, 8, NULL, 0, NULL), 0);
+	cr_assert_eq(fi_recv(a->ep, &back, 8, NULL, 0, NULL), 0);
+	cr_assert_eq(fi_send(a->ep, &out, 8, NULL, 0, NULL), 0);
+	cr_assert_eq(cm_comp(a, &ent), 1, "ping %u not sent", i);
+	cr_assert_eq(cm_comp(b, &ent), 1, "ping %u not received", i);
+	cr_assert_eq(in, out);
+	cr_assert_eq(fi_send(b->ep, &in, 8, NULL, 0, NULL), 0);
+	cr_assert_eq(cm_comp(b, &ent), 1, "pong %u not sent", i);
+	cr_assert_eq(cm_comp(a, &ent), 1, "pong %u not received", i);
+	cr_assert_eq(back, out);
+	(void)c;
+}
+
+/* A client of the passive endpoint: fi_connect, the request (others of
+ * the attacker's rejected meanwhile), fi_accept by a new server
+ * endpoint, connected both. */
+static void cm_connect_honest(struct cm *c, struct cm_ep *cli,
+			      struct cm_ep *srv)
+{
+	uint8_t buf[CM_EVBUF];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	struct fi_info *h = cm_hints("tcp"), *fi;
+	char name[T_NAMELEN], hello[] = "hi";
+	size_t len = sizeof(name);
+	int seen = 0;
+	uint32_t ev;
+
+	h->dest_addr = malloc(T_NAMELEN);
+	memcpy(h->dest_addr, c->pname, T_NAMELEN);
+	h->dest_addrlen = T_NAMELEN;
+	cr_assert_eq(fi_getinfo(T_VERSION, NULL, NULL, 0, h, &fi), 0);
+	fi_freeinfo(h);
+	cm_open_ep(c, cli, fi);
+	cr_assert_eq(fi_getname(&cli->ep->fid, name, &len), 0);
+	cr_assert_eq(fi_connect(cli->ep, cli->fi->dest_addr, hello,
+				sizeof(hello)), 0);
+	for (;;) {
+		cr_assert_geq(cm_event(c, &ev, buf, sizeof(buf)),
+			      (ssize_t)sizeof(*e), "no request came");
+		cr_assert_eq(ev, FI_CONNREQ);
+		if (e->info->dest_addrlen == T_NAMELEN &&
+		    !memcmp(e->info->dest_addr, name, T_NAMELEN))
+			break;
+		fi_reject(c->pep, e->info->handle, NULL, 0);
+		fi_freeinfo(e->info);
+	}
+	cr_assert_str_eq((char *)e->data, hello);
+	cm_open_ep(c, srv, e->info);
+	cr_assert_eq(fi_accept(srv->ep, NULL, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_geq(cm_event(c, &ev, buf, sizeof(buf)),
+			      (ssize_t)sizeof(*e));
+		cr_assert_eq(ev, FI_CONNECTED);
+		seen |= e->fid == &cli->ep->fid ? 1 : 2;
+	}
+	cr_assert_eq(seen, 3);
+}
+
+/* The victim: a passive endpoint and a live connection on the tcp
+ * domain, both ends in this process; the attacker (a child) fuzzes all
+ * three while the connection carries a ping-pong. Then a new client
+ * connects and is accepted, and both connections carry data and end
+ * with an honest shutdown. */
+Test(fuzz_net, cm_packets_at_a_passive_and_a_connected_endpoint,
+     .timeout = 240)
+{
+	uint64_t end = fuzz_start("cm"), seed;
+	struct pollfd p = { .events = POLLIN };
+	struct ntx_addr names[3];
+	struct cm_ep cli2 = { 0 }, srv2 = { 0 };
+	unsigned pings = 0, reqs = 0;
+	struct cm c;
+	size_t len;
+	char done = 0;
+	int sock;
+	pid_t pid;
+
+	cm_listen(&c, "tcp");
+	cm_connect_honest(&c, &c.cli, &c.srv);
+	memcpy(&names[0], c.pname, sizeof(names[0]));
+	len = sizeof(names[1]);
+	cr_assert_eq(fi_getname(&c.cli.ep->fid, &names[1], &len), 0);
+	len = sizeof(names[2]);
+	cr_assert_eq(fi_getname(&c.srv.ep->fid, &names[2], &len), 0);
+	seed = rnd();
+	pid = t_fork(&sock, cm_attacker);
+	cr_assert_eq(t_sock_write(sock, &seed, sizeof(seed)), 0);
+	cr_assert_eq(t_sock_write(sock, &end, sizeof(end)), 0);
+	cr_assert_eq(t_sock_write(sock, names, sizeof(names)), 0);
+	p.fd = sock;
+	while (poll(&p, 1, 0) == 0) {
+		reqs += cm_reject_requests(&c);
+		/* progress for the attacker's connections to both ends */
+		fi_cq_read(c.cli.cq, NULL, 0);
+		fi_cq_read(c.srv.cq, NULL, 0);
+		if (pings++ % 64 == 0)
+			cm_pingpong(&c, &c.cli, &c.srv, pings);
+		cr_assert_lt(t_ms(), end + 60000, "the attacker hangs");
+	}
+	cr_assert_eq(read(sock, &done, 1), 1);
+	cr_assert_eq(done, 'k');
+	cr_assert_eq(t_join(pid), 0, "the attacker failed");
+	close(sock);
+	reqs += cm_reject_requests(&c);
+
+	cm_connect_honest(&c, &cli2, &srv2);
+	cm_pingpong(&c, &cli2, &srv2, 1);
+	cm_pingpong(&c, &c.cli, &c.srv, 2);
+	cr_assert_eq(fi_shutdown(cli2.ep, 0), 0);
+	cr_assert_eq(fi_shutdown(c.cli.ep, 0), 0);
+	for (int i = 0; i < 4; i++) {
+		uint8_t buf[CM_EVBUF];
+		uint32_t ev;
+
+		cr_assert_geq(cm_event(&c, &ev, buf, sizeof(buf)), 0);
+		cr_assert_eq(ev, FI_SHUTDOWN);
+	}
+	cr_log_info("fuzz cm: %u victim loops, %u requests rejected\n", pings,
+		    reqs);
+	printf("fuzz cm: %u victim loops, %u requests rejected\n", pings,
+	       reqs);
+	cm_close_ep(&cli2);
+	cm_close_ep(&srv2);
+	cm_close(&c);
 }
