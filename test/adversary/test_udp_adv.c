@@ -26,20 +26,11 @@
 #include "ntx/ntx_wire.h"
 #include "ntx_dgram.h"
 #include "ntx_rel.h"
+#include "ntx_udp_adv.h"
 
 #define CAPS (FI_MSG | FI_TAGGED)
-#define UDP_MS 10000
 
-struct atk {
-	int fd;
-	struct sockaddr_in to; /* the victim */
-	struct ntx_rel rel;
-	struct ntx_rel_peer *peer;
-	int raw;               /* >= 0: datagrams leave spoofed, from ... */
-	struct sockaddr_in as; /* ... this address */
-};
-
-static uint64_t mono_ns(void)
+uint64_t mono_ns(void)
 {
 	struct timespec ts;
 
@@ -79,9 +70,18 @@ static int atk_emit(void *arg, struct ntx_rel_peer *peer, const void *hdr,
 				{ (void *)payload, len } };
 	struct msghdr m = { .msg_name = &a->to, .msg_namelen = sizeof(a->to),
 			    .msg_iov = iov, .msg_iovlen = 2 };
-	uint8_t dg[1500];
+	uint8_t dg[NTX_ATK_DG_MAX];
 
 	(void)peer;
+	if (a->mutate) { /* the fuzzer bends it (test_fuzz_net.c) */
+		size_t n = hdr_len + len;
+
+		memcpy(dg, hdr, hdr_len);
+		memcpy(dg + hdr_len, payload, len);
+		a->mutate(a, dg, &n, sizeof(dg));
+		return sendto(a->fd, dg, n, 0, (struct sockaddr *)&a->to,
+			      sizeof(a->to)) < 0 ? -FI_EAGAIN : 0;
+	}
 	if (a->raw >= 0) {
 		memcpy(dg, hdr, hdr_len);
 		memcpy(dg + hdr_len, payload, len);
@@ -107,7 +107,7 @@ static void atk_dropped(void *arg, struct ntx_rel_peer *peer, void *ctx)
 	(void)arg, (void)peer, (void)ctx;
 }
 
-static void atk_open(struct atk *a, const struct ntx_addr *victim)
+void atk_open(struct atk *a, const struct ntx_addr *victim)
 {
 	static const struct ntx_rel_ops ops = { atk_emit, atk_deliver,
 						atk_failed, atk_dropped };
@@ -128,17 +128,18 @@ static void atk_open(struct atk *a, const struct ntx_addr *victim)
 	cfg.epoch = 0x5eed0001;
 	cfg.set_epochs = true;
 	a->raw = -1;
+	a->mutate = NULL;
 	cr_assert_eq(ntx_rel_init(&a->rel, &cfg, &ops, a), 0);
 	cr_assert_eq(ntx_rel_peer_new(&a->rel, NULL, &a->peer), 0);
 }
 
 /* Sends everything queued: every datagram leaves at once (fresh window). */
-static void atk_flush(struct atk *a)
+void atk_flush(struct atk *a)
 {
 	cr_assert_geq(ntx_rel_poll_tx(&a->rel, mono_ns()), 0);
 }
 
-static void atk_close(struct atk *a)
+void atk_close(struct atk *a)
 {
 	ntx_rel_fini(&a->rel);
 	close(a->fd);
@@ -158,7 +159,7 @@ static uint32_t get32(const uint8_t *p)
 
 /* A name for the attacker's own socket that passes every check: the
  * victim's, with the attacker's port, pid and endpoint number. */
-static void atk_name(const struct atk *a, const struct ntx_addr *victim,
+void atk_name(const struct atk *a, const struct ntx_addr *victim,
 		     struct ntx_addr *name)
 {
 	struct sockaddr_in me;
@@ -172,7 +173,7 @@ static void atk_name(const struct atk *a, const struct ntx_addr *victim,
 }
 
 /* INIT or ECHO: 64 bytes, the name last. */
-static void ctl_long(uint8_t *ctl, int type, uint32_t tag_init,
+void ctl_long(uint8_t *ctl, int type, uint32_t tag_init,
 		     const uint8_t *cookie, const struct ntx_addr *name)
 {
 	memset(ctl, 0, NTX_DG_CTL_LONG);
@@ -185,10 +186,11 @@ static void ctl_long(uint8_t *ctl, int type, uint32_t tag_init,
 
 /* The handshake, done honestly from the attacker's own address, so that
  * what it sends next reaches the checks under test. */
-static void atk_handshake(struct atk *a, const struct ntx_addr *name)
+void atk_handshake(struct atk *a, const struct ntx_addr *name)
 {
 	uint8_t ctl[NTX_DG_CTL_LONG], ck[NTX_DG_CTL_LONG];
-	uint32_t tag = 0x7a6a0001;
+	static uint32_t next_tag = 0x7a6a0001;
+	uint32_t tag = next_tag++; /* a new session each time */
 	struct pollfd pfd = { .fd = a->fd, .events = POLLIN };
 
 	ctl_long(ctl, NTX_DG_CTL_INIT, tag, NULL, name);
@@ -207,7 +209,7 @@ static void atk_handshake(struct atk *a, const struct ntx_addr *name)
 }
 
 /* An eager tagged message of 8 bytes, as the engine sends it. */
-static void atk_eager(struct atk *a, uint64_t value)
+void atk_eager(struct atk *a, uint64_t value)
 {
 	struct ntx_wire_hdr h = { .op = NTX_OP_EAGER, .msg_len = 8 };
 	struct iovec iov[2] = { { &h, sizeof(h) }, { &value, 8 } };
@@ -216,7 +218,7 @@ static void atk_eager(struct atk *a, uint64_t value)
 				  NULL), 0);
 }
 
-static void atk_hello(struct atk *a, const void *name, size_t len)
+void atk_hello(struct atk *a, const void *name, size_t len)
 {
 	struct iovec iov = { (void *)name, len };
 
@@ -227,7 +229,7 @@ static void atk_hello(struct atk *a, const void *name, size_t len)
 /* The victim (t->ep) and an honest endpoint of the same udp domain that
  * talk udp to each other (FI_NTX_LOCAL_VIA_NETWORK); vaddr is the
  * victim's address in their AV. */
-static void udp_pair(struct tctx *t, struct ntx_addr *victim,
+void udp_pair(struct tctx *t, struct ntx_addr *victim,
 		     struct ntx_addr *honest, struct fid_ep **hep,
 		     fi_addr_t *vaddr)
 {
@@ -402,7 +404,7 @@ static uint16_t icmp_sum(const void *p, size_t len)
 	return htons((uint16_t)~s);
 }
 
-static uint32_t ip_of(const struct ntx_addr *a)
+uint32_t ip_of(const struct ntx_addr *a)
 {
 	return a->ip4 ? a->ip4 : htonl(INADDR_LOOPBACK);
 }
