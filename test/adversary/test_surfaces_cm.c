@@ -249,3 +249,203 @@ Test(surfaces, a_connect_flood_nobody_answers_stays_bounded_shm,
 {
 	cms_flood_on("shm");
 }
+
+/* A client that asks and is then killed: it waits on sock for its end. */
+static int cms_vanish(int sock)
+{
+	struct cms_cli k;
+	struct fid_ep *ep;
+	char b;
+
+	CHK(cms_cli_open(&k, sock) == 0);
+	CHK(cms_cli_connect(&k, &ep) == 0);
+	for (;;) { /* progress until SIGKILL */
+		fi_eq_read(k.eq, NULL, NULL, 0, 0);
+		if (read(sock, &b, 0) < 0)
+			break;
+	}
+	return 1;
+}
+
+/* The server's side of a request whose client is gone: fi_endpoint or
+ * fi_accept refuses it, or the accepted endpoint hears FI_SHUTDOWN (an
+ * error event does too); never FI_CONNECTED, never nothing. */
+static void cms_accept_dead(struct cm *c, struct fi_info *info)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_DATA };
+	struct fi_eq_err_entry err;
+	struct cm_ep *s = &c->srv;
+	uint32_t ev;
+	ssize_t r;
+
+	s->fi = info;
+	cr_assert_eq(fi_domain(c->fab, info, &s->dom, NULL), 0);
+	if (fi_endpoint(s->dom, info, &s->ep, NULL))
+		return; /* refused: the request is gone */
+	cr_assert_eq(fi_cq_open(s->dom, &ca, &s->cq, NULL), 0);
+	cr_assert_eq(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	cr_assert_eq(fi_ep_bind(s->ep, &c->eq->fid, 0), 0);
+	cr_assert_eq(fi_enable(s->ep), 0);
+	if (fi_accept(s->ep, NULL, 0))
+		return;
+	r = cm_event(c, &ev, buf, sizeof(buf));
+	if (r == -FI_EAVAIL) {
+		cr_assert_gt(fi_eq_readerr(c->eq, &err, 0), 0);
+		cr_assert_eq(err.fid, &s->ep->fid);
+		return;
+	}
+	cr_assert_geq(r, (ssize_t)sizeof(*e), "accepting a dead client hangs");
+	cr_assert_eq(ev, FI_SHUTDOWN, "event %u for a dead client", ev);
+	cr_assert_eq(e->fid, &s->ep->fid);
+}
+
+static void cms_half_open_on(const char *dom, bool settle)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	struct cm c;
+	uint32_t ev;
+	int sock, status;
+	pid_t pid;
+
+	g_dom = dom;
+	cm_domain(dom);
+	pid = t_fork(&sock, cms_vanish);
+	cm_listen(&c, dom);
+	cr_assert_eq(t_sock_write(sock, c.pname, sizeof(c.pname)), 0);
+	cr_assert_geq(cm_event(&c, &ev, buf, sizeof(buf)), (ssize_t)sizeof(*e));
+	cr_assert_eq(ev, FI_CONNREQ);
+	kill(pid, SIGKILL);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	close(sock);
+	/* with settle, the passive endpoint sees the client's end first */
+	for (uint64_t end = t_ms() + (settle ? 300 : 0); t_ms() < end;)
+		cr_assert_eq(cms_ignore_once(&c), 0);
+	cms_accept_dead(&c, e->info);
+	cm_close_ep(&c.srv);
+	cms_honest(&c, dom);
+	cm_close(&c);
+}
+
+Test(surfaces, a_client_gone_after_its_request_ends_the_accept_tcp,
+     .timeout = 120)
+{
+	cms_half_open_on("tcp", false);
+	cms_half_open_on("tcp", true);
+}
+
+Test(surfaces, a_client_gone_after_its_request_ends_the_accept_shm,
+     .timeout = 120)
+{
+	cms_half_open_on("shm", false);
+	cms_half_open_on("shm", true);
+}
+
+/* Forged requests whose connection data is too long or whose length
+ * field lies, each on a connection of its own with a proved name:
+ * 'k' for each the passive endpoint closed. */
+static int cms_forge_len(int sock)
+{
+	static const uint32_t lie[][2] = { /* msg_len, payload bytes */
+		{ NTX_CM_DATA_MAX + 1, NTX_CM_DATA_MAX + 1 },
+		{ 8, 16 },
+		{ 16, 8 },
+		{ 1u << 20, 0 },
+		{ UINT32_MAX, NTX_CM_DATA_MAX },
+	};
+	static uint8_t data[NTX_CM_DATA_MAX + 1];
+	struct ntx_addr v;
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	for (size_t i = 0; i < sizeof(lie) / sizeof(lie[0]); i++) {
+		struct ntx_wire_hdr h = { .op = NTX_OP_CM,
+					  .status = NTX_CM_REQ,
+					  .sreq = 0xfeed + i,
+					  .msg_len = lie[i][0] };
+		char verdict = 'x';
+		int fd = adv_connect(&v);
+
+		CHK(fd >= 0);
+		CHK(adv_frame(fd, NTX_TCP_ENTRY, &h, data, lie[i][1]) == 0);
+		if (adv_next(fd, &h) == -1)
+			verdict = 'k';
+		close(fd);
+		CHK(write(sock, &verdict, 1) == 1);
+	}
+	CHK(write(sock, "d", 1) == 1);
+	return 0;
+}
+
+/* Connection data over FI_OPT_CM_DATA_SIZE (256 bytes, fi_ntx(7)) from
+ * the API is -FI_EINVAL and changes nothing; forged requests with bad
+ * lengths close the forger's connection and reach no EQ; 256 bytes
+ * each way still go through. */
+Test(surfaces, connection_data_of_bad_sizes_is_refused, .timeout = 120)
+{
+	uint8_t buf[sizeof(struct fi_eq_cm_entry) + 512];
+	struct fi_eq_cm_entry *e = (void *)buf;
+	uint8_t big[NTX_CM_DATA_MAX + 1], got[NTX_CM_DATA_MAX];
+	struct pollfd p;
+	size_t max = 0, len = sizeof(max);
+	char v = 0;
+	struct cm c;
+	uint32_t ev;
+	int sock, closed = 0;
+	ssize_t r;
+	pid_t pid;
+
+	memset(big, 0xab, sizeof(big));
+	g_dom = "tcp";
+	cm_domain("tcp");
+	pid = t_fork(&sock, cms_forge_len);
+	cm_listen(&c, "tcp");
+	cr_assert_eq(t_sock_write(sock, c.pname, sizeof(c.pname)), 0);
+	p = (struct pollfd){ .fd = sock, .events = POLLIN };
+	for (;;) {
+		r = fi_eq_read(c.eq, &ev, buf, sizeof(buf), 0);
+		cr_assert_eq(r, -FI_EAGAIN, "an EQ event from a forger: %u", ev);
+		if (poll(&p, 1, 1) != 1)
+			continue;
+		cr_assert_eq(read(sock, &v, 1), 1);
+		if (v == 'd')
+			break;
+		closed += v == 'k';
+	}
+	cr_assert_eq(t_join(pid), 0, "the forger failed");
+	cr_assert_eq(closed, 5, "%d of 5 forged connections closed", closed);
+
+	cm_client(&c, "tcp");
+	cr_assert_eq(fi_getopt(&c.cli.ep->fid, FI_OPT_ENDPOINT,
+			       FI_OPT_CM_DATA_SIZE, &max, &len), 0);
+	cr_assert_eq(max, NTX_CM_DATA_MAX);
+	cr_assert_eq(fi_connect(c.cli.ep, c.cli.fi->dest_addr, big,
+				sizeof(big)), -FI_EINVAL);
+	cr_assert_eq(fi_connect(c.cli.ep, c.cli.fi->dest_addr, NULL, 8),
+		     -FI_EINVAL);
+	cr_assert_eq(fi_connect(c.cli.ep, c.cli.fi->dest_addr, big,
+				NTX_CM_DATA_MAX), 0);
+	r = cm_event(&c, &ev, buf, sizeof(buf));
+	cr_assert_eq(r, (ssize_t)(sizeof(*e) + NTX_CM_DATA_MAX));
+	cr_assert_eq(ev, FI_CONNREQ);
+	cr_assert_eq(memcmp(e->data, big, NTX_CM_DATA_MAX), 0);
+	cr_assert_eq(fi_reject(c.pep, e->info->handle, big, sizeof(big)),
+		     -FI_EINVAL);
+	cm_open_ep(&c, &c.srv, e->info);
+	cr_assert_eq(fi_accept(c.srv.ep, big, sizeof(big)), -FI_EINVAL);
+	memset(big, 0xcd, sizeof(big));
+	cr_assert_eq(fi_accept(c.srv.ep, big, NTX_CM_DATA_MAX), 0);
+	for (int i = 0; i < 2; i++) {
+		r = cm_event(&c, &ev, buf, sizeof(buf));
+		cr_assert_geq(r, (ssize_t)sizeof(*e));
+		cr_assert_eq(ev, FI_CONNECTED);
+		if (e->fid != &c.cli.ep->fid)
+			continue;
+		cr_assert_eq(r, (ssize_t)(sizeof(*e) + NTX_CM_DATA_MAX));
+		memcpy(got, e->data, sizeof(got));
+		cr_assert_eq(memcmp(got, big, sizeof(got)), 0);
+	}
+	cm_close(&c);
+	close(sock);
+}
