@@ -135,3 +135,169 @@ Test(surfaces, a_flood_of_remote_writes_fires_triggers_in_order,
 	fi_close(&mr->fid);
 	t_close(&t);
 }
+
+/* ---- connect cells in a third peer's name (shm) ------------------------
+ * A process of the same user can map any window it finds (DESIGN §7) and
+ * write any line of it; it can also ptrace every process of the user, so
+ * nothing stops it from reading or corrupting an application outright.
+ * What it must not get by writing a connect cell is an effect on a
+ * connection between two honest peers: here the impostor (this process,
+ * acting on the victim V's window only) posts a cell in the name of the
+ * honest peer H (H's pid, window fd, epoch) naming a slot of H's of its
+ * choice, before H connects and again while H and V talk. H and V must
+ * keep exchanging messages both ways. */
+
+#define ECHO_TAG 0x1000ull
+
+/* V: answers each tagged message from H with its tag + 1; 'q' ends. */
+static int echo_victim(int sock)
+{
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	static uint64_t in[4], out[4];
+	char hname[T_NAMELEN], cmd;
+	size_t len = T_NAMELEN;
+	struct tctx t;
+	fi_addr_t h;
+
+	CHK(t_open(&t, FI_MSG | FI_TAGGED) == 0);
+	CHK(fi_getname(&t.ep->fid, hname, &len) == 0);
+	CHK(t_sock_write(sock, hname, sizeof(hname)) == 0);
+	CHK(t_sock_read(sock, hname, sizeof(hname)) == 0);
+	CHK(t_insert(&t, hname, &h) == 0);
+	for (int i = 0; i < 4; i++)
+		CHK(fi_trecv(t.ep, &in[i], 8, NULL, FI_ADDR_UNSPEC, 0, ~0ull,
+			     &in[i]) == 0);
+	for (;;) {
+		ssize_t r = fi_cq_read(t.cq, &e, 1);
+
+		if (r == -FI_EAVAIL) {
+			memset(&err, 0, sizeof(err));
+			fi_cq_readerr(t.cq, &err, 0);
+			fprintf(stderr, "victim: error %d\n", err.err);
+			CHK(0);
+		}
+		if (r == 1 && (e.flags & FI_RECV)) {
+			int i = (int)((uint64_t *)e.op_context - in);
+
+			out[i] = e.tag + 1;
+			CHK(T_RETRY(&t, fi_tsend(t.ep, &out[i], 8, NULL, h,
+						 e.tag + 1, NULL)) == 0);
+			CHK(fi_trecv(t.ep, &in[i], 8, NULL, FI_ADDR_UNSPEC, 0,
+				     ~0ull, &in[i]) == 0);
+		}
+		if (poll(&p, 1, 0) != 1)
+			continue;
+		CHK(read(sock, &cmd, 1) == 1);
+		if (cmd == 'q')
+			break;
+	}
+	t_close(&t);
+	return 0;
+}
+
+/* V's window, mapped read-write through /proc as its user may. */
+static uint8_t *map_window(const struct ntx_addr *v, pid_t pid,
+			   struct ntx_win_geom *g)
+{
+	struct ntx_win_hdr h;
+	char path[64];
+	uint8_t *base;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, v->win_fd);
+	fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0, "open %s", path);
+	cr_assert_eq(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	ntx_win_geom_init(g, h.nslots, h.ring_lines);
+	base = mmap(NULL, g->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	cr_assert_neq(base, MAP_FAILED);
+	close(fd);
+	return base;
+}
+
+/* A connect cell in V's window in the name from, naming slot. */
+static void post_cell(uint8_t *base, const struct ntx_win_geom *g,
+		      const struct ntx_addr *from, uint32_t slot)
+{
+	struct ntx_win_hdr *h = (struct ntx_win_hdr *)base;
+
+	for (uint32_t i = 0; i < NTX_WIN_CELLS; i++) {
+		struct ntx_win_cell *c =
+			(struct ntx_win_cell *)(base + g->cells_off) + i;
+		uint32_t expect = NTX_CELL_FREE;
+
+		if (!atomic_compare_exchange_strong(&c->state, &expect,
+						    NTX_CELL_BUSY))
+			continue;
+		c->slot = slot;
+		c->from = *from;
+		atomic_store_explicit(&c->state, NTX_CELL_POSTED,
+				      memory_order_release);
+		atomic_fetch_add(&h->conn_bell, 1);
+		return;
+	}
+	cr_assert_fail("no free connect cell in the victim's window");
+}
+
+/* H sends tag to V and waits for V's answer tag + 1. */
+static void echo(struct tctx *h, fi_addr_t v, uint64_t tag)
+{
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	uint64_t out = tag, in = 0;
+	int got = 0, rc;
+
+	cr_assert_eq(fi_trecv(h->ep, &in, 8, NULL, FI_ADDR_UNSPEC, tag + 1, 0,
+			      &in), 0);
+	cr_assert_eq(fi_tsend(h->ep, &out, 8, NULL, v, tag, &out), 0);
+	while (got < 2) {
+		memset(&err, 0, sizeof(err));
+		rc = t_wait(h, &e, NULL, &err, 10000);
+		cr_assert_eq(rc, 1, "H and V stopped talking at tag %#llx: %s",
+			     (unsigned long long)tag,
+			     rc == -FI_EAVAIL ? fi_strerror(err.err)
+					      : "timed out");
+		got++;
+	}
+	cr_assert_eq(in, tag + 1);
+}
+
+Test(surfaces, a_connect_cell_in_a_third_peers_name_is_contained,
+     .timeout = 120)
+{
+	struct ntx_win_geom g;
+	struct ntx_addr vname, hname;
+	size_t len = sizeof(hname);
+	struct tctx h;
+	fi_addr_t v;
+	uint8_t *base;
+	int sock;
+	pid_t pid;
+
+	pid = t_fork(&sock, echo_victim);
+	cr_assert_eq(t_sock_read(sock, &vname, sizeof(vname)), 0);
+	cr_assert_eq(t_open(&h, FI_MSG | FI_TAGGED), 0);
+	cr_assert_eq(fi_getname(&h.ep->fid, &hname, &len), 0);
+	cr_assert_eq(t_sock_write(sock, &hname, sizeof(hname)), 0);
+	cr_assert_eq(t_insert(&h, &vname, &v), 0);
+	base = map_window(&vname, pid, &g);
+
+	/* before H ever connects: its name, slots 0 (the one H's first
+	 * connection takes) and 7 */
+	post_cell(base, &g, &hname, 0);
+	post_cell(base, &g, &hname, 7);
+	usleep(100 * 1000);
+	for (uint64_t i = 0; i < 4; i++)
+		echo(&h, v, ECHO_TAG + 16 * i);
+	/* while they talk: again, and a slot out of range */
+	post_cell(base, &g, &hname, 3);
+	post_cell(base, &g, &hname, g.nslots + 5);
+	for (uint64_t i = 4; i < 8; i++)
+		echo(&h, v, ECHO_TAG + 16 * i);
+	munmap(base, g.size);
+	cr_assert_eq(write(sock, "q", 1), 1);
+	cr_assert_eq(t_join(pid), 0, "the victim failed");
+	t_close(&h);
+}
