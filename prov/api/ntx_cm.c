@@ -344,8 +344,25 @@ static void ntx_pep_packet(struct ntx_ep *ep, struct ntx_vc *vc,
 	ntx_cm_event(p->eq, FI_CONNREQ, &p->pep.fid, fi, data, len);
 }
 
+/* A client whose connection to us ended (it closed, exited or was
+ * refused) is no longer waiting: its unanswered requests leave the
+ * backlog, or clients that ask and vanish would fill it for good. A
+ * handle of one the application still holds is then refused
+ * (fi_endpoint, fi_reject: -FI_EINVAL). */
 static void ntx_pep_vc_failed(struct ntx_ep *ep, struct ntx_vc *vc)
 {
+	struct ntx_pep *p = ep->cm_ctx;
+	struct ntx_list *it, *tmp;
+
+	pthread_mutex_lock(&ntx_creq_lock);
+	ntx_list_foreach_safe(&ntx_creqs, it, tmp) {
+		struct ntx_connreq *c = ntx_container_of(it, struct ntx_connreq,
+							 entry);
+
+		if (c->pep == p && ntx_addr_same_ep(&c->client, &vc->peer))
+			ntx_creq_free(c);
+	}
+	pthread_mutex_unlock(&ntx_creq_lock);
 }
 
 static const struct ntx_cm_hooks ntx_pep_hooks = {

@@ -19,6 +19,7 @@ static int ntx_ntb_slot_alloc(struct ntx_shm_ep *be, struct ntx_shm_conn *c)
 		atomic_store_explicit(&ctl->resp, 0, memory_order_relaxed);
 		atomic_store_explicit(&ctl->closed, 0, memory_order_relaxed);
 		atomic_store_explicit(&ctl->cons, 0, memory_order_relaxed);
+		memset(&ctl->want, 0, sizeof(ctl->want));
 		/* a slot used before is zeroed again: a peer that had not yet
 		 * seen its connection fail (a job-key refusal, a protocol
 		 * error) may have written an entry after the release zeroed
@@ -199,6 +200,8 @@ int ntx_ntb_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 	if (!c)
 		return -FI_EADDRNOTAVAIL;
 	c->state = NTX_CONN_CONNECTING;
+	/* published by the release of the cell post */
+	ntx_win_ctl(&c->be->win, c->my_slot)->want = *peer;
 	ntx_ntb_quiet_off(c->be);
 	ntx_list_insert_tail(&c->be->connecting, &c->centry);
 	ntx_ntb_cell_post(c);
@@ -250,6 +253,21 @@ static struct ntx_shm_conn *ntx_ntb_find(struct ntx_shm_ep *be,
 	return NULL;
 }
 
+/* The requester's window confirms it posted the cell: the slot it
+ * names is one it reserved for us (ntx_win_ctl.want). A process of the
+ * same user can post cells in any name; without this, one in an honest
+ * peer's name made us answer into a slot of that peer's choosing and
+ * take its later real request for a duplicate. */
+static bool ntx_ntb_cell_confirmed(struct ntx_shm_conn *c, uint32_t slot)
+{
+	struct ntx_addr want;
+
+	if (slot >= c->pwin.g.nslots)
+		return false;
+	memcpy(&want, &ntx_win_ctl(&c->pwin, slot)->want, sizeof(want));
+	return ntx_addr_same_ep(&want, &c->be->addr);
+}
+
 static void ntx_ntb_on_cell(struct ntx_shm_ep *be,
 			    const struct ntx_win_cell *cell)
 {
@@ -280,8 +298,11 @@ static void ntx_ntb_on_cell(struct ntx_shm_ep *be,
 	if (c && c->state == NTX_CONN_CONNECTING) {
 		/* simultaneous connect: both requests name the same pair of
 		 * slots, so either one completes the connection */
-		if (cell->slot >= c->pwin.g.nslots)
-			return ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
+		if (!ntx_ntb_cell_confirmed(c, cell->slot)) {
+			NTX_WARN(FI_LOG_EP_CTRL, "dropping a connect request "
+				 "pid %u did not post\n", from->pid);
+			return;
+		}
 		ntx_ntb_conn_up(c, cell->slot);
 		ntx_ntb_respond(c);
 		be->cb.connected(c->vc);
@@ -292,7 +313,9 @@ static void ntx_ntb_on_cell(struct ntx_shm_ep *be,
 	c = ntx_ntb_conn_new(be, from, NULL);
 	if (!c)
 		return;
-	if (cell->slot >= c->pwin.g.nslots) {
+	if (!ntx_ntb_cell_confirmed(c, cell->slot)) {
+		NTX_WARN(FI_LOG_EP_CTRL, "dropping a connect request pid %u "
+			 "did not post\n", from->pid);
 		ntx_ntb_conn_free(c);
 		return;
 	}

@@ -36,11 +36,12 @@
 #include "ntx/ntx_wire.h"
 
 #define NTX_WIN_MAGIC 0x4e54584857494e31ull /* "NTXHWIN1" */
-#define NTX_WIN_VERSION 7 /* 3: half entries (struct ntx_win_half); 4: the
+#define NTX_WIN_VERSION 8 /* 3: half entries (struct ntx_win_half); 4: the
 			    * owner's service in the header; 5: quarter
 			    * entries (struct ntx_win_quarter); 6: the
 			    * bitmap's count in conn_bell; 7: streamed
-			    * messages (NTX_OP_SHEAD, NTX_OP_SDATA) */
+			    * messages (NTX_OP_SHEAD, NTX_OP_SDATA); 8: the
+			    * peer a slot was reserved for (ntx_win_ctl.want) */
 #define NTX_WIN_BITS_BELL (1ull << 32) /* conn_bell's high half */
 #define NTX_WIN_CELLS 64
 #define NTX_WIN_PAGE 4096
@@ -107,6 +108,11 @@ struct ntx_win_ctl {
 	 * protocol violation of ours, or fi_close); we drain and fail it */
 	_Atomic uint32_t closed;
 	uint64_t resp_epoch;
+	/* written by the owner before it posts a connect request naming
+	 * this slot: the peer asked (zero otherwise). The peer answers
+	 * only a request its window confirms, so that a cell in the
+	 * owner's name that the owner did not post is refused. */
+	struct ntx_addr want;
 	/* written by the peer: consumer position of our ring in its window */
 	_Alignas(NTX_CACHELINE) _Atomic uint32_t cons;
 };
