@@ -340,12 +340,6 @@ static void sin_odd_on(const char *dom)
 	for (int i = 0; i < 6; i++) {
 		int r;
 
-		/* not yet on udp: a send to 255.255.255.255 or 224.0.0.1
-		 * completes with success (left open in issue #36) */
-		if ((i == 2 || i == 5) && !strcmp(dom, "udp")) {
-			n++;
-			continue;
-		}
 		r = fi_av_insert(t.av, &odd[i], 1, &a, 0, NULL);
 
 		if (r != 1 || a == FI_ADDR_NOTAVAIL) {

@@ -460,8 +460,13 @@ static int ntx_udp_peer_key(const struct ntx_dg_ep *dg,
 			    const struct ntx_addr *name, uint32_t *ip4,
 			    uint32_t *port)
 {
+	uint32_t h = ntohl(name->ip4);
+
 	(void)dg;
-	if (!name->port)
+	/* one peer per name: a broadcast or multicast address would take
+	 * our datagrams and answer none, and our sends would complete */
+	if (!name->port || h == INADDR_BROADCAST || IN_MULTICAST(h) ||
+	    (h && !(h >> 24)))
 		return -FI_EADDRNOTAVAIL;
 	*ip4 = name->ip4 ? name->ip4 : htonl(INADDR_LOOPBACK);
 	*port = name->port;
