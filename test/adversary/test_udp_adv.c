@@ -388,6 +388,51 @@ Test(udp_adv, far_sequence_numbers_and_lying_fragment_counts_deliver_nothing,
 	refused(LIE_BENT);
 }
 
+/* ---- the honest stream: what must hold under each attack ------------------- */
+
+struct stream_counts {
+	uint64_t sent, done, got;
+};
+
+/* Round i of an honest stream both ways between the victim (t->ep) and
+ * the honest endpoint hep: one tagged message each way, then progress
+ * until both sends completed and both messages arrived; an error
+ * completion or UDP_MS without them fails the test. */
+static void stream_round(struct tctx *t, struct fid_ep *hep, fi_addr_t vaddr,
+			 fi_addr_t haddr, int i, struct stream_counts *c)
+{
+	static uint64_t out[2];
+	uint64_t end = mono_ns() + UDP_MS * 1000000ull, want = c->got + 2;
+
+	out[0] = 0x100 + (uint64_t)i;
+	out[1] = 0x200 + (uint64_t)i;
+	cr_assert_eq(fi_tsend(hep, &out[0], 8, NULL, vaddr, (uint64_t)i, NULL),
+		     0);
+	cr_assert_eq(fi_tsend(t->ep, &out[1], 8, NULL, haddr, (uint64_t)i,
+			      NULL), 0);
+	c->sent += 2;
+	while (c->got < want || c->done < c->sent) {
+		struct fi_cq_tagged_entry e;
+		struct fi_cq_err_entry err = { 0 };
+		ssize_t n = fi_cq_read(t->cq, &e, 1);
+
+		if (n == -FI_EAVAIL) {
+			fi_cq_readerr(t->cq, &err, 0);
+			cr_assert_fail("message %d: an error completion: %s", i,
+				       fi_strerror(err.err));
+		}
+		if (n == 1 && (e.flags & FI_RECV))
+			c->got++;
+		else if (n == 1)
+			c->done++;
+		cr_assert_lt(mono_ns(), end, "message %d: sent %llu completed "
+			     "%llu received %llu", i,
+			     (unsigned long long)c->sent,
+			     (unsigned long long)c->done,
+			     (unsigned long long)c->got);
+	}
+}
+
 /* ---- ICMP errors are hints ------------------------------------------------ */
 
 static uint16_t icmp_sum(const void *p, size_t len)
@@ -452,7 +497,8 @@ Test(udp_adv, an_icmp_error_from_anyone_fails_no_session, .timeout = 120)
 {
 	enum { N = 8 };
 	struct ntx_addr victim, honest;
-	uint64_t vin[N], hin[N], v = 0, sent = 0, done = 0, got = 0;
+	uint64_t vin[N], hin[N], v = 0;
+	struct stream_counts c = { 0 };
 	struct fid_ep *hep;
 	fi_addr_t vaddr, haddr;
 	struct tctx t;
@@ -469,36 +515,9 @@ Test(udp_adv, an_icmp_error_from_anyone_fails_no_session, .timeout = 120)
 				      (uint64_t)i, 0, &hin[i]), 0);
 	}
 	for (int i = 0; i < N; i++) {
-		uint64_t end = mono_ns() + UDP_MS * 1000000ull;
-		uint64_t want = got + 2, out[2] = { 0x100 + (uint64_t)i,
-						    0x200 + (uint64_t)i };
 
 		icmp_spoof(raw, &victim, &honest);
-		cr_assert_eq(fi_tsend(hep, &out[0], 8, NULL, vaddr, (uint64_t)i,
-				      NULL), 0);
-		cr_assert_eq(fi_tsend(t.ep, &out[1], 8, NULL, haddr,
-				      (uint64_t)i, NULL), 0);
-		sent += 2;
-		while (got < want || done < sent) {
-			struct fi_cq_tagged_entry e;
-			struct fi_cq_err_entry err = { 0 };
-			ssize_t n = fi_cq_read(t.cq, &e, 1);
-
-			if (n == -FI_EAVAIL) {
-				fi_cq_readerr(t.cq, &err, 0);
-				cr_assert_fail("message %d: an error completion"
-					       ": %s", i, fi_strerror(err.err));
-			}
-			if (n == 1 && (e.flags & FI_RECV))
-				got++;
-			else if (n == 1)
-				done++;
-			cr_assert_lt(mono_ns(), end, "message %d: sent %llu "
-				     "completed %llu received %llu", i,
-				     (unsigned long long)sent,
-				     (unsigned long long)done,
-				     (unsigned long long)got);
-		}
+		stream_round(&t, hep, vaddr, haddr, i, &c);
 		/* a second later the suspicion would have run out, had the
 		 * peer not answered: wait for that (the next spoof comes
 		 * after it) only in the last round */
@@ -526,8 +545,9 @@ Test(udp_adv, an_icmp_error_from_anyone_fails_no_session, .timeout = 120)
 		seen += n == 1;
 	}
 	printf("udp_adv: ICMP before each of %d messages each way: sent %llu, "
-	       "completed %llu, received %llu\n", N, (unsigned long long)sent,
-	       (unsigned long long)done, (unsigned long long)got);
+	       "completed %llu, received %llu\n", N,
+	       (unsigned long long)c.sent, (unsigned long long)c.done,
+	       (unsigned long long)c.got);
 	close(raw);
 	cr_assert_eq(fi_close(&hep->fid), 0);
 	t_close(&t);
@@ -788,7 +808,8 @@ Test(udp_adv, a_spoofed_restart_resets_no_session, .timeout = 120)
 {
 	enum { N = 8 };
 	struct ntx_addr victim, honest;
-	uint64_t vin[N], hin[N], sent = 0, done = 0, got = 0;
+	uint64_t vin[N], hin[N];
+	struct stream_counts c = { 0 };
 	uint8_t ctl[NTX_DG_CTL_LONG], dg[NTX_REL_HDR_LEN + 32];
 	struct sockaddr_in as = { .sin_family = AF_INET };
 	struct fid_ep *hep;
@@ -809,9 +830,6 @@ Test(udp_adv, a_spoofed_restart_resets_no_session, .timeout = 120)
 				      (uint64_t)i, 0, &hin[i]), 0);
 	}
 	for (int i = 0; i < N; i++) {
-		uint64_t end = mono_ns() + UDP_MS * 1000000ull;
-		uint64_t want = got + 2, out[2] = { 0x100 + (uint64_t)i,
-						    0x200 + (uint64_t)i };
 		struct ntx_rel_hdr h = {
 			.version = NTX_REL_VERSION,
 			.flags = NTX_REL_F_DATA | NTX_REL_F_PRIO,
@@ -834,31 +852,7 @@ Test(udp_adv, a_spoofed_restart_resets_no_session, .timeout = 120)
 		ctl_long(ctl, NTX_DG_CTL_ECHO, 0x0bad0000u, dg, &honest);
 		raw_udp(raw, &as, &a.to, ctl, sizeof(ctl));
 
-		cr_assert_eq(fi_tsend(hep, &out[0], 8, NULL, vaddr, (uint64_t)i,
-				      NULL), 0);
-		cr_assert_eq(fi_tsend(t.ep, &out[1], 8, NULL, haddr,
-				      (uint64_t)i, NULL), 0);
-		sent += 2;
-		while (got < want || done < sent) {
-			struct fi_cq_tagged_entry e;
-			struct fi_cq_err_entry err = { 0 };
-			ssize_t n = fi_cq_read(t.cq, &e, 1);
-
-			if (n == -FI_EAVAIL) {
-				fi_cq_readerr(t.cq, &err, 0);
-				cr_assert_fail("message %d: an error completion"
-					       ": %s", i, fi_strerror(err.err));
-			}
-			if (n == 1 && (e.flags & FI_RECV))
-				got++;
-			else if (n == 1)
-				done++;
-			cr_assert_lt(mono_ns(), end, "message %d: sent %llu "
-				     "completed %llu received %llu", i,
-				     (unsigned long long)sent,
-				     (unsigned long long)done,
-				     (unsigned long long)got);
-		}
+		stream_round(&t, hep, vaddr, haddr, i, &c);
 	}
 	for (int i = 0; i < N; i++) {
 		cr_assert_eq(vin[i], 0x100 + (uint64_t)i);
@@ -866,8 +860,8 @@ Test(udp_adv, a_spoofed_restart_resets_no_session, .timeout = 120)
 	}
 	printf("udp_adv: spoofed restart, ACK, INIT and ECHO before each of %d "
 	       "messages each way: sent %llu, completed %llu, received %llu\n",
-	       N, (unsigned long long)sent, (unsigned long long)done,
-	       (unsigned long long)got);
+	       N, (unsigned long long)c.sent, (unsigned long long)c.done,
+	       (unsigned long long)c.got);
 	atk_close(&a);
 	close(raw);
 	cr_assert_eq(fi_close(&hep->fid), 0);
