@@ -52,27 +52,13 @@ static size_t avs_len(uint64_t cap)
 static int fav_open(struct tctx *t, const char *name, uint64_t flags,
 		    fi_addr_t **map)
 {
-	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED };
 	struct fi_av_attr aa = { .type = FI_AV_TABLE, .name = (char *)name,
 				 .flags = flags, .count = 8 };
-	struct fi_info *h = t_hints(FAV_CAPS);
-	int ret;
+	int ret = t_open_with(t, t_hints(FAV_CAPS), 0, FI_WAIT_NONE, &aa);
 
-	memset(t, 0, sizeof(*t));
-	ret = fi_getinfo(T_VERSION, NULL, NULL, 0, h, &t->fi);
-	fi_freeinfo(h);
-	if (ret)
-		return ret;
-	if ((ret = fi_fabric(t->fi->fabric_attr, &t->fab, NULL)) ||
-	    (ret = fi_domain(t->fab, t->fi, &t->dom, NULL)) ||
-	    (ret = fi_cq_open(t->dom, &ca, &t->cq, NULL)) ||
-	    (ret = fi_av_open(t->dom, &aa, &t->av, NULL)) ||
-	    (ret = fi_endpoint(t->dom, t->fi, &t->ep, NULL)) ||
-	    (ret = fi_ep_bind(t->ep, &t->av->fid, 0)) ||
-	    (ret = fi_ep_bind(t->ep, &t->cq->fid, FI_TRANSMIT | FI_RECV)))
-		return ret;
-	*map = aa.map_addr;
-	return fi_enable(t->ep);
+	if (!ret)
+		*map = aa.map_addr;
+	return ret;
 }
 
 /* ---- the victim ---------------------------------------------------------- */

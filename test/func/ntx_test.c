@@ -49,11 +49,18 @@ int t_open_cntrs(struct tctx *t, struct fi_info *hints, unsigned cntrs)
 int t_open_cq_wait(struct tctx *t, struct fi_info *hints, unsigned cntrs,
 		   enum fi_wait_obj cq_wait)
 {
+	return t_open_with(t, hints, cntrs, cq_wait, NULL);
+}
+
+int t_open_with(struct tctx *t, struct fi_info *hints, unsigned cntrs,
+		enum fi_wait_obj cq_wait, struct fi_av_attr *av)
+{
 	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED,
 				 .wait_obj = cq_wait };
 	struct fi_cntr_attr na = { .events = FI_CNTR_EVENTS_COMP,
 				   .wait_obj = FI_WAIT_UNSPEC };
-	struct fi_av_attr aa = { .type = FI_AV_TABLE };
+	struct fi_av_attr table = { .type = FI_AV_TABLE };
+	struct fi_av_attr *aa = av ? av : &table;
 	int ret;
 
 	memset(t, 0, sizeof(*t));
@@ -64,7 +71,7 @@ int t_open_cq_wait(struct tctx *t, struct fi_info *hints, unsigned cntrs,
 	if ((ret = fi_fabric(t->fi->fabric_attr, &t->fab, NULL)) ||
 	    (ret = fi_domain(t->fab, t->fi, &t->dom, NULL)) ||
 	    (ret = fi_cq_open(t->dom, &ca, &t->cq, NULL)) ||
-	    (ret = fi_av_open(t->dom, &aa, &t->av, NULL)) ||
+	    (ret = fi_av_open(t->dom, aa, &t->av, NULL)) ||
 	    (ret = fi_endpoint(t->dom, t->fi, &t->ep, NULL)) ||
 	    (ret = fi_ep_bind(t->ep, &t->av->fid, 0)) ||
 	    (ret = fi_ep_bind(t->ep, &t->cq->fid, FI_TRANSMIT | FI_RECV)))

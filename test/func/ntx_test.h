@@ -57,6 +57,10 @@ int t_open_cntrs(struct tctx *t, struct fi_info *hints, unsigned cntrs);
 /* The same with a CQ that blocking reads can wait on (cq_wait). */
 int t_open_cq_wait(struct tctx *t, struct fi_info *hints, unsigned cntrs,
 		   enum fi_wait_obj cq_wait);
+/* t_open_cq_wait with the caller's AV attributes (NULL: an FI_AV_TABLE);
+ * av->map_addr is set as fi_av_open leaves it */
+int t_open_with(struct tctx *t, struct fi_info *hints, unsigned cntrs,
+		enum fi_wait_obj cq_wait, struct fi_av_attr *av);
 void t_close(struct tctx *t);
 int t_insert(struct tctx *t, const void *name, fi_addr_t *addr);
 

@@ -20,27 +20,15 @@ static char g_name[64];
 /* t_open with an AV of the given name and flags; *map gets map_addr. */
 static int open_named(struct tctx *t, uint64_t flags, fi_addr_t **map)
 {
-	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_TAGGED };
 	struct fi_av_attr aa = { .type = FI_AV_TABLE, .name = g_name,
 				 .flags = flags };
-	struct fi_info *h = t_hints(FI_MSG | FI_SHARED_AV);
-	int ret;
+	int ret = t_open_with(t, t_hints(FI_MSG | FI_SHARED_AV), 0,
+			      FI_WAIT_NONE, &aa);
 
-	memset(t, 0, sizeof(*t));
-	ret = fi_getinfo(T_VERSION, NULL, NULL, 0, h, &t->fi);
-	fi_freeinfo(h);
-	if (ret || !(t->fi->domain_attr->caps & FI_SHARED_AV))
-		return ret ? ret : -FI_ENODATA;
-	if ((ret = fi_fabric(t->fi->fabric_attr, &t->fab, NULL)) ||
-	    (ret = fi_domain(t->fab, t->fi, &t->dom, NULL)) ||
-	    (ret = fi_cq_open(t->dom, &ca, &t->cq, NULL)) ||
-	    (ret = fi_av_open(t->dom, &aa, &t->av, NULL)) ||
-	    (ret = fi_endpoint(t->dom, t->fi, &t->ep, NULL)) ||
-	    (ret = fi_ep_bind(t->ep, &t->av->fid, 0)) ||
-	    (ret = fi_ep_bind(t->ep, &t->cq->fid, FI_TRANSMIT | FI_RECV)))
-		return ret;
+	if (!ret && !(t->fi->domain_attr->caps & FI_SHARED_AV))
+		return -FI_ENODATA;
 	*map = aa.map_addr;
-	return fi_enable(t->ep);
+	return ret;
 }
 
 static int child_reader(int sock)
