@@ -316,6 +316,77 @@ Test(adversary, atomic_check_with_unknown_datatype_is_refused, .timeout = 60)
 	victim_attacked(adv_check_dt, "no error answer to the bad datatype");
 }
 
+/* Hostile networks round two, a surface not attacked before: a scalable
+ * peer's list of contexts (NTX_OP_NAMES, DESIGN §3 "Scalable
+ * endpoints"). Lists that lie, each on a connection of its own: one
+ * name, 17 (more than NTX_SEP_CTX_MAX), a length that is not the count's,
+ * names of two processes, a name that is no name, flags set. Each must
+ * close the liar's connection (the victim fails its VC), never crash or
+ * index past the list. */
+/* 'k' once the victim closed fd (what it sends before is skipped), 'x'
+ * when it kept it open for ADV_MS. */
+static char adv_closed(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char buf[4096];
+
+	while (poll(&p, 1, ADV_MS) == 1) {
+		ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (r <= 0 && !(r < 0 && errno == EAGAIN))
+			return 'k';
+	}
+	return 'x';
+}
+
+static int adv_bad_names(int sock)
+{
+	enum { NBAD = 6 };
+	static struct ntx_addr names[20];
+	struct ntx_addr v, me = adv_name(1);
+	char verdict = 'k';
+
+	CHK(t_sock_read(sock, &v, sizeof(v)) == 0);
+	for (int i = 0; i < 20; i++) {
+		names[i] = me;
+		names[i].ep_id = (uint16_t)(100 + i);
+	}
+	for (int k = 0; k < NBAD; k++) {
+		struct ntx_wire_hdr h = { .op = NTX_OP_NAMES, .msg_len = 4 };
+		uint32_t len = 4 * sizeof(names[0]);
+		struct ntx_addr keep = names[1];
+		int fd = adv_connect(&v);
+
+		CHK(fd >= 0);
+		if (k == 0)
+			h.msg_len = 1, len = sizeof(names[0]);
+		else if (k == 1)
+			h.msg_len = 17, len = 17 * sizeof(names[0]);
+		else if (k == 2)
+			len = 3 * sizeof(names[0]);
+		else if (k == 3)
+			names[1].pid ^= 1;
+		else if (k == 4)
+			names[1].magic ^= 0xffff;
+		else
+			h.flags = 1;
+		CHK(adv_frame(fd, NTX_TCP_ENTRY, &h, names, len) == 0);
+		names[1] = keep;
+		if (adv_closed(fd) != 'k')
+			verdict = 'x';
+		close(fd);
+	}
+	CHK(write(sock, &verdict, 1) == 1);
+	return 0;
+}
+
+Test(adversary, a_list_of_contexts_that_lies_is_refused, .timeout = 60)
+{
+	cr_assert_eq(victim_attacked(adv_bad_names, "a lying list of contexts "
+				     "was taken"), 0,
+		     "a completion came of the lists");
+}
+
 /* 3. A connection that never says hello is closed after
  * FI_NTX_TCP_HELLO_MS, instead of holding a socket forever. */
 static int adv_silent(int sock)
