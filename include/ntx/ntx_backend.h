@@ -119,6 +119,12 @@ struct ntx_be_ops {
 	 * and NTX_OP_SDATA: the receiver copies each packet out while the
 	 * sender writes the next) instead of a rendezvous */
 	bool streams;
+	/* an eager message (NTX_OP_EAGER without NTX_PF_ACK) is complete
+	 * only once the back end says the peer took it, by handing the
+	 * engine an NTX_OP_ACK of its sreq (the datagram back ends: when
+	 * rel's acknowledgement covers it); before, a send to a peer that
+	 * died completed and the message was lost without an error */
+	bool acks_eager;
 
 	/* 'dev' names the device of a network back end (NULL otherwise) */
 	int (*open)(struct ntx_be_ep **be, const struct ntx_addr *want,

@@ -123,7 +123,9 @@ static int ntx_tx_eager(struct ntx_req *r)
 		ntx_proto_send_fail(r, ret);
 		return 0;
 	}
-	if (ack) {
+	/* delivery complete, or a back end that tells when the peer took
+	 * the message (ops->acks_eager): complete at the ACK */
+	if (ack || r->vc->ops->acks_eager) {
 		r->state = NTX_RS_WAIT_ACK;
 		ntx_list_insert_tail(&r->vc->pending, &r->entry);
 		return 0;
@@ -359,6 +361,7 @@ int ntx_proto_send_eager(struct ntx_ep *ep, const void *buf, size_t len,
 	struct ntx_vc *vc = ntx_vc_direct(ep, dest, fast);
 
 	if (len > NTX_INJECT_MAX || !ntx_vc_direct_ok(vc, flags) ||
+	    vc->ops->acks_eager || /* its completion needs a request */
 	    ntx_vc_send_eager(vc, buf, len, tag, data, flags))
 		return 1;
 	ntx_comp_send(ep, context, flags, fast);

@@ -93,6 +93,59 @@ Test(udp, a_dead_peer_fails_what_is_owed_within_the_timeout, .timeout = 60)
 	free(buf);
 }
 
+/* No silent loss (hostile networks round two): an eager send used to
+ * complete as soon as the reliability module took it, so messages sent
+ * to a peer that had just died completed with success and were lost.
+ * Now an eager send completes when the peer acknowledged it
+ * (ops->acks_eager): to a dead peer, every one of them, of every eager
+ * size, tagged or not, completes with an error. */
+Test(udp, eager_sends_to_a_dead_peer_complete_in_error, .timeout = 60)
+{
+	static const size_t sizes[] = { 1, 8, 64, 1000, 4096, 30000 };
+	enum { NS = sizeof(sizes) / sizeof(sizes[0]) };
+	static char buf[2 * NS][30000];
+	struct tctx t;
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	uint64_t v = 7;
+	fi_addr_t peer;
+	int sock, ok = 0, errs = 0;
+	pid_t pid;
+
+	use_udp();
+	setenv("FI_NTX_UDP_TIMEOUT_MS", "1000", 1); /* DEAD_MS */
+	pid = t_fork(&sock, child_then_dies);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(fi_send(t.ep, &v, sizeof(v), NULL, peer, NULL), 0);
+	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_sync(sock), 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	for (size_t i = 0; i < NS; i++) {
+		cr_assert_eq(fi_send(t.ep, buf[i], sizes[i], NULL, peer,
+				     buf[i]), 0);
+		cr_assert_eq(fi_tsend(t.ep, buf[NS + i], sizes[i], NULL, peer,
+				      i, buf[NS + i]), 0);
+	}
+	while (ok + errs < 2 * NS) {
+		int ret = t_wait(&t, &e, NULL, &err, WAIT_MS);
+
+		cr_assert_neq(ret, -FI_ETIMEDOUT, "%d of %d sends completed",
+			      ok + errs, 2 * NS);
+		if (ret == -FI_EAVAIL)
+			errs++;
+		else if (ret == 1)
+			ok++;
+	}
+	printf("udp: %d eager sends to a dead peer: %d errors, %d successes\n",
+	       2 * NS, errs, ok);
+	cr_assert_eq(ok, 0, "%d sends to the dead peer completed with "
+		     "success", ok);
+	close(sock);
+	t_close(&t);
+}
+
 /* ---- a thousand peers -------------------------------------------------------- */
 
 #define NPEER 1000

@@ -327,8 +327,23 @@ static void ntx_dg_failed(void *arg, struct ntx_rel_peer *peer, int err)
 		ntx_dg_list(c, NTX_DG_ON_PEND);
 }
 
-/* Messages the engine handed us carry no context: a failed VC completes
- * its requests itself. */
+/* An eager message the engine waits for (ops->acks_eager) reached the
+ * peer: the engine hears it as the peer's NTX_OP_ACK of its request. A
+ * peer whose VC failed or went has had its contexts forgotten or fails
+ * nothing more (the engine completed those requests itself). */
+static void ntx_dg_acked(void *arg, struct ntx_rel_peer *peer, void *ctx)
+{
+	struct ntx_dg_ep *ep = arg;
+	struct ntx_dg_conn *c = ntx_rel_peer_ctx(peer);
+	struct ntx_wire_hdr h = { .op = NTX_OP_ACK,
+				  .sreq = (uint64_t)(uintptr_t)ctx };
+
+	if (c->state != NTX_DG_OPEN || !c->vc || ep->closing)
+		return;
+	ep->cb.recv(c->vc, &h, NULL, 0);
+}
+
+/* A failed VC completes its requests itself. */
 static void ntx_dg_dropped(void *arg, struct ntx_rel_peer *peer, void *ctx)
 {
 	(void)arg;
@@ -516,6 +531,19 @@ void ntx_dg_after_rx(struct ntx_dg_ep *ep, uint64_t now, int cnt,
 
 /* ---- the ops ---------------------------------------------------------------- */
 
+/* The context of an engine packet the engine waits to hear acknowledged:
+ * an eager message of a request (its id; a request's id is never 0, a
+ * message without one, fi_inject's, has 0) not sent delivery-complete
+ * (the peer's engine acks that one). */
+static void *ntx_dg_ack_ctx(const void *hdr)
+{
+	const struct ntx_wire_hdr *h = hdr;
+
+	if (h->op != NTX_OP_EAGER || (h->flags & NTX_PF_ACK))
+		return NULL;
+	return (void *)(uintptr_t)h->sreq;
+}
+
 int ntx_dg_send(struct ntx_be_conn *conn, const void *hdr,
 		const struct iovec *iov, size_t iovcnt, size_t len)
 {
@@ -538,8 +566,11 @@ int ntx_dg_send(struct ntx_be_conn *conn, const void *hdr,
 		len -= m;
 	}
 	/* one class for every engine packet: the engine needs a VC's
-	 * packets in order (DESIGN §10, classes) */
-	ret = ntx_rel_send(&ep->rel, c->rel, NTX_REL_BULK, v, n, NULL);
+	 * packets in order (DESIGN §10, classes); an eager message's
+	 * request id rides as the context rel hands back when it is
+	 * acknowledged (ntx_dg_acked) */
+	ret = ntx_rel_send(&ep->rel, c->rel, NTX_REL_BULK, v, n,
+			   ntx_dg_ack_ctx(hdr));
 	if (ret)
 		return ret;
 	/* it leaves now: a ping-pong does not wait for the next poll */
@@ -617,6 +648,7 @@ void ntx_dg_disconnect(struct ntx_be_conn *conn)
 	struct ntx_dg_conn *c = ntx_dg_conn_of(conn);
 
 	c->vc = NULL;
+	ntx_rel_peer_forget(c->rel); /* the VC's requests are gone */
 	/* a session that never began (no COOKIE yet) is not kept */
 	if (c->state == NTX_DG_FAILED || c->hs == NTX_DG_HS_INIT) {
 		ntx_dg_conn_free(c);
@@ -796,6 +828,7 @@ int ntx_dg_rel_init(struct ntx_dg_ep *ep, size_t dgram, uint32_t window)
 		.deliver = ntx_dg_deliver,
 		.failed = ntx_dg_failed,
 		.dropped = ntx_dg_dropped,
+		.acked = ntx_dg_acked,
 	};
 	struct ntx_rel_cfg cfg;
 	int ret;

@@ -366,6 +366,14 @@ void ntx_rel_peer_set_epochs(struct ntx_rel_peer *p, uint32_t mine,
 	p->peer_epoch = theirs;
 }
 
+void ntx_rel_peer_forget(struct ntx_rel_peer *p)
+{
+	struct ntx_list *it;
+
+	ntx_list_foreach(&p->msgs, it)
+		REL_OF(it, struct ntx_rel_msg, entry)->ctx = NULL;
+}
+
 void ntx_rel_peer_hold(struct ntx_rel *rel, struct ntx_rel_peer *p, bool hold)
 {
 	if (p->flags & PF_FAILED)
@@ -723,8 +731,11 @@ static void rel_slot_release(struct ntx_rel *rel, struct ntx_rel_peer *p,
 	struct ntx_rel_msg *m = s->msg;
 
 	s->msg = NULL;
-	if (++m->acked == m->nfrag)
-		rel_msg_free(rel, p, m);
+	if (++m->acked < m->nfrag)
+		return;
+	if (m->ctx && rel->ops.acked)
+		rel->ops.acked(rel->arg, p, m->ctx);
+	rel_msg_free(rel, p, m);
 }
 
 /* Retransmit the oldest packet once it is overdue: a quarter of an RTT

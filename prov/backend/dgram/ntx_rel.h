@@ -84,6 +84,8 @@ struct ntx_rel_ops {
 	/* after failed: each message not wholly acknowledged, with the ctx
 	 * given to ntx_rel_send (may be NULL) */
 	void (*dropped)(void *arg, struct ntx_rel_peer *peer, void *ctx);
+	/* optional: a message with a ctx is wholly acknowledged */
+	void (*acked)(void *arg, struct ntx_rel_peer *peer, void *ctx);
 };
 
 struct ntx_rel_cfg {
@@ -199,6 +201,9 @@ void ntx_rel_peer_set_epochs(struct ntx_rel_peer *peer, uint32_t mine,
  * owes nothing then either, so it has no deadline. */
 void ntx_rel_peer_hold(struct ntx_rel *rel, struct ntx_rel_peer *peer,
 		       bool hold);
+/* The ctx of every message not wholly acknowledged is forgotten:
+ * acked and dropped get NULL for them. */
+void ntx_rel_peer_forget(struct ntx_rel_peer *peer);
 /* nothing queued, in flight, buffered or owed */
 bool ntx_rel_peer_idle(const struct ntx_rel_peer *peer);
 

@@ -489,6 +489,7 @@ static const struct ntx_be_ops ntx_udp_ops = {
 	/* an eager send completes when rel took it: its retransmissions
 	 * must go on while the application waits elsewhere */
 	.needs_progress = true,
+	.acks_eager = true,
 	.open = ntx_udp_open,
 	.close = ntx_udp_close,
 	.getname = ntx_udp_getname,

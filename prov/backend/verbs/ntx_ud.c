@@ -646,6 +646,7 @@ static const struct ntx_be_ops ntx_ud_ops = {
 	/* an eager send completes when rel took it: its retransmissions
 	 * must go on while the application waits elsewhere */
 	.needs_progress = true,
+	.acks_eager = true,
 	.open = ntx_ud_open,
 	.close = ntx_ud_close,
 	.getname = ntx_ud_getname,
