@@ -99,10 +99,18 @@ static int ntx_tx_eager(struct ntx_req *r)
 	};
 	struct iovec biov = { r->bounce, r->len };
 	bool ack = r->flags & FI_DELIVERY_COMPLETE;
+	/* delivery complete, or a back end that tells when the peer took
+	 * the message (ops->acks_eager; fi_inject's requests complete at
+	 * once, as its direct path does): complete at the ACK. A message
+	 * that waits for none carries no request id, which tells the back
+	 * end to report nothing of it. */
+	bool wait = ack || (r->vc->ops->acks_eager && !r->silent);
 	int ret;
 
 	if (ack)
 		h.flags |= NTX_PF_ACK;
+	if (!wait)
+		h.sreq = 0;
 	if (r->len <= NTX_INLINE_MAX) {
 		/* a small payload rides in the header's cache line */
 		h.flags |= NTX_PF_INLINE;
@@ -123,9 +131,7 @@ static int ntx_tx_eager(struct ntx_req *r)
 		ntx_proto_send_fail(r, ret);
 		return 0;
 	}
-	/* delivery complete, or a back end that tells when the peer took
-	 * the message (ops->acks_eager): complete at the ACK */
-	if (ack || r->vc->ops->acks_eager) {
+	if (wait) {
 		r->state = NTX_RS_WAIT_ACK;
 		ntx_list_insert_tail(&r->vc->pending, &r->entry);
 		return 0;

@@ -532,8 +532,8 @@ void ntx_dg_after_rx(struct ntx_dg_ep *ep, uint64_t now, int cnt,
 /* ---- the ops ---------------------------------------------------------------- */
 
 /* The context of an engine packet the engine waits to hear acknowledged:
- * an eager message of a request (its id; a request's id is never 0, a
- * message without one, fi_inject's, has 0) not sent delivery-complete
+ * an eager message with a request id (a request's id is never 0; one
+ * the engine waits for nothing of carries 0) not sent delivery-complete
  * (the peer's engine acks that one). */
 static void *ntx_dg_ack_ctx(const void *hdr)
 {
