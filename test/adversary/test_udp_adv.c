@@ -777,8 +777,10 @@ Test(udp_adv, a_spoofed_first_contact_delivers_nothing_and_reflects_less,
 		struct fi_cq_tagged_entry e;
 
 		drain_count(third, 10, &back_n, &back_b);
-		cr_assert_neq(fi_cq_read(t.cq, &e, 1), 1,
-			      "a second receive completed");
+		/* the honest send's completion may come now (at its ACK) */
+		if (fi_cq_read(t.cq, &e, 1) == 1)
+			cr_assert(!(e.flags & FI_RECV),
+				  "a second receive completed");
 	}
 	printf("udp_adv: spoofed first contact: %llu datagrams (%llu bytes) "
 	       "in the third party's name; the victim sent it %llu (%llu "
