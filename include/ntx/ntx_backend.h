@@ -119,11 +119,11 @@ struct ntx_be_ops {
 	 * and NTX_OP_SDATA: the receiver copies each packet out while the
 	 * sender writes the next) instead of a rendezvous */
 	bool streams;
-	/* an eager message (NTX_OP_EAGER without NTX_PF_ACK) is complete
-	 * only once the back end says the peer took it, by handing the
-	 * engine an NTX_OP_ACK of its sreq (the datagram back ends: when
-	 * rel's acknowledgement covers it); before, a send to a peer that
-	 * died completed and the message was lost without an error */
+	/* it can say when the peer took an eager message, by handing the
+	 * engine an NTX_OP_ACK of the packet's sreq (the datagram back
+	 * ends: when rel's acknowledgement covers it); with
+	 * FI_NTX_ACKED_SENDS=1 the engine completes such a send only then,
+	 * so that a send to a peer that died completes in error */
 	bool acks_eager;
 
 	/* 'dev' names the device of a network back end (NULL otherwise) */

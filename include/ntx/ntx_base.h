@@ -111,6 +111,7 @@ struct ntx_params {
 	size_t udp_timeout_ms; /* udp: data unacknowledged this long fails */
 	size_t udp_max_peers;  /* udp: peers unknown senders may create */
 	int udp_gso;           /* udp: send runs of datagrams with UDP GSO */
+	int acked_sends;       /* udp, ud: eager sends complete at the ACK */
 	int local_via_network; /* same-host peers through the network too */
 	size_t progress_idle_us; /* auto progress: helper waits this long */
 	int idle_yield;          /* empty CQ reads between sched_yield calls

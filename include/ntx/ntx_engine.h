@@ -992,7 +992,7 @@ ntx_proto_send_small(struct ntx_ep *ep, const void *buf, size_t len,
 		return 1;
 	/* a send whose completion waits for the back end's word that the
 	 * peer took it needs a request to wait in (ops->acks_eager) */
-	if (!inject && vc->ops->acks_eager)
+	if (!inject && vc->ops->acks_eager && ntx_params.acked_sends)
 		return 1;
 	if (ntx_vc_send_inline(vc, ntx_pkt_flags(flags), tag, data, buf, len))
 		return 1; /* full or failed: the general path queues or

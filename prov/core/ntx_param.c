@@ -177,6 +177,11 @@ static void ntx_params_init_udp(void)
 		      "send (UDP_SEGMENT), cut by the kernel; 0 sends each "
 		      "datagram on its own",
 		      &ntx_params.udp_gso, FI_PARAM_BOOL);
+	ntx_param_int("acked_sends",
+		      "udp and ud: 1 completes an eager send only once the peer "
+		      "acknowledged it, so that a send to a peer that dies "
+		      "completes in error; 0 completes it when ntx took it",
+		      &ntx_params.acked_sends, FI_PARAM_BOOL);
 }
 
 /* what fi_getinfo offers, and which back end reaches a local peer */

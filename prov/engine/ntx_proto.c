@@ -104,7 +104,8 @@ static int ntx_tx_eager(struct ntx_req *r)
 	 * once, as its direct path does): complete at the ACK. A message
 	 * that waits for none carries no request id, which tells the back
 	 * end to report nothing of it. */
-	bool wait = ack || (r->vc->ops->acks_eager && !r->silent);
+	bool wait = ack || (r->vc->ops->acks_eager &&
+			    ntx_params.acked_sends && !r->silent);
 	int ret;
 
 	if (ack)
@@ -367,7 +368,7 @@ int ntx_proto_send_eager(struct ntx_ep *ep, const void *buf, size_t len,
 	struct ntx_vc *vc = ntx_vc_direct(ep, dest, fast);
 
 	if (len > NTX_INJECT_MAX || !ntx_vc_direct_ok(vc, flags) ||
-	    vc->ops->acks_eager || /* its completion needs a request */
+	    (vc->ops->acks_eager && ntx_params.acked_sends) ||
 	    ntx_vc_send_eager(vc, buf, len, tag, data, flags))
 		return 1;
 	ntx_comp_send(ep, context, flags, fast);

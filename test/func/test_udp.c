@@ -93,12 +93,12 @@ Test(udp, a_dead_peer_fails_what_is_owed_within_the_timeout, .timeout = 60)
 	free(buf);
 }
 
-/* No silent loss (hostile networks round two): an eager send used to
- * complete as soon as the reliability module took it, so messages sent
- * to a peer that had just died completed with success and were lost.
- * Now an eager send completes when the peer acknowledged it
- * (ops->acks_eager): to a dead peer, every one of them, of every eager
- * size, tagged or not, completes with an error. */
+/* No silent loss (hostile networks round two): an eager send completes
+ * as soon as the reliability module took it, so messages sent to a peer
+ * that had just died complete with success and are lost. With
+ * FI_NTX_ACKED_SENDS=1 an eager send completes when the peer
+ * acknowledged it (ops->acks_eager): to a dead peer, every one of them,
+ * of every eager size, tagged or not, completes with an error. */
 Test(udp, eager_sends_to_a_dead_peer_complete_in_error, .timeout = 60)
 {
 	static const size_t sizes[] = { 1, 8, 64, 1000, 4096, 30000 };
@@ -114,6 +114,7 @@ Test(udp, eager_sends_to_a_dead_peer_complete_in_error, .timeout = 60)
 
 	use_udp();
 	setenv("FI_NTX_UDP_TIMEOUT_MS", "1000", 1); /* DEAD_MS */
+	setenv("FI_NTX_ACKED_SENDS", "1", 1);
 	pid = t_fork(&sock, child_then_dies);
 	cr_assert_eq(t_open(&t, CAPS), 0);
 	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
