@@ -49,6 +49,28 @@ static int child_then_dies(int sock)
 	return 0;
 }
 
+/* The udp domain with FI_NTX_UDP_TIMEOUT_MS of DEAD_MS, a peer that takes
+ * one message and is then killed; the control socket. */
+static int open_then_kill_peer(struct tctx *t, fi_addr_t *peer)
+{
+	struct fi_cq_tagged_entry e;
+	uint64_t v = 7;
+	int sock;
+	pid_t pid;
+
+	use_udp();
+	setenv("FI_NTX_UDP_TIMEOUT_MS", "1000", 1); /* DEAD_MS */
+	pid = t_fork(&sock, child_then_dies);
+	cr_assert_eq(t_open(t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(t, sock, peer), 0);
+	cr_assert_eq(fi_send(t->ep, &v, sizeof(v), NULL, *peer, NULL), 0);
+	cr_assert_eq(t_wait(t, &e, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(t_sync(sock), 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return sock;
+}
+
 /* A rendezvous send (it waits for the peer) and an eager one to a peer
  * killed after the first message: both complete, the rendezvous one with
  * an error, within FI_NTX_UDP_TIMEOUT_MS and the retransmit back-off. */
@@ -59,21 +81,11 @@ Test(udp, a_dead_peer_fails_what_is_owed_within_the_timeout, .timeout = 60)
 	struct fi_cq_err_entry err;
 	size_t len = 1 << 20;
 	char *buf = calloc(1, len);
-	uint64_t v = 7, t0;
+	uint64_t t0;
 	fi_addr_t peer;
 	int sock, ret, errs = 0;
-	pid_t pid;
 
-	use_udp();
-	setenv("FI_NTX_UDP_TIMEOUT_MS", "1000", 1); /* DEAD_MS */
-	pid = t_fork(&sock, child_then_dies);
-	cr_assert_eq(t_open(&t, CAPS), 0);
-	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
-	cr_assert_eq(fi_send(t.ep, &v, sizeof(v), NULL, peer, NULL), 0);
-	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
-	cr_assert_eq(t_sync(sock), 0);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	sock = open_then_kill_peer(&t, &peer);
 	t0 = t_ms();
 	cr_assert_eq(fi_send(t.ep, buf, len, NULL, peer, (void *)1), 0);
 	while ((ret = t_wait(&t, &e, NULL, &err, WAIT_MS)) != -FI_ETIMEDOUT) {
@@ -107,22 +119,11 @@ Test(udp, eager_sends_to_a_dead_peer_complete_in_error, .timeout = 60)
 	struct tctx t;
 	struct fi_cq_tagged_entry e;
 	struct fi_cq_err_entry err;
-	uint64_t v = 7;
 	fi_addr_t peer;
 	int sock, ok = 0, errs = 0;
-	pid_t pid;
 
-	use_udp();
-	setenv("FI_NTX_UDP_TIMEOUT_MS", "1000", 1); /* DEAD_MS */
 	setenv("FI_NTX_ACKED_SENDS", "1", 1);
-	pid = t_fork(&sock, child_then_dies);
-	cr_assert_eq(t_open(&t, CAPS), 0);
-	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
-	cr_assert_eq(fi_send(t.ep, &v, sizeof(v), NULL, peer, NULL), 0);
-	cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
-	cr_assert_eq(t_sync(sock), 0);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	sock = open_then_kill_peer(&t, &peer);
 	for (size_t i = 0; i < NS; i++) {
 		cr_assert_eq(fi_send(t.ep, buf[i], sizes[i], NULL, peer,
 				     buf[i]), 0);
