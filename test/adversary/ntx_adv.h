@@ -34,4 +34,18 @@ long adv_rss_kib(void);
 /* Its peak resident memory so far (VmHWM), KiB; -1 if unknown. */
 long adv_hwm_kib(void);
 
+/* The fuzzers' generator (xorshift64, test_fuzz.c): its state, never 0 */
+extern uint64_t g_rng;
+static inline uint64_t rnd(void)
+{
+	g_rng ^= g_rng << 13;
+	g_rng ^= g_rng >> 7;
+	g_rng ^= g_rng << 17;
+	return g_rng;
+}
+/* A fuzzer's run: seeds g_rng from NTX_FUZZ_SEED, else the clock, and
+ * logs the seed so that a failure can be repeated; the run's end in ms
+ * of t_ms() (NTX_FUZZ_SECONDS, default 3). */
+uint64_t fuzz_start(const char *what);
+
 #endif /* NTX_ADV_H */

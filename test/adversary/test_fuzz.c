@@ -31,14 +31,21 @@
 #define NRECV 4
 #define FINAL_TAG 0xfeedull
 
-static uint64_t g_rng;
+uint64_t g_rng = 1;
 
-static uint64_t rnd(void)
+uint64_t fuzz_start(const char *what)
 {
-	g_rng ^= g_rng << 13;
-	g_rng ^= g_rng >> 7;
-	g_rng ^= g_rng << 17;
-	return g_rng;
+	const char *sec = getenv("NTX_FUZZ_SECONDS");
+	const char *seed = getenv("NTX_FUZZ_SEED");
+
+	g_rng = seed ? strtoull(seed, NULL, 0)
+		     : (uint64_t)time(NULL) * 2654435761u + (uint64_t)getpid();
+	g_rng |= 1;
+	cr_log_info("fuzz %s: seed 0x%llx (NTX_FUZZ_SEED repeats it)\n", what,
+		    (unsigned long long)g_rng);
+	fprintf(stderr, "fuzz %s: seed 0x%llx\n", what,
+		(unsigned long long)g_rng);
+	return t_ms() + 1000 * (uint64_t)(sec ? atoi(sec) : 3);
 }
 
 /* ---- the victim ---------------------------------------------------------- */
@@ -436,16 +443,11 @@ static void victim_end(struct fz *f, pid_t pid)
 
 static void fuzz_shm_run(void)
 {
-	const char *sec = getenv("NTX_FUZZ_SECONDS"), *seed = getenv("NTX_FUZZ_SEED");
-	uint64_t end = t_ms() + 1000 * (uint64_t)(sec ? atoi(sec) : 3);
+	uint64_t end = fuzz_start("shm");
 	struct fz f = { 0 };
 	unsigned n = 0;
 	pid_t pid;
 
-	g_rng = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) * 2654435761u;
-	g_rng |= 1;
-	cr_log_info("fuzz: seed 0x%llx (NTX_FUZZ_SEED repeats it)\n",
-		    (unsigned long long)g_rng);
 	pid = victim_start(&f);
 	while (t_ms() < end) {
 		unsigned k = (unsigned)(rnd() % 4);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "ntx_test.h"
+#include "ntx_adv.h"
 
 #define FAV_CAPS (FI_MSG | FI_SHARED_AV)
 #define FAV_MS 10000
@@ -33,15 +34,6 @@
 #define AVS_ENT 48
 #define AVS_MAX (1u << 20)
 
-static uint64_t g_rng;
-
-static uint64_t rnd(void)
-{
-	g_rng ^= g_rng << 13;
-	g_rng ^= g_rng >> 7;
-	g_rng ^= g_rng << 17;
-	return g_rng;
-}
 
 static size_t avs_len(uint64_t cap)
 {
@@ -328,9 +320,7 @@ static void fav_case_live(struct fav *f, const void *ep_name)
 
 Test(fuzz_av, hostile_and_scribbled_shared_av_regions, .timeout = 240)
 {
-	const char *sec = getenv("NTX_FUZZ_SECONDS");
-	const char *seed = getenv("NTX_FUZZ_SEED");
-	uint64_t end = t_ms() + 1000 * (uint64_t)(sec ? atoi(sec) : 3);
+	uint64_t end;
 	char ep_name[T_NAMELEN], name[64], buf[8] = "";
 	size_t len = sizeof(ep_name);
 	struct fav f = { 0 };
@@ -339,12 +329,7 @@ Test(fuzz_av, hostile_and_scribbled_shared_av_regions, .timeout = 240)
 	int32_t ret[2];
 	pid_t pid;
 
-	g_rng = seed ? strtoull(seed, NULL, 0)
-		     : (uint64_t)time(NULL) * 2654435761u + (uint64_t)getpid();
-	g_rng |= 1;
-	cr_log_info("fuzz av: seed 0x%llx (NTX_FUZZ_SEED repeats it)\n",
-		    (unsigned long long)g_rng);
-	fprintf(stderr, "fuzz av: seed 0x%llx\n", (unsigned long long)g_rng);
+	end = fuzz_start("av");
 	setenv("NTX_TEST_DOMAIN", "shm", 1);
 	pid = t_fork(&f.sock, fav_victim);
 	cr_assert_gt(pid, 0);

@@ -29,32 +29,6 @@
 #include "ntx_rel.h"
 #include "ntx_tcp_wire.h"
 
-static uint64_t g_rng;
-
-static uint64_t rnd(void)
-{
-	g_rng ^= g_rng << 13;
-	g_rng ^= g_rng >> 7;
-	g_rng ^= g_rng << 17;
-	return g_rng;
-}
-
-/* The run's seed (NTX_FUZZ_SEED, else the clock), logged so that a
- * failure can be repeated; the run's end in ms of t_ms(). */
-static uint64_t fuzz_start(const char *what)
-{
-	const char *sec = getenv("NTX_FUZZ_SECONDS");
-	const char *seed = getenv("NTX_FUZZ_SEED");
-
-	g_rng = seed ? strtoull(seed, NULL, 0)
-		     : (uint64_t)time(NULL) * 2654435761u + (uint64_t)getpid();
-	g_rng |= 1;
-	cr_log_info("fuzz %s: seed 0x%llx (NTX_FUZZ_SEED repeats it)\n", what,
-		    (unsigned long long)g_rng);
-	fprintf(stderr, "fuzz %s: seed 0x%llx\n", what,
-		(unsigned long long)g_rng);
-	return t_ms() + 1000 * (uint64_t)(sec ? atoi(sec) : 3);
-}
 
 /* A value where parsers go wrong: edges and lengths around limits. */
 static uint64_t edgy(void)
