@@ -619,6 +619,13 @@ int ntx_dg_connect(struct ntx_be_ep *be, const struct ntx_addr *peer,
 		ntx_dg_conn_free(c);
 		c = NULL;
 	}
+	/* kept state of another endpoint that had this address (it exited,
+	 * and a new process took its port): its session is over, and
+	 * adopting it would send the new peer the old session's tags */
+	if (c && !c->vc && c->name.magic && !ntx_addr_same_ep(&c->name, peer)) {
+		ntx_dg_conn_free(c);
+		c = NULL;
+	}
 	if (c && c->vc) {
 		NTX_WARN(FI_LOG_EP_CTRL, "%s: a second connection to one "
 			 "address is not supported\n", ep->xp->name);
