@@ -324,6 +324,7 @@ struct ntx_ep {
 	/* the free requests: a stack linked through entry.next (NULL:
 	 * empty), two stores to push or pop one */
 	struct ntx_list *req_free;
+	uint32_t bounces; /* pooled requests holding a bounce buffer */
 	size_t tx_outstanding, tx_limit;
 	size_t min_multi_recv;
 	bool cma_ok;
@@ -467,6 +468,12 @@ struct ntx_req *ntx_req_lookup(struct ntx_ep *ep, uint64_t id);
 void ntx_req_fini(struct ntx_ep *ep);
 /* A copy buffer for inject data and queued packets (NTX_BOUNCE_SIZE) */
 int ntx_req_bounce(struct ntx_req *req);
+/* The pool keeps the bounce buffers of at most NTX_BOUNCE_KEEP requests
+ * (512 KiB at the default eager size): a burst of queued injects to
+ * peers still connecting leaves no buffer per request behind.
+ * ntx_req_put and the eager send's end call ntx_req_bounce_trim. */
+#define NTX_BOUNCE_KEEP 64
+void ntx_req_bounce_trim(struct ntx_req *req);
 #define NTX_INJECT_MAX 4096
 #define NTX_BOUNCE_SIZE                                                    \
 	(ntx_params.eager_max > NTX_INJECT_MAX ? ntx_params.eager_max       \

@@ -143,6 +143,7 @@ static int ntx_tx_eager(struct ntx_req *r)
 	if (r->issued)
 		r->vc->issued--;
 	ntx_comp_tx(r);
+	ntx_req_bounce_trim(r);
 	ntx_req_put_lean(r->ep, r);
 	return 0;
 }

@@ -52,6 +52,7 @@ void ntx_req_assert_tail_clear(const struct ntx_req *r)
 void ntx_req_put(struct ntx_req *r)
 {
 	memset((uint8_t *)r + NTX_REQ_TAIL_OFF, 0, NTX_REQ_TAIL_LEN);
+	ntx_req_bounce_trim(r);
 	ntx_req_put_lean(r->ep, r);
 }
 
@@ -77,8 +78,20 @@ void ntx_req_fini(struct ntx_ep *ep)
 
 int ntx_req_bounce(struct ntx_req *r)
 {
-	/* kept with the pooled request: allocated once per slot */
-	if (!r->bounce && !(r->bounce = malloc(NTX_BOUNCE_SIZE)))
-		return -FI_ENOMEM;
+	/* kept with the pooled request while the pool holds few */
+	if (!r->bounce) {
+		if (!(r->bounce = malloc(NTX_BOUNCE_SIZE)))
+			return -FI_ENOMEM;
+		r->ep->bounces++;
+	}
 	return 0;
+}
+
+void ntx_req_bounce_trim(struct ntx_req *r)
+{
+	if (r->bounce && r->ep->bounces > NTX_BOUNCE_KEEP) {
+		free(r->bounce);
+		r->bounce = NULL;
+		r->ep->bounces--;
+	}
 }
