@@ -117,6 +117,8 @@ struct ntx_params {
 	int idle_yield;          /* empty CQ reads between sched_yield calls
 				  * (0: never) */
 	char *domains;           /* FI_NTX_DOMAINS: what getinfo lists */
+	char *ivshmem_socket;    /* an ivshmem server's socket: the
+				  * "ivshmem-host" domain */
 	int rxm;                 /* MSG entries for utility providers */
 	int mr_offered;          /* take the mr_mode bits the hints offer */
 	char *progress_cpus;     /* auto progress: cpuset of the helper */

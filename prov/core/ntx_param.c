@@ -195,6 +195,13 @@ static void ntx_params_init_offer(void)
 			"entry or every entry then uses these (default: every "
 			"network domain, then shm)");
 	fi_param_get_str(&ntx_prov, "domains", &ntx_params.domains);
+	fi_param_define(&ntx_prov, "ivshmem_socket", FI_PARAM_STRING,
+			"the UNIX socket of an ivshmem server: a host process "
+			"attaches to the region qemu guests share through it, "
+			"as domain \"ivshmem-host\" (guests find their ivshmem "
+			"PCI devices themselves) (default: none)");
+	fi_param_get_str(&ntx_prov, "ivshmem_socket",
+			 &ntx_params.ivshmem_socket);
 	ntx_param_int("rxm",
 		      "show ntx's FI_EP_MSG entries to libfabric's utility "
 		      "providers, so that ofi_rxm layers \"ntx;ofi_rxm\" RDM "

@@ -40,11 +40,12 @@ done
 # Inside the ntb back end (DESIGN §4): the ring protocol (conn, rx, tx)
 # reaches its window only through struct ntx_ntb_win_ops, never a
 # function of the shm window, its peers' liveness or its services
-# (ntx_ntb_win_shm.c, ntx_ntb_peer.c, ntx_ntb_svc.c), nor a system call
+# (ntx_ntb_win_shm.c, ntx_ntb_win_pci.c, ntx_ntb_region.c,
+# ntx_ntb_peer.c, ntx_ntb_svc.c), nor a system call
 # that obtains, maps, rings or copies through a window. The one name it
 # shares with them is the membarrier registration the data bell reads.
 a=$libs/libntx_backend.a
-for f in win_shm peer svc; do
+for f in win_shm win_pci region peer svc; do
   ar p "$a" libntx_backend_la-ntx_ntb_$f.o > "$tmp/win.o"
   nm -g --defined-only "$tmp/win.o" | awk 'NF == 3 {print $3}' |
     grep -vx 'ntx_ntb_mb_registered' >> "$tmp/win.def"

@@ -109,7 +109,7 @@ static struct ntx_shm_conn *ntx_ntb_conn_new(struct ntx_shm_ep *be,
 
 	if (!c)
 		return NULL;
-	c->head.ops = &ntx_ntb_shm_ops;
+	c->head.ops = be->head.ops;
 	c->be = be;
 	c->vc = vc;
 	c->peer = *peer;
@@ -274,7 +274,7 @@ static void ntx_ntb_on_cell(struct ntx_shm_ep *be,
 	struct ntx_shm_conn *c;
 	const struct ntx_addr *from = &cell->from;
 
-	if (!ntx_addr_valid(from) || from->host != be->addr.host) {
+	if (!ntx_addr_valid(from) || !be->wops->peer_ok(be, from)) {
 		NTX_WARN(FI_LOG_EP_CTRL, "dropping malformed connect request\n");
 		return;
 	}

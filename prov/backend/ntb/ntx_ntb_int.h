@@ -14,6 +14,7 @@
 
 #include "ntx/ntx_backend.h"
 #include "ntx_ring.h"
+#include "ntx_ntb_region.h"
 
 enum ntx_conn_state { NTX_CONN_CONNECTING, NTX_CONN_CONNECTED, NTX_CONN_FAILED };
 /* how a peer's liveness is watched (ntx_ntb_peer.c) */
@@ -110,6 +111,9 @@ struct ntx_shm_conn {
 	/* set-up only: off the lines the data path reads */
 	struct ntx_ntb_pwin *pw; /* the peer's window, shared */
 	struct ntx_list centry; /* ntx_shm_ep.connecting, while connecting */
+	/* the pci window: the peer's claim and beat, and its doorbell */
+	struct ntx_rgn_seen seen;
+	uint16_t bell_id;
 };
 
 struct ntx_shm_ep {
@@ -156,6 +160,9 @@ struct ntx_shm_ep {
 	/* how win is obtained, peers' windows mapped and rung (the ring
 	 * protocol calls it on slow paths only) */
 	const struct ntx_ntb_win_ops *wops;
+	/* the pci window: the region and our slice in it */
+	struct ntx_rgn *rgn;
+	uint32_t rgn_idx;
 };
 
 /* Anything changed that the watch of the last quiet poll does not see:
@@ -252,6 +259,14 @@ struct ntx_ntb_win_ops {
 	/* a full fence on every sender that may write our window (those
 	 * whose windows say NTX_WIN_F_MEMBARRIER skip their own) */
 	void (*fence_peers)(void);
+	/* a connect request's sender may be a peer of this window (shm:
+	 * this host; pci: this region) */
+	bool (*peer_ok)(const struct ntx_shm_ep *be, const struct ntx_addr *a);
+	/* c's peer is gone (checked every FI_NTX_PEER_CHECK_MS) */
+	bool (*peer_dead)(struct ntx_shm_conn *c);
+	/* optional: we go to sleep (on) or woke up; pci's guests without
+	 * a doorbell of their own poll while asleep */
+	void (*armed)(struct ntx_shm_ep *be, bool on);
 	/* single copy between our buffers and the peer's; NULL where the
 	 * window has none (the bytes then stream through the ring) */
 	ssize_t (*read)(struct ntx_shm_conn *c, const struct iovec *local,
@@ -263,6 +278,14 @@ struct ntx_ntb_win_ops {
 };
 
 extern const struct ntx_ntb_win_ops ntx_ntb_win_shm_ops;
+extern const struct ntx_ntb_win_ops ntx_ntb_win_pci_ops;
+extern const struct ntx_be_ops ntx_ntb_pci_ops;
+
+/* ---- what the shm and pci endpoints share (ntx_ntb_shm.c) ----------------- */
+
+void ntx_ntb_name_init(struct ntx_shm_ep *be, const struct ntx_addr *want);
+int ntx_ntb_slots_alloc(struct ntx_shm_ep *be);
+void ntx_ntb_slots_free(struct ntx_shm_ep *be);
 bool ntx_ntb_win_ops_valid(const struct ntx_ntb_win_ops *ops);
 
 /* ---- the shm window (ntx_ntb_win_shm.c) ----------------------------------- */
@@ -279,6 +302,8 @@ int ntx_ntb_peer_get(struct ntx_shm_conn *c);
 void ntx_ntb_peer_put(struct ntx_shm_conn *c);
 void ntx_ntb_unwatch(struct ntx_shm_conn *c);
 int ntx_ntb_wait_open(struct ntx_shm_ep *be);
+void ntx_ntb_timer_set(struct ntx_shm_ep *be, bool on);
+bool ntx_ntb_peer_dead(struct ntx_shm_conn *c);
 void ntx_ntb_events(struct ntx_shm_ep *be, bool drain_wake);
 void ntx_ntb_check_peers(struct ntx_be_ep *bep);
 

@@ -310,7 +310,7 @@ static int ntx_ntb_timer_open(struct ntx_shm_ep *be)
 
 /* The fallback's bound on sleeping: a periodic timer in the wait set while
  * some peer is watched through /proc only. */
-static void ntx_ntb_timer_set(struct ntx_shm_ep *be, bool on)
+void ntx_ntb_timer_set(struct ntx_shm_ep *be, bool on)
 {
 	long ms = ntx_params.peer_check_ms;
 	struct itimerspec its = { 0 };
@@ -423,7 +423,7 @@ void ntx_ntb_peer_put(struct ntx_shm_conn *c)
 }
 
 /* The peer exited, or (without a pidfd) /proc says so. */
-static bool ntx_ntb_peer_dead(struct ntx_shm_conn *c)
+bool ntx_ntb_peer_dead(struct ntx_shm_conn *c)
 {
 	uint64_t start;
 
@@ -491,7 +491,7 @@ void ntx_ntb_check_peers(struct ntx_be_ep *bep)
 	struct ntx_list *it, *tmp;
 
 	ntx_ntb_svc_drain(be);
-	ntx_ntb_events(be, false);
+	be->wops->wait_take(be, false);
 	be->check = false;
 	ntx_list_foreach_safe(&be->conns, it, tmp) {
 		struct ntx_shm_conn *c =
@@ -500,7 +500,7 @@ void ntx_ntb_check_peers(struct ntx_be_ep *bep)
 
 		if (c->state == NTX_CONN_FAILED)
 			continue;
-		if (ntx_ntb_peer_dead(c)) {
+		if (be->wops->peer_dead(c)) {
 			NTX_INFO(FI_LOG_EP_CTRL, "peer pid %u is gone\n",
 				 c->peer.pid);
 			ntx_ntb_conn_end(c);

@@ -242,6 +242,8 @@ void ntx_ntb_arm(struct ntx_be_ep *bep)
 	be->wops->fence_peers();
 	be->rescan = true;
 	ntx_ntb_quiet_off(be);
+	if (be->wops->armed)
+		be->wops->armed(be, true);
 }
 
 /* Awake: drains the wake-ups and notes which peers died meanwhile (the
@@ -254,6 +256,8 @@ void ntx_ntb_disarm(struct ntx_be_ep *bep)
 	be->armed = false;
 	atomic_store_explicit(&ntx_win_hdr(&be->win)->waiters, 0,
 			      memory_order_relaxed);
+	if (be->wops->armed)
+		be->wops->armed(be, false);
 	be->wops->wait_take(be, true);
 }
 

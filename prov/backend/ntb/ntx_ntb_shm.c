@@ -17,8 +17,7 @@ static atomic_uint ntx_ntb_next_ep_id;
 
 /* Our name before anything is made; the epoch tells this endpoint from
  * an earlier one that had the same pid and id (a restarted peer). */
-static void ntx_ntb_name_init(struct ntx_shm_ep *be,
-			      const struct ntx_addr *want)
+void ntx_ntb_name_init(struct ntx_shm_ep *be, const struct ntx_addr *want)
 {
 	be->addr.magic = NTX_ADDR_MAGIC;
 	be->addr.version = NTX_ADDR_VERSION;
@@ -31,7 +30,7 @@ static void ntx_ntb_name_init(struct ntx_shm_ep *be,
 
 /* The tables of our window's slots: the connection behind each, and the
  * bitmap words of idle ready bits and of slots released before. */
-static int ntx_ntb_slots_alloc(struct ntx_shm_ep *be)
+int ntx_ntb_slots_alloc(struct ntx_shm_ep *be)
 {
 	size_t words = (be->win.g.nslots + 63) / 64;
 
@@ -40,10 +39,15 @@ static int ntx_ntb_slots_alloc(struct ntx_shm_ep *be)
 	be->reused = calloc(words, sizeof(*be->reused));
 	if (be->slots && be->idle && be->reused)
 		return 0;
+	ntx_ntb_slots_free(be);
+	return -FI_ENOMEM;
+}
+
+void ntx_ntb_slots_free(struct ntx_shm_ep *be)
+{
 	free(be->slots);
 	free(be->idle);
 	free(be->reused);
-	return -FI_ENOMEM;
 }
 
 /* A window provider has every callback the ring protocol calls; single
@@ -53,7 +57,7 @@ bool ntx_ntb_win_ops_valid(const struct ntx_ntb_win_ops *ops)
 	return ops->create && ops->destroy && ops->map && ops->unmap &&
 	       ops->peer_get && ops->unwatch && ops->peer_put &&
 	       ops->wait_take && ops->ring_zero && ops->wake &&
-	       ops->fence_peers &&
+	       ops->fence_peers && ops->peer_ok && ops->peer_dead &&
 	       !ops->read == !ops->write;
 }
 
@@ -129,9 +133,7 @@ static void ntx_ntb_close(struct ntx_be_ep *bep)
 		close(be->timer);
 	close(be->epfd);
 	close(be->wake);
-	free(be->slots);
-	free(be->idle);
-	free(be->reused);
+	ntx_ntb_slots_free(be);
 	free(be);
 }
 

@@ -480,6 +480,13 @@ static ssize_t ntx_ntb_cma_write(struct ntx_shm_conn *c,
 				  "process_vm_writev");
 }
 
+/* Connect requests come from this host only. */
+static bool ntx_ntb_shm_peer_ok(const struct ntx_shm_ep *be,
+				const struct ntx_addr *a)
+{
+	return a->host == be->addr.host;
+}
+
 const struct ntx_ntb_win_ops ntx_ntb_win_shm_ops = {
 	.name = "shm",
 	.create = ntx_ntb_win_create,
@@ -493,6 +500,8 @@ const struct ntx_ntb_win_ops ntx_ntb_win_shm_ops = {
 	.ring_zero = ntx_ntb_ring_zero,
 	.wake = ntx_ntb_wake,
 	.fence_peers = ntx_ntb_fence_peers,
+	.peer_ok = ntx_ntb_shm_peer_ok,
+	.peer_dead = ntx_ntb_peer_dead,
 	.read = ntx_ntb_cma_read,
 	.write = ntx_ntb_cma_write,
 };
