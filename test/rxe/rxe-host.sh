@@ -1,10 +1,13 @@
 # Sourced by the host scripts of test/rxe (run-rxe-tests.sh,
-# run-rxe-two-hosts.sh): the guest image and the build tree, ready.
-# Expects: here (test/rxe), top (the build tree), vm (RXE_VM_DIR), say().
-# rxe_ready: prepares what is missing or out of date, then holds a shared
-# lock on fd 9 while guests run; fills rxe_adds (-b options: libraries
-# the test binaries need that the image lacks). rxe_accel: sets accel,
-# tmo and scale (KVM or TCG; RXE_TIMEOUT, RXE_TIME_SCALE).
+# run-rxe-two-hosts.sh) and test/ivshmem/run-ivshmem-tests.sh: the guest
+# image and the build tree, ready.
+# Expects: top (the build tree), vm (RXE_VM_DIR), say().
+# rxe_image_ready: prepares the image when missing or out of date, then
+# holds a shared lock on fd 9 while guests run. rxe_ready: that, and the
+# build tree built; fills rxe_adds (-b options: libraries the test
+# binaries need that the image lacks). rxe_accel: sets accel, tmo and
+# scale (KVM or TCG; RXE_TIMEOUT, RXE_TIME_SCALE).
+rxe_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)   # test/rxe
 
 host_ok() { # what build-initramfs.sh copies from the host, and qemu
   local f
@@ -21,7 +24,7 @@ guest_pkgs_ok() {
     compgen -G "$vm/kpkg/boot/vmlinuz-*" >/dev/null
 }
 image_digest() { # the image depends on these
-  { cat "$here/build-initramfs.sh" "$here/guest-init.sh"
+  { cat "$rxe_here/build-initramfs.sh" "$rxe_here/guest-init.sh"
     ls "$vm/kpkg/lib/modules" "$vm/debs"
     dpkg-query -W libfabric1 libibverbs1 ibverbs-providers librdmacm1 iproute2 bash
   } 2>/dev/null | sha256sum | cut -d' ' -f1
@@ -33,20 +36,20 @@ image_ok() {
 prepare() {
   if [ -n "${RXE_REBUILD:-}" ] || ! host_ok || ! guest_pkgs_ok; then
     say "setup (apt packages, guest packages in $vm)"
-    "$here/setup.sh" || { say "setup.sh failed"; return 1; }
+    "$rxe_here/setup.sh" || { say "setup.sh failed"; return 1; }
     rm -f "$vm/out/stamp"
   fi
   if [ -n "${RXE_REBUILD:-}" ] || ! image_ok; then
     say "building the guest image in $vm/out"
     local t0=$SECONDS
-    "$here/build-initramfs.sh" > "$vm/logs/build-initramfs.log" 2>&1 ||
+    "$rxe_here/build-initramfs.sh" > "$vm/logs/build-initramfs.log" 2>&1 ||
       { tail -n 30 "$vm/logs/build-initramfs.log"; say "build-initramfs.sh failed"; return 1; }
     image_digest > "$vm/out/stamp"
     say "image built in $((SECONDS - t0)) s"
   fi
 }
 
-rxe_ready() {
+rxe_image_ready() {
   mkdir -p "$vm/logs" || return 1
   # One preparer at a time, and never while a guest of ours starts from the
   # image: exclusive lock to prepare, shared lock to run.
@@ -56,6 +59,10 @@ rxe_ready() {
     prepare || return 1
   fi
   flock -s 9
+}
+
+rxe_ready() {
+  rxe_image_ready || return 1
   # the build tree under test
   if [ ! -x "$top/test/func/test_func" ] || [ ! -e "$top/.libs/libntx-fi.so" ]; then
     [ -f "$top/Makefile" ] ||
@@ -73,7 +80,7 @@ rxe_ready() {
 }
 
 rxe_accel() {
-  accel=$("$here/run-guest.sh" -A)   # kvm only when /dev/kvm works (probed once)
+  accel=$("$rxe_here/run-guest.sh" -A)   # kvm only when /dev/kvm works (probed once)
   if [ "$accel" = kvm ]; then
     tmo=${RXE_TIMEOUT:-900} scale=${RXE_TIME_SCALE:-1}
   else
