@@ -605,6 +605,39 @@ void ntx_rgn_release(struct ntx_rgn *r, uint32_t idx)
 	ntx_rgn_beat_stop();
 }
 
+int ntx_rgn_resolve(struct ntx_addr *a)
+{
+	struct ntx_list *it;
+	int ret = -FI_EADDRNOTAVAIL;
+
+	pthread_mutex_lock(&ntx_rgn_lock);
+	ntx_list_foreach(&ntx_rgns, it) {
+		struct ntx_rgn *r = ntx_container_of(it, struct ntx_rgn, entry);
+
+		for (uint32_t i = 0; i < r->nents && ret; i++) {
+			struct ntx_rgn_ent e;
+
+			memcpy(&e, ntx_rgn_ent(r, i), sizeof(e));
+			/* not the incarnation the name had: it failed, and
+			 * its claim outlives it until its beat is stale */
+			if (!(e.claim & 1) || e.service != a->service ||
+			    (a->host != NTX_HOST_UNKNOWN && e.host != a->host) ||
+			    (a->epoch && e.epoch == a->epoch))
+				continue;
+			a->ip4 = r->id;
+			a->port = (uint16_t)(i + 1);
+			a->host = e.host;
+			a->pid = e.pid;
+			a->epoch = e.epoch;
+			a->ep_id = e.ep_id;
+			a->flags &= (uint8_t)~NTX_ADDR_F_UNBOUND;
+			ret = 0;
+		}
+	}
+	pthread_mutex_unlock(&ntx_rgn_lock);
+	return ret;
+}
+
 void ntx_rgn_look(const struct ntx_rgn *r, uint32_t idx, struct ntx_rgn_seen *s)
 {
 	struct ntx_rgn_ent *e = ntx_rgn_ent(r, idx);

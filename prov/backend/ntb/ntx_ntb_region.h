@@ -71,6 +71,11 @@ int ntx_rgn_claim(struct ntx_rgn *r, const struct ntx_addr *a,
 void ntx_rgn_publish(struct ntx_rgn *r, uint32_t idx,
 		     const struct ntx_addr *a);
 void ntx_rgn_release(struct ntx_rgn *r, uint32_t idx);
+/* An unbound name (a service) made the name of the endpoint that holds
+ * that service in a region this process attached, on the name's host
+ * where it has one, other than the incarnation the name had (it
+ * failed): 0, or -FI_EADDRNOTAVAIL. */
+int ntx_rgn_resolve(struct ntx_addr *a);
 
 /* A peer's claim as seen now: its value and its beat, to compare with
  * later (ntx_rgn_alive). */

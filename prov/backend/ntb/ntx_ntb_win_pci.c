@@ -372,9 +372,12 @@ static void ntx_pci_setname(struct ntx_be_ep *bep, const struct ntx_addr *addr)
 	ntx_rgn_publish(be->rgn, be->rgn_idx, &be->addr);
 }
 
+/* A service names whoever holds it in the region's directory now. */
 static int ntx_pci_resolve(struct ntx_addr *addr)
 {
-	return addr->ip4 && addr->port ? 0 : -FI_EADDRNOTAVAIL;
+	if (!(addr->flags & NTX_ADDR_F_UNBOUND))
+		return addr->ip4 && addr->port ? 0 : -FI_EADDRNOTAVAIL;
+	return addr->service ? ntx_rgn_resolve(addr) : -FI_EADDRNOTAVAIL;
 }
 
 const struct ntx_be_ops ntx_ntb_pci_ops = {
