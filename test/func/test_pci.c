@@ -187,32 +187,41 @@ Test(pci, a_killed_peer_fails_and_its_slice_is_taken_over, .timeout = 120,
 
 #define ROUNDS 400
 
-/* Sends ROUNDS messages of growing sizes and takes as many back; any
- * error ends the loop: what matters is that every call returns. Exits
- * 0 after the loop whatever it got, or 1 past its deadline. */
+/* ROUNDS messages of growing sizes sent and as many taken; any error
+ * ends the loop (what matters is that every call returns): how many
+ * rounds went through. */
+static int exchange(struct tctx *t, fi_addr_t peer, char *buf, char *in)
+{
+	int ok = 0;
+
+	for (int i = 0; i < ROUNDS; i++) {
+		size_t len = (size_t)8 << (i % 18);
+		int r;
+
+		if (fi_recv(t->ep, in, len, NULL, FI_ADDR_UNSPEC, NULL) ||
+		    T_RETRY(t, fi_send(t->ep, buf, len, NULL, peer, NULL)))
+			break;
+		r = t_wait(t, NULL, NULL, NULL, 3000);
+		if (r == 1)
+			r = t_wait(t, NULL, NULL, NULL, 3000);
+		if (r != 1)
+			break;
+		ok++;
+	}
+	return ok;
+}
+
+/* The parent's partner: exits 0 after the exchange whatever it got. */
 static int child_victim(int sock)
 {
 	struct tctx t;
 	fi_addr_t peer;
 	char *buf = malloc(BIG), *in = malloc(BIG);
-	int ok = 0;
+	int ok;
 
 	CHK(t_open(&t, CAPS) == 0);
 	CHK(t_xchg_name(&t, sock, &peer) == 0);
-	for (int i = 0; i < ROUNDS; i++) {
-		size_t len = (size_t)8 << (i % 18);
-		int r;
-
-		if (fi_recv(t.ep, in, len, NULL, FI_ADDR_UNSPEC, NULL) ||
-		    T_RETRY(&t, fi_send(t.ep, buf, len, NULL, peer, NULL)))
-			break;
-		r = t_wait(&t, NULL, NULL, NULL, 3000);
-		if (r == 1)
-			r = t_wait(&t, NULL, NULL, NULL, 3000);
-		if (r != 1)
-			break;
-		ok++;
-	}
+	ok = exchange(&t, peer, buf, in);
 	fprintf(stderr, "pci: a victim exchanged %d of %d messages\n", ok,
 		ROUNDS);
 	free(buf);
@@ -257,7 +266,7 @@ Test(pci, garbage_all_over_the_region_crashes_and_hangs_nobody,
 	fi_addr_t peer;
 	char *buf = malloc(BIG), *in = malloc(BIG);
 	pid_t pid, writer;
-	int sock, ok = 0;
+	int sock, ok;
 
 	pci_start("16M");
 	pid = t_fork(&sock, child_victim);
@@ -267,20 +276,7 @@ Test(pci, garbage_all_over_the_region_crashes_and_hangs_nobody,
 	cr_assert(writer >= 0);
 	if (!writer)
 		scribble(5000);
-	for (int i = 0; i < ROUNDS; i++) {
-		size_t len = (size_t)8 << (i % 18);
-		int r;
-
-		if (fi_recv(t.ep, in, len, NULL, FI_ADDR_UNSPEC, NULL) ||
-		    T_RETRY(&t, fi_send(t.ep, buf, len, NULL, peer, NULL)))
-			break;
-		r = t_wait(&t, NULL, NULL, NULL, 3000);
-		if (r == 1)
-			r = t_wait(&t, NULL, NULL, NULL, 3000);
-		if (r != 1)
-			break;
-		ok++;
-	}
+	ok = exchange(&t, peer, buf, in);
 	fprintf(stderr, "pci: the parent exchanged %d of %d messages\n", ok,
 		ROUNDS);
 	cr_assert_eq(t_join(writer), 0);

@@ -284,6 +284,18 @@ extern const struct ntx_be_ops ntx_ntb_pci_ops;
 /* ---- what the shm and pci endpoints share (ntx_ntb_shm.c) ----------------- */
 
 void ntx_ntb_name_init(struct ntx_shm_ep *be, const struct ntx_addr *want);
+/* A new endpoint of the window wops, its fds not open yet (-1); at close,
+ * its connections ended and its window destroyed (ep_end), then its fds
+ * and tables freed (ep_free). */
+struct ntx_shm_ep *ntx_ntb_ep_new(const struct ntx_be_ops *ops,
+				  const struct ntx_ntb_win_ops *wops,
+				  const struct ntx_be_cb *cb,
+				  const struct ntx_addr *want);
+void ntx_ntb_ep_end(struct ntx_shm_ep *be);
+void ntx_ntb_ep_free(struct ntx_shm_ep *be);
+/* Our window's header, from be->win and our name. */
+void ntx_ntb_hdr_fill(struct ntx_shm_ep *be, uint32_t flags,
+		      uint64_t wake_key);
 int ntx_ntb_slots_alloc(struct ntx_shm_ep *be);
 void ntx_ntb_slots_free(struct ntx_shm_ep *be);
 bool ntx_ntb_win_ops_valid(const struct ntx_ntb_win_ops *ops);
@@ -303,6 +315,8 @@ void ntx_ntb_peer_put(struct ntx_shm_conn *c);
 void ntx_ntb_unwatch(struct ntx_shm_conn *c);
 int ntx_ntb_wait_open(struct ntx_shm_ep *be);
 void ntx_ntb_timer_set(struct ntx_shm_ep *be, bool on);
+/* The timer ticked: empties it and asks for a check of the peers. */
+void ntx_ntb_timer_tick(struct ntx_shm_ep *be);
 bool ntx_ntb_peer_dead(struct ntx_shm_conn *c);
 void ntx_ntb_events(struct ntx_shm_ep *be, bool drain_wake);
 void ntx_ntb_check_peers(struct ntx_be_ep *bep);

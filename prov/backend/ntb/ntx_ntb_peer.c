@@ -435,9 +435,18 @@ bool ntx_ntb_peer_dead(struct ntx_shm_conn *c)
 	       start != c->start;
 }
 
-static void ntx_ntb_event(struct ntx_shm_ep *be, void *what, bool drain_wake)
+void ntx_ntb_timer_tick(struct ntx_shm_ep *be)
 {
 	uint64_t ticks;
+
+	if (read(be->timer, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+		NTX_DBG(FI_LOG_EP_CTRL, "timerfd: %s\n", strerror(errno));
+	be->check = true;
+	ntx_ntb_quiet_off(be);
+}
+
+static void ntx_ntb_event(struct ntx_shm_ep *be, void *what, bool drain_wake)
+{
 	char buf[64];
 
 	if (what == &be->wake) {
@@ -445,12 +454,7 @@ static void ntx_ntb_event(struct ntx_shm_ep *be, void *what, bool drain_wake)
 		       recv(be->wake, buf, sizeof(buf), MSG_DONTWAIT) > 0)
 			;
 	} else if (what == &be->timer) {
-		if (read(be->timer, &ticks, sizeof(ticks)) < 0 &&
-		    errno != EAGAIN)
-			NTX_DBG(FI_LOG_EP_CTRL, "timerfd: %s\n",
-				strerror(errno));
-		be->check = true;
-		ntx_ntb_quiet_off(be);
+		ntx_ntb_timer_tick(be);
 	} else { /* a peer process's pidfd: it exited */
 		atomic_store(&((struct ntx_ntb_proc *)what)->dead, true);
 		be->check = true;

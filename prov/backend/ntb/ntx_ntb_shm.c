@@ -61,26 +61,81 @@ bool ntx_ntb_win_ops_valid(const struct ntx_ntb_win_ops *ops)
 	       !ops->read == !ops->write;
 }
 
-static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
-			const struct ntx_be_cb *cb, const char *dev)
+struct ntx_shm_ep *ntx_ntb_ep_new(const struct ntx_be_ops *ops,
+				  const struct ntx_ntb_win_ops *wops,
+				  const struct ntx_be_cb *cb,
+				  const struct ntx_addr *want)
 {
 	struct ntx_shm_ep *be = calloc(1, sizeof(*be));
-	int ret;
 
-	(void)dev;
 	if (!be)
-		return -FI_ENOMEM;
-	be->head.ops = &ntx_ntb_shm_ops;
+		return NULL;
+	be->head.ops = ops;
 	be->cb = *cb;
 	ntx_list_init(&be->conns);
 	ntx_list_init(&be->connecting);
 	ntx_list_init(&be->watches);
 	ntx_ntb_name_init(be, want);
-	be->wops = &ntx_ntb_win_shm_ops;
+	be->wops = wops;
 	assert(ntx_ntb_win_ops_valid(be->wops));
 	be->svc_fd = -1;
 	be->epfd = -1;
+	be->wake = -1;
 	be->timer = -1;
+	return be;
+}
+
+void ntx_ntb_ep_end(struct ntx_shm_ep *be)
+{
+	struct ntx_list *it, *tmp;
+
+	/* release: peers that see CLOSED stop using their connections */
+	atomic_store_explicit(&ntx_win_hdr(&be->win)->state, NTX_WIN_CLOSED,
+			      memory_order_release);
+	ntx_list_foreach_safe(&be->conns, it, tmp)
+		ntx_ntb_conn_free(ntx_container_of(it, struct ntx_shm_conn,
+						   entry));
+	be->wops->destroy(be);
+}
+
+void ntx_ntb_ep_free(struct ntx_shm_ep *be)
+{
+	if (be->timer >= 0)
+		close(be->timer);
+	close(be->epfd);
+	close(be->wake);
+	ntx_ntb_slots_free(be);
+	free(be);
+}
+
+void ntx_ntb_hdr_fill(struct ntx_shm_ep *be, uint32_t flags, uint64_t wake_key)
+{
+	struct ntx_win_hdr *hdr = ntx_win_hdr(&be->win);
+
+	hdr->magic = NTX_WIN_MAGIC;
+	hdr->version = NTX_WIN_VERSION;
+	hdr->pid = be->addr.pid;
+	hdr->epoch = be->addr.epoch;
+	hdr->size = be->win.g.size;
+	hdr->nslots = be->win.g.nslots;
+	hdr->ring_lines = be->win.g.ring_lines;
+	hdr->max_payload = be->win.max_payload;
+	hdr->ep_id = be->addr.ep_id;
+	hdr->service = be->addr.service;
+	hdr->flags = flags;
+	hdr->wake_key = wake_key;
+}
+
+static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
+			const struct ntx_be_cb *cb, const char *dev)
+{
+	struct ntx_shm_ep *be = ntx_ntb_ep_new(&ntx_ntb_shm_ops,
+					       &ntx_ntb_win_shm_ops, cb, want);
+	int ret;
+
+	(void)dev;
+	if (!be)
+		return -FI_ENOMEM;
 	ret = ntx_ntb_wake_open(be);
 	if (ret)
 		goto free_be;
@@ -117,24 +172,11 @@ free_be:
 static void ntx_ntb_close(struct ntx_be_ep *bep)
 {
 	struct ntx_shm_ep *be = ntx_shm_ep_of(bep);
-	struct ntx_list *it, *tmp;
 
 	ntx_ntb_shm_fini(); /* the registration is done by now: join it */
-
-	/* release: peers that see CLOSED stop using their connections */
-	atomic_store_explicit(&ntx_win_hdr(&be->win)->state, NTX_WIN_CLOSED,
-			      memory_order_release);
-	ntx_list_foreach_safe(&be->conns, it, tmp)
-		ntx_ntb_conn_free(ntx_container_of(it, struct ntx_shm_conn,
-						   entry));
-	be->wops->destroy(be);
+	ntx_ntb_ep_end(be);
 	ntx_ntb_svc_release(be);
-	if (be->timer >= 0)
-		close(be->timer);
-	close(be->epfd);
-	close(be->wake);
-	ntx_ntb_slots_free(be);
-	free(be);
+	ntx_ntb_ep_free(be);
 }
 
 static void ntx_ntb_getname(struct ntx_be_ep *bep, struct ntx_addr *addr)

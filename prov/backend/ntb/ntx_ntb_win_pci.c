@@ -25,23 +25,12 @@
 /* ---- our window ------------------------------------------------------------- */
 
 /* The window header, from our name: the pci name's ip4 and port are the
- * region's, the rest the engine's (fi_setname makes it final). */
+ * region's, the rest the engine's (fi_setname makes it final). Senders
+ * fence themselves (no membarrier across machines); the wake key is our
+ * doorbell, the ivshmem peer ID. */
 static void ntx_pci_hdr_write(struct ntx_shm_ep *be)
 {
-	struct ntx_win_hdr *hdr = ntx_win_hdr(&be->win);
-
-	hdr->magic = NTX_WIN_MAGIC;
-	hdr->version = NTX_WIN_VERSION;
-	hdr->pid = be->addr.pid;
-	hdr->epoch = be->addr.epoch;
-	hdr->size = be->win.g.size;
-	hdr->nslots = be->win.g.nslots;
-	hdr->ring_lines = be->win.g.ring_lines;
-	hdr->max_payload = be->win.max_payload;
-	hdr->ep_id = be->addr.ep_id;
-	hdr->service = be->addr.service;
-	hdr->flags = 0; /* senders fence themselves: no membarrier here */
-	hdr->wake_key = ntx_rgn_bell_id(be->rgn);
+	ntx_ntb_hdr_fill(be, 0, ntx_rgn_bell_id(be->rgn));
 }
 
 /* The most slots (up to FI_NTX_MAX_PEERS) whose rings fit a slice. */
@@ -194,20 +183,12 @@ static bool ntx_pci_peer_ok(const struct ntx_shm_ep *be,
 static void ntx_pci_wait_take(struct ntx_shm_ep *be, bool drain_wake)
 {
 	struct epoll_event ev[8];
-	uint64_t ticks;
 	int n = epoll_wait(be->epfd, ev, 8, 0);
 
 	(void)drain_wake;
-	for (int i = 0; i < n; i++) {
-		if (ev[i].data.ptr != &be->timer)
-			continue;
-		if (read(be->timer, &ticks, sizeof(ticks)) < 0 &&
-		    errno != EAGAIN)
-			NTX_DBG(FI_LOG_EP_CTRL, "timerfd: %s\n",
-				strerror(errno));
-		be->check = true;
-		ntx_ntb_quiet_off(be);
-	}
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.ptr == &be->timer)
+			ntx_ntb_timer_tick(be);
 }
 
 /* A guest that cannot take a doorbell polls while it sleeps. */
@@ -287,21 +268,12 @@ static int ntx_pci_wait_open(struct ntx_shm_ep *be)
 static int ntx_pci_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 			const struct ntx_be_cb *cb, const char *dev)
 {
-	struct ntx_shm_ep *be = calloc(1, sizeof(*be));
+	struct ntx_shm_ep *be = ntx_ntb_ep_new(&ntx_ntb_pci_ops,
+					       &ntx_ntb_win_pci_ops, cb, want);
 	int ret = -FI_ENODEV;
 
 	if (!be)
 		return -FI_ENOMEM;
-	be->head.ops = &ntx_ntb_pci_ops;
-	be->cb = *cb;
-	ntx_list_init(&be->conns);
-	ntx_list_init(&be->connecting);
-	ntx_list_init(&be->watches);
-	ntx_ntb_name_init(be, want);
-	be->wops = &ntx_ntb_win_pci_ops;
-	be->svc_fd = -1;
-	be->epfd = -1;
-	be->timer = -1;
 	be->rgn = dev ? ntx_rgn_get(dev) : NULL;
 	if (!be->rgn)
 		goto free_be;
@@ -331,21 +303,11 @@ free_be:
 static void ntx_pci_close(struct ntx_be_ep *bep)
 {
 	struct ntx_shm_ep *be = ntx_shm_ep_of(bep);
-	struct ntx_list *it, *tmp;
+	struct ntx_rgn *r = be->rgn;
 
-	atomic_store_explicit(&ntx_win_hdr(&be->win)->state, NTX_WIN_CLOSED,
-			      memory_order_release);
-	ntx_list_foreach_safe(&be->conns, it, tmp)
-		ntx_ntb_conn_free(ntx_container_of(it, struct ntx_shm_conn,
-						   entry));
-	be->wops->destroy(be);
-	if (be->timer >= 0)
-		close(be->timer);
-	close(be->epfd);
-	close(be->wake);
-	ntx_ntb_slots_free(be);
-	ntx_rgn_put(be->rgn);
-	free(be);
+	ntx_ntb_ep_end(be);
+	ntx_ntb_ep_free(be);
+	ntx_rgn_put(r);
 }
 
 /* Our part of the endpoint's name: the region and the slice. */

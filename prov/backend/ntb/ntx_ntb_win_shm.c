@@ -182,18 +182,9 @@ static int ntx_ntb_win_create(struct ntx_shm_ep *be)
 	}
 	ntx_ntb_win_prefault(&be->win);
 	hdr = ntx_win_hdr(&be->win);
-	hdr->magic = NTX_WIN_MAGIC;
-	hdr->version = NTX_WIN_VERSION;
-	hdr->pid = (uint32_t)getpid();
-	hdr->epoch = be->addr.epoch;
-	hdr->size = be->win.g.size;
-	hdr->nslots = be->win.g.nslots;
-	hdr->ring_lines = be->win.g.ring_lines;
-	hdr->max_payload = be->win.max_payload;
-	hdr->ep_id = be->addr.ep_id;
-	hdr->service = be->addr.service;
-	hdr->flags = ntx_ntb_membarrier_init() ? NTX_WIN_F_MEMBARRIER : 0;
-	hdr->wake_key = be->win.wake_key;
+	ntx_ntb_hdr_fill(be, ntx_ntb_membarrier_init() ? NTX_WIN_F_MEMBARRIER
+						    : 0,
+			 be->win.wake_key);
 
 	/* release: the header is complete before anyone can see OPEN */
 	atomic_store_explicit(&hdr->state, NTX_WIN_OPEN, memory_order_release);
