@@ -31,7 +31,7 @@
 static pid_t g_server;
 static char g_dir[64], g_mem[96];
 
-/* Our server on a region of size bytes (a file in /dev/shm, which the
+/* Our server on a region of size bytes (a file in /dev/shm, without "ntx" in its name: msg::dead_peer_fails_outstanding_operations counts those; the
  * garbage writer maps too); the endpoints of this test and its children
  * take the domain "ivshmem-host" through it. */
 static void pci_start(const char *size)
@@ -48,7 +48,7 @@ static void pci_start(const char *size)
 	cr_assert_not_null(mkdtemp(g_dir));
 	snprintf(sock, sizeof(sock), "%s/sock", g_dir);
 	snprintf(pidf, sizeof(pidf), "%s/pid", g_dir);
-	snprintf(g_mem, sizeof(g_mem), "/dev/shm/ntx-pci-test-%d", getpid());
+	snprintf(g_mem, sizeof(g_mem), "/dev/shm/region-pci-test-%d", getpid());
 	g_server = fork();
 	cr_assert(g_server >= 0);
 	if (!g_server) {

@@ -313,7 +313,7 @@ int ntx_ntb_wake_open(struct ntx_shm_ep *be);
 int ntx_ntb_peer_get(struct ntx_shm_conn *c);
 void ntx_ntb_peer_put(struct ntx_shm_conn *c);
 void ntx_ntb_unwatch(struct ntx_shm_conn *c);
-int ntx_ntb_wait_open(struct ntx_shm_ep *be);
+int ntx_ntb_wait_open(struct ntx_shm_ep *be, uint32_t events);
 void ntx_ntb_timer_set(struct ntx_shm_ep *be, bool on);
 /* The timer ticked: empties it and asks for a check of the peers. */
 void ntx_ntb_timer_tick(struct ntx_shm_ep *be);

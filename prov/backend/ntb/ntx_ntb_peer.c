@@ -475,10 +475,11 @@ void ntx_ntb_events(struct ntx_shm_ep *be, bool drain_wake)
 		ntx_ntb_event(be, ev[i].data.ptr, drain_wake);
 }
 
-/* The wait set, with our wake socket. */
-int ntx_ntb_wait_open(struct ntx_shm_ep *be)
+/* The wait set, with our wake fd (events: EPOLLIN, with EPOLLET where
+ * it is shared and nobody reads it). */
+int ntx_ntb_wait_open(struct ntx_shm_ep *be, uint32_t events)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &be->wake };
+	struct epoll_event ev = { .events = events, .data.ptr = &be->wake };
 
 	be->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (be->epfd >= 0 && !epoll_ctl(be->epfd, EPOLL_CTL_ADD, be->wake, &ev))

@@ -8,6 +8,7 @@
 #include "config.h"
 #include <assert.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -139,7 +140,7 @@ static int ntx_ntb_open(struct ntx_be_ep **out, const struct ntx_addr *want,
 	ret = ntx_ntb_wake_open(be);
 	if (ret)
 		goto free_be;
-	ret = ntx_ntb_wait_open(be);
+	ret = ntx_ntb_wait_open(be, EPOLLIN);
 	if (ret)
 		goto close_wake;
 	if (be->addr.service) {

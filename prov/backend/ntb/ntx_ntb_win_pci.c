@@ -247,22 +247,16 @@ const struct ntx_ntb_win_ops ntx_ntb_win_pci_ops = {
  * writes, where there is none). */
 static int ntx_pci_wait_open(struct ntx_shm_ep *be)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLET,
-				  .data.ptr = &be->wake };
-	int bell = ntx_rgn_bell_fd(be->rgn);
+	int bell = ntx_rgn_bell_fd(be->rgn), ret;
 
 	be->wake = bell >= 0 ? dup(bell)
 			     : eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (be->wake < 0)
 		return -FI_ENOMEM;
-	be->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (be->epfd >= 0 && !epoll_ctl(be->epfd, EPOLL_CTL_ADD, be->wake, &ev))
-		return 0;
-	NTX_WARN(FI_LOG_EP_CTRL, "wait set: %s\n", strerror(errno));
-	if (be->epfd >= 0)
-		close(be->epfd);
-	close(be->wake);
-	return -FI_ENOMEM;
+	ret = ntx_ntb_wait_open(be, EPOLLIN | EPOLLET);
+	if (ret)
+		close(be->wake);
+	return ret;
 }
 
 static int ntx_pci_open(struct ntx_be_ep **out, const struct ntx_addr *want,
