@@ -31,9 +31,11 @@
 static pid_t g_server;
 static char g_dir[64], g_mem[96];
 
-/* Our server on a region of size bytes (a file in /dev/shm, without "ntx" in its name: msg::dead_peer_fails_outstanding_operations counts those; the
- * garbage writer maps too); the endpoints of this test and its children
- * take the domain "ivshmem-host" through it. */
+/* Our server on a region of size bytes (a file in /dev/shm, which the
+ * garbage writer maps too; without "ntx" in its name, as
+ * msg::dead_peer_fails_outstanding_operations counts those); the
+ * endpoints of this test and its children take the domain
+ * "ivshmem-host" through it. */
 static void pci_start(const char *size)
 {
 	const char *bin = getenv("NTX_IVSHMEM_SERVER");
