@@ -1,0 +1,320 @@
+#!/bin/bash
+# The job of both guests of test/ivshmem/run-ivshmem-tests.sh's ntx step:
+# two guests, each with an ivshmem-DOORBELL device on one region of the
+# host's ntx_ivshmem_server, and a virtio NIC joined to the other guest's
+# by a qemu socket netdev (fi_pingpong's out-of-band TCP and the suite's
+# peer service go over it). Both share the build tree at the same path.
+# ntx's domain here is ivshmem-BDF, BDF the device's PCI address in this
+# guest (ivshmem_probe list). Steps:
+#   link      the NIC answers ping, the device is there (BAR2 IV_SIZE)
+#   info      fi_info -p ntx -d ivshmem-BDF lists the domain (and says
+#             which endpoint types)
+#   pingpong  fi_pingpong -e rdm -c across the guests, tagged and msg
+#             (server on a, client on b); -e msg too when fi_info lists
+#             FI_EP_MSG on the domain (else reported, not counted)
+#   func      the functional suite's two-process tests on guest a, each
+#             test's peer on guest b (test/rxe/jobs/func-peer.sh, served
+#             by nc), as test/rxe/jobs/two-hosts.sh does on rxe0
+#   kill      guest b serves two fi_pingpong streams at once, -e rdm
+#             (tagged, 1 MiB) and -e msg (64 KiB), guest a is their client
+#             (-v: its "Starting test chrono" says that the loop began);
+#             guest b prints its summary first and writes its status to
+#             RUN/b.prekill; two seconds into both streams guest a writes
+#             RUN/a.streaming, the host kills guest b's qemu and writes
+#             RUN/host.killed: each of guest a's fi_pingpong must end with
+#             an error within KILL_BOUND seconds of seeing that. (On the
+#             msg endpoint the broken connection fails every receive
+#             posted on it. fi_pingpong's rdm receives are from any source
+#             (no FI_DIRECTED_RECV), which a dead peer does not fail: the
+#             rdm stream fails through the send, or the message, in
+#             flight to or from guest b, nearly always the case with
+#             1 MiB messages.)
+# The guests meet through marker files in RUN (job-lib.sh: mark, await).
+# Exit status 0 only when every step of this guest passed.
+#
+# Environment (run-guest.sh -e):
+#   TOP, FI_PROVIDER_PATH  the shared build tree, its .libs
+#   ROLE, SELF, PEER       a or b, this guest's address and the other's
+#   RUN                    the directory both guests and the host share
+#   PROBE                  ivshmem_probe; IV_SIZE: BAR2's bytes
+#   IVSHMEM_NTX_STEPS      of: link info pingpong func kill (default all)
+#   RXE_TIME_SCALE         multiplies the time-outs (default 1)
+#   IVSHMEM_FUNC_FILTER    Criterion --filter of the suite's tests
+#   IVSHMEM_PP_ITERS       fi_pingpong's iterations of each size (default
+#                          by size: 1000 up to 1024 bytes, 100 up to 64 KiB,
+#                          else 20; with 10, the first message's connection
+#                          set-up dominates the table)
+#   IVSHMEM_PP_SIZES       its sizes, each a run (default "8 1024 65536
+#                          1048576"; "all" is fi_pingpong's -S all)
+#   IVSHMEM_KILL_BOUND     seconds guest a's process may take to fail
+#                          after the kill (default 30)
+#   IVSHMEM_KILL_EPS       step kill's streams, at once, of: rdm (tagged,
+#                          1 MiB messages) msg (64 KiB) (default both;
+#                          msg where fi_info lists FI_EP_MSG)
+#   FI_LOG_LEVEL, FI_LOG_PROV  the provider's log (default warn, ntx)
+set -u
+: "${TOP:?}" "${ROLE:?}" "${SELF:?}" "${PEER:?}" "${RUN:?}" "${PROBE:?}"
+. "$TOP/test/rxe/jobs/job-lib.sh"
+STEPS=${IVSHMEM_NTX_STEPS:-link info pingpong func kill}
+SCALE=${RXE_TIME_SCALE:-1}
+# test/rxe/jobs/two-hosts.sh's five
+FILTER=${IVSHMEM_FUNC_FILTER:-@(msg/tag_matching_and_unexpected|msg/dead_peer_fails_outstanding_operations|msg/delivery_complete_waits_for_the_receive|rma/offset_addressing_user_keys_and_regv|rma/write_and_atomic_complete_while_the_target_sleeps)}
+FUNC_TMO=$((60 * SCALE))
+PP_TMO=$((30 * SCALE))
+PP_ITERS=${IVSHMEM_PP_ITERS:-}
+PP_SIZES=${IVSHMEM_PP_SIZES:-8 1024 65536 1048576}
+KILL_BOUND=${IVSHMEM_KILL_BOUND:-30}
+KILL_EPS=${IVSHMEM_KILL_EPS:-rdm msg}
+KILL_PORT=46990
+# the provider's log: its warnings (the core's fi_getinfo chatter left out)
+LOGENV=(FI_LOG_LEVEL="${FI_LOG_LEVEL:-warn}" FI_LOG_PROV="${FI_LOG_PROV:-ntx}")
+SVC_PORT=46999         # the suite's peer service on guest b
+port=47000
+dom=
+trap 'mark gone' EXIT  # the other guest stops waiting for this one
+
+link_step() {
+  local out size
+  out=$("$PROBE" list) || { echo "no ivshmem device"; return 1; }
+  echo "$out" | sed 's/^/   /'
+  [ "$(echo "$out" | wc -l)" = 1 ] || { echo "not one ivshmem device"; return 1; }
+  dom=ivshmem-${out%% *} size=$(echo "$out" | awk '{print $3}')
+  [ "$size" = "$IV_SIZE" ] || { echo "BAR2 is $size bytes, not $IV_SIZE"; return 1; }
+  echo "IVPosition $("$PROBE" id "${out%% *}"); ntx's domain: $dom"
+  mark up && await up $((60 * SCALE)) || return 1
+  ping -c 3 -W 5 "$PEER" | tail -n 2 | sed 's/^/   /'
+  [ "${PIPESTATUS[0]}" = 0 ]
+}
+
+msg_ep=0   # fi_info lists FI_EP_MSG on the domain
+info_step() {
+  local out rc
+  out=$(env "${LOGENV[@]}" fi_info -p ntx -d "$dom" 2>&1); rc=$?
+  echo "$out" | grep -a -E 'provider:|domain:|type:|protocol:|^libfabric' | sort | uniq -c | sed 's/^/   /'
+  [ $rc = 0 ] || { echo "fi_info rc $rc"; return 1; }
+  echo "$out" | awk '$1 == "domain:" {print $2}' | grep -qx "$dom" ||
+    { echo "ntx lists no $dom; its domains:"; fi_info -p ntx | awk '$1 == "domain:" {print "   " $2}' | sort -u; return 1; }
+  echo "$out" | grep -q 'type:.*FI_EP_MSG' && msg_ep=1
+  echo "FI_EP_MSG on $dom: $([ $msg_ep = 1 ] && echo listed || echo not listed)"
+}
+
+# fi_pingpong: the server on guest SRV (a, unless given), the client on
+# the other; the ntx log at warn
+pingpong() { # server role, fi_pingpong options
+  local srv=$1 pid rc out=/tmp/pp.out
+  shift
+  port=$((port + 1))
+  if [ "$ROLE" = "$srv" ]; then
+    echo "server: fi_pingpong $* -B $port"
+    timeout "$PP_TMO" env "${LOGENV[@]}" fi_pingpong "$@" -B "$port" > "$out" 2>&1 &
+    pid=$!
+    wait_listen "$port" "$pid" "$PP_TMO"; mark "pp$port"
+    wait "$pid"; rc=$?
+  else
+    await "pp$port" $((PP_TMO + 30)) || return 1
+    echo "client: fi_pingpong $* -P $port $PEER"
+    timeout "$PP_TMO" env "${LOGENV[@]}" fi_pingpong "$@" -P "$port" "$PEER" > "$out" 2>&1
+    rc=$?
+  fi
+  echo "rc $rc (time-out ${PP_TMO} s):"
+  tail -n 40 "$out" | sed 's/^/   /'
+  return $rc
+}
+
+iters() { # size: fi_pingpong's iterations
+  if [ -n "$PP_ITERS" ]; then echo "$PP_ITERS"
+  elif [ "$1" = all ]; then echo 10
+  elif [ "$1" -le 1024 ]; then echo 1000
+  elif [ "$1" -le 65536 ]; then echo 100
+  else echo 20; fi
+}
+pingpong_step() {
+  local mode s
+  for mode in tagged msg; do
+    for s in $PP_SIZES; do
+      step "fi_pingpong ntx $dom rdm $mode -S $s -I $(iters "$s") -c across the guests" \
+        pingpong a -p ntx -d "$dom" -e rdm -m "$mode" -S "$s" -I "$(iters "$s")" -c
+    done
+  done
+  # FI_EP_MSG where ntx lists it on this domain (both guests decided alike:
+  # the same image and provider)
+  if [ $msg_ep = 1 ]; then
+    step "fi_pingpong ntx $dom msg endpoint -S 65536 -I $(iters 65536) -c across the guests" \
+      pingpong a -p ntx -d "$dom" -e msg -S 65536 -I "$(iters 65536)" -c
+  else
+    log "no FI_EP_MSG on $dom (fi_info): fi_pingpong -e msg not run"
+  fi
+}
+
+# the suite's two-process tests: the tests on guest a, their peers on b
+func_a() {
+  local out=/tmp/test_func.out rc
+  await func-service $((60 * SCALE)) || return 1
+  mkdir -p /tmp/func && cd /tmp/func || return 1
+  echo "NTX_TEST_PEER_REMOTE=$PEER:$SVC_PORT NTX_TEST_DOMAIN=$dom test_func -j1 --filter '$FILTER'"
+  timeout "$FUNC_TMO" env NTX_TEST_PEER_REMOTE="$PEER:$SVC_PORT" FI_PROVIDER=ntx \
+    NTX_TEST_DOMAIN="$dom" "${LOGENV[@]}" "$TOP/test/func/test_func" -j1 \
+    --verbose=0 --filter "$FILTER" > "$out" 2>&1
+  rc=$?
+  cd / && mark func-done
+  grep -a -v -E '^\[(RUN |SKIP)\]|Running [0-9]+ tests? from' "$out" | tail -n 100 | sed 's/^/   /'
+  echo "   (rc $rc; time-out ${FUNC_TMO} s)"
+  return $rc
+}
+func_b() {
+  local svc rc=0 f
+  mkdir -p "$RUN/peer" || return 1
+  env FI_PROVIDER=ntx NTX_TEST_DOMAIN="$dom" "${LOGENV[@]}" PEER_LOGS="$RUN/peer" \
+    setsid nc -ll -p "$SVC_PORT" -e "$TOP/test/rxe/jobs/func-peer.sh" &
+  svc=$!
+  wait_listen "$SVC_PORT" "$svc" 30 && mark func-service || rc=1
+  await func-done $((FUNC_TMO + 60)) || rc=1
+  kill -- -"$svc" 2>/dev/null; wait "$svc" 2>/dev/null
+  echo "peer sides run here: $(ls "$RUN/peer" | wc -l); what they said:"
+  for f in "$RUN/peer"/*; do
+    [ -e "$f" ] || continue
+    grep -a -v -E '^\[(RUN |PASS|SKIP|----|====)\]|^test_func rc 0$' "$f" |
+      sed "s|^|   $(basename "$f"): |"
+  done
+  return $rc
+}
+
+# ---- guest b killed mid-stream --------------------------------------------
+# One fi_pingpong stream of each type in KILL_EPS at once, each on its own
+# control port: guest b serves them, guest a is their client.
+kill_eps=()
+kill_options() { # endpoint type: its fi_pingpong options, in kill_opts
+  case $1 in
+    rdm) kill_opts=(-p ntx -d "$dom" -e rdm -m tagged -S 1048576 -I 100000000 -v);;
+    msg) kill_opts=(-p ntx -d "$dom" -e msg -S 65536 -I 100000000 -v);;
+  esac
+}
+kill_types() { # the types to run: msg only where fi_info lists it
+  local ep
+  kill_eps=()
+  for ep in $KILL_EPS; do
+    case $ep in
+      rdm) kill_eps+=(rdm);;
+      msg) if [ $msg_ep = 1 ]; then kill_eps+=(msg); else log "no FI_EP_MSG on $dom: no msg stream"; fi;;
+      *) log "IVSHMEM_KILL_EPS: no type $ep"; return 1;;
+    esac
+  done
+  [ ${#kill_eps[@]} -gt 0 ]
+}
+pp_out() { # fi_pingpong -v's output less its banner (the indented lines)
+  grep -a -v -e '^[[:space:]]' -e '^$' -e '^fi_info:$' "$1" | tail -n 25 | sed 's/^/   /'
+}
+alive() { # pids...: is any running?
+  local p
+  for p; do kill -0 "$p" 2>/dev/null && return 0; done
+  return 1
+}
+kill_a() {
+  local pids=() pid rc t0 t1 i n ep ok=0 started
+  kill_types || return 1
+  await kill-srv $((PP_TMO + 30)) || return 1
+  for ((n = 0; n < ${#kill_eps[@]}; n++)); do
+    kill_options "${kill_eps[n]}"
+    echo "client: fi_pingpong ${kill_opts[*]} -P $((KILL_PORT + n)) $PEER"
+    timeout $((120 * SCALE)) env "${LOGENV[@]}" fi_pingpong "${kill_opts[@]}" \
+      -P $((KILL_PORT + n)) "$PEER" > "/tmp/kill.$n.out" 2>&1 &
+    pids+=($!)
+  done
+  # streaming: fi_pingpong -v says "Starting test chrono" (on stderr, at
+  # once) when its loop begins; two seconds after all began, the host may
+  # kill
+  for ((i = 0; i < PP_TMO * 10; i++)); do
+    started=0
+    for ((n = 0; n < ${#pids[@]}; n++)); do
+      grep -q 'Starting test chrono' "/tmp/kill.$n.out" && started=$((started + 1))
+    done
+    [ $started = ${#pids[@]} ] && break
+    sleep 0.1
+  done
+  [ $started = ${#pids[@]} ] && sleep 2
+  for ((n = 0; n < ${#pids[@]}; n++)); do
+    if ! kill -0 "${pids[n]}" 2>/dev/null || ! grep -q 'Starting test chrono' "/tmp/kill.$n.out"; then
+      kill "${pids[@]}" 2>/dev/null
+      echo "fi_pingpong -e ${kill_eps[n]} did not start streaming, or ended before the kill:"
+      pp_out "/tmp/kill.$n.out"; wait; mark kill-over; return 1
+    fi
+  done
+  log "streaming (fi_pingpong's loops began 2 s ago: ${kill_eps[*]}): the host may kill guest b"
+  mark streaming
+  # the host kills guest b's qemu, then writes host.killed
+  for ((i = 0; i < 600 * SCALE; i++)); do
+    [ -e "$RUN/host.killed" ] || [ -e "$RUN/host.kill-failed" ] && break
+    sleep 0.1
+  done
+  t0=$(now)
+  if [ ! -e "$RUN/host.killed" ]; then
+    kill "${pids[@]}" 2>/dev/null; wait
+    echo "the host did not kill guest b"; mark kill-over; return 1
+  fi
+  log "the host killed guest b: waiting up to ${KILL_BOUND} s for fi_pingpong to fail"
+  for ((i = 0; i < KILL_BOUND * 10; i++)); do
+    alive "${pids[@]}" || break
+    # each one's end, as it comes
+    for ((n = 0; n < ${#pids[@]}; n++)); do
+      [ -e "/tmp/kill.$n.t" ] || kill -0 "${pids[n]}" 2>/dev/null || since "$t0" > "/tmp/kill.$n.t"
+    done
+    sleep 0.1
+  done
+  for ((n = 0; n < ${#pids[@]}; n++)); do
+    ep=${kill_eps[n]} pid=${pids[n]}
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "HANG: fi_pingpong -e $ep still running $(since "$t0") s after the kill; its output:"
+      pp_out "/tmp/kill.$n.out"
+      kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+      ok=1; continue
+    fi
+    wait "$pid"; rc=$?
+    t1=$(cat "/tmp/kill.$n.t" 2>/dev/null || since "$t0")
+    echo "fi_pingpong -e $ep ended ${t1} s after the kill was seen, rc $rc; its output:"
+    pp_out "/tmp/kill.$n.out"
+    [ $rc != 0 ] && [ $rc != 124 ] && [ $rc != 137 ] ||
+      { echo "expected an error exit, not rc $rc"; ok=1; }
+  done
+  return $ok
+}
+kill_b() { # the servers; this guest's summary goes out first: it will not end by itself
+  local pids=() n i
+  kill_types || return 1
+  for ((n = 0; n < ${#kill_eps[@]}; n++)); do
+    kill_options "${kill_eps[n]}"
+    echo "server: fi_pingpong ${kill_opts[*]} -B $((KILL_PORT + n))"
+    timeout $((120 * SCALE)) env "${LOGENV[@]}" fi_pingpong "${kill_opts[@]}" \
+      -B $((KILL_PORT + n)) > "/tmp/kill.$n.out" 2>&1 &
+    pids+=($!)
+    wait_listen $((KILL_PORT + n)) "$!" "$PP_TMO" ||
+      { echo "the server never listened"; kill "${pids[@]}"; wait; return 1; }
+  done
+  summary "guest $ROLE, before the host kills it"
+  echo $? > "$RUN/b.prekill"
+  mark kill-srv
+  log "waiting to be killed (while fi_pingpong serves guest a: ${kill_eps[*]})"
+  for ((i = 0; i < 1200 * SCALE; i++)); do
+    alive "${pids[@]}" || break
+    [ -e "$RUN/a.gone" ] || [ -e "$RUN/a.kill-over" ] && break
+    sleep 0.1
+  done
+  echo "still alive: not killed (guest a did not stream); fi_pingpong:"
+  kill "${pids[@]}" 2>/dev/null; wait
+  for ((n = 0; n < ${#pids[@]}; n++)); do pp_out "/tmp/kill.$n.out"; done
+  return 1
+}
+
+log "guest $ROLE ($SELF, peer $PEER): kernel $(uname -r), $(nproc) CPUs, steps: $STEPS"
+step "link to $PEER, the ivshmem device" link_step
+[ -n "$dom" ] || { summary "guest $ROLE"; exit 1; }
+want info && step "fi_info -p ntx -d $dom" info_step
+want pingpong && pingpong_step
+if want func; then
+  if [ "$ROLE" = a ]; then step "functional suite '$FILTER' on $dom, peers on guest b" func_a
+  else step "functional suite's peers for guest a on $dom" func_b; fi
+fi
+if want kill; then
+  if [ "$ROLE" = a ]; then step "guest b killed mid-stream: fi_pingpong ($KILL_EPS) here fails within ${KILL_BOUND} s" kill_a
+  else step "serve fi_pingpong until the host kills this guest" kill_b; fi
+fi
+summary "guest $ROLE"
