@@ -4,6 +4,7 @@
 # passes make check and installs under its own prefix; it carries every
 # tracked file, test/dist/check-dist.sh), the verbs back end on a
 # soft-RoCE device in a qemu guest and between two such guests (test/rxe),
+# ntx between two qemu guests over an ivshmem region (test/ivshmem),
 # fi_pingpong end to end with data checks over each domain and path, Open
 # MPI over the ofi MTL, the installed man page, and the same build, tests
 # and Open MPI 5 on Debian 13's libfabric 2.1 in a chroot (test/debian13).
@@ -65,6 +66,8 @@ step "install, fi_info and man page" install
 step "verbs back end on soft-RoCE (rxe0 under qemu)" test/rxe/run-rxe-tests.sh
 step "verbs between two soft-RoCE hosts (two qemu guests): fi_pingpong, functional suite" \
   test/rxe/run-rxe-two-hosts.sh
+step "inter-VM shared memory (two qemu guests): ivshmem-plain, ntx over the ivshmem domain: fi_pingpong, functional suite, a guest killed" \
+  test/ivshmem/run-ivshmem-tests.sh
 step "Debian 13 (libfabric 2.1, Open MPI 5, gcc 14) in a chroot: werror build, make check, Open MPI, fi_pingpong" \
   test/debian13/run-debian13.sh
 step "two hosts of namespaces: tcp, loss, functional suite, Open MPI 2x2, link down" \
