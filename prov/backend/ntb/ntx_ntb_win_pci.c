@@ -82,6 +82,13 @@ static void ntx_pci_destroy(struct ntx_shm_ep *be)
 /* The slice the name points to, when its header names that very
  * endpoint and its geometry fits the slice. The header is copied before
  * it is checked: every machine attached can write it at any time. */
+/* The name is of this region and points to one of its slices. */
+static bool ntx_pci_in_region(const struct ntx_rgn *r, const struct ntx_addr *a)
+{
+	return a->ip4 == ntx_rgn_id(r) && a->port &&
+	       (uint32_t)a->port - 1 < ntx_rgn_nents(r);
+}
+
 static int ntx_pci_map_rgn(struct ntx_rgn *r, const struct ntx_addr *peer,
 			   struct ntx_win *w)
 {
@@ -90,8 +97,7 @@ static int ntx_pci_map_rgn(struct ntx_rgn *r, const struct ntx_addr *peer,
 	struct ntx_rgn_ent e;
 	uint8_t *base;
 
-	if (peer->ip4 != ntx_rgn_id(r) || !peer->port ||
-	    idx >= ntx_rgn_nents(r))
+	if (!ntx_pci_in_region(r, peer))
 		return -FI_EADDRNOTAVAIL;
 	base = ntx_rgn_slice(r, idx);
 	memcpy(&h, base, sizeof(h));
@@ -171,8 +177,7 @@ static bool ntx_pci_peer_dead(struct ntx_shm_conn *c)
 static bool ntx_pci_peer_ok(const struct ntx_shm_ep *be,
 			    const struct ntx_addr *a)
 {
-	return a->ip4 == ntx_rgn_id(be->rgn) && a->port &&
-	       (uint32_t)a->port - 1 < ntx_rgn_nents(be->rgn);
+	return ntx_pci_in_region(be->rgn, a);
 }
 
 /* ---- waiting ------------------------------------------------------------------ */
