@@ -118,8 +118,25 @@ summaries() { # log prefix, the guest that was ended for the other (or '')
 }
 
 # ---- step plain ---------------------------------------------------------------
+# The guest that ended first (its pid and status), then the other: a
+# guest that failed ends the other, which would wait for it in vain,
+# unless it is guest b and $3 is yes (killed on purpose). Sets the
+# caller's rca, rcb and ended (the guest ended for the other).
+guests_settle() { # first pid, its status, b killed (yes or '')
+  local first=$1 rc=$2 other
+  if [ "$first" = "${pids[0]}" ]; then rca=$rc other=${pids[1]}; else rcb=$rc other=${pids[0]}; fi
+  if [ "$rc" != 0 ] && ! { [ "$first" = "${pids[1]}" ] && [ "$3" = yes ]; }; then
+    if [ "$other" = "${pids[1]}" ]; then ended=b; else ended=a; fi
+    say "guest $([ $ended = a ] && echo b || echo a) failed (exit $rc): ending guest $ended"
+    kill -TERM -- -"$other" 2>/dev/null
+  fi
+  wait "$other"; rc=$?
+  if [ "$other" = "${pids[1]}" ]; then rcb=$rc; else rca=$rc; fi
+  pids=()
+}
+
 plain_step() {
-  local stamp start nonce host_msg msg_a msg_b first rc rca='' rcb='' other ended='' rch
+  local stamp start nonce host_msg msg_a msg_b first rc rca='' rcb='' ended='' rch
   local guests_s logs
   # the shared memory: a fresh file, so that nothing in it is left from
   # before; the strings carry this run's nonce
@@ -158,15 +175,7 @@ plain_step() {
 
   # a guest that failed ends the other, which would wait for it in vain
   wait -n -p first "${pids[0]}" "${pids[1]}"; rc=$?
-  if [ "$first" = "${pids[0]}" ]; then rca=$rc other=${pids[1]}; else rcb=$rc other=${pids[0]}; fi
-  if [ $rc != 0 ]; then
-    if [ "$other" = "${pids[1]}" ]; then ended=b; else ended=a; fi
-    say "guest $([ $ended = a ] && echo b || echo a) failed (exit $rc): ending guest $ended"
-    kill -TERM -- -"$other" 2>/dev/null
-  fi
-  wait "$other"; rc=$?
-  if [ "$other" = "${pids[1]}" ]; then rcb=$rc; else rca=$rc; fi
-  pids=()
+  guests_settle "$first" "$rc" ''
   guests_s=$((SECONDS - start))
 
   # the host's side: a's string seen while the guests ran, and both
@@ -236,7 +245,7 @@ pp_table() { # guest a's log
 
 ntx_step() {
   local srvbin=$top/test/ivshmem/ntx_ivshmem_server i lport stamp logs start
-  local rca='' rcb='' first rc other ended='' killed='' kill_t='' v envs=() prekill
+  local rca='' rcb='' first rc ended='' killed='' kill_t='' v envs=() prekill
   rxe_ready || return 1   # the build tree; rxe_adds
   if [ ! -x "$srvbin" ]; then
     make -C "$top" test/ivshmem/ntx_ivshmem_server > /dev/null ||
@@ -299,19 +308,9 @@ ntx_step() {
     fi
     sleep 0.2
   done
-  if kill -0 "${pids[0]}" 2>/dev/null; then first=${pids[1]} other=${pids[0]}; else first=${pids[0]} other=${pids[1]}; fi
+  if kill -0 "${pids[0]}" 2>/dev/null; then first=${pids[1]}; else first=${pids[0]}; fi
   wait "$first"; rc=$?
-  if [ "$first" = "${pids[0]}" ]; then rca=$rc; else rcb=$rc; fi
-  # a guest that failed ends the other, which would wait for it in vain;
-  # guest b killed on purpose does not
-  if [ $rc != 0 ] && ! { [ "$first" = "${pids[1]}" ] && [ "$killed" = yes ]; }; then
-    if [ "$other" = "${pids[1]}" ]; then ended=b; else ended=a; fi
-    say "guest $([ $ended = a ] && echo b || echo a) failed (exit $rc): ending guest $ended"
-    kill -TERM -- -"$other" 2>/dev/null
-  fi
-  wait "$other"; rc=$?
-  if [ "$other" = "${pids[1]}" ]; then rcb=$rc; else rca=$rc; fi
-  pids=()
+  guests_settle "$first" "$rc" "$killed"   # guest b killed on purpose ends nothing
   [ -n "$kill_t" ] && say "guest a ended $((SECONDS - kill_t)) s after guest b was killed"
 
   # guest b killed: its status is what it wrote before
