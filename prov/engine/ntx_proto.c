@@ -460,11 +460,13 @@ static void ntx_send_ack(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 
 /* Delivers an eager message's bytes (in hand; pflags, tag and data as
  * its header gives them) from src, vc's address, into a matched
- * receive. Inline: the message path's case. */
+ * receive; h, when given, is the header whose sender may want an ack.
+ * The ack goes before the completion: a receiver that sees its entry
+ * and exits at once has acknowledged. Inline: the message path's case. */
 static inline __attribute__((always_inline)) void
 ntx_rx_fill(struct ntx_req *r, struct ntx_vc *vc, fi_addr_t src,
 	    uint8_t pflags, uint64_t tag, uint64_t data, const void *payload,
-	    size_t len)
+	    size_t len, const struct ntx_wire_hdr *h)
 {
 	size_t room, off, n;
 	uint64_t mflag = 0;
@@ -473,6 +475,8 @@ ntx_rx_fill(struct ntx_req *r, struct ntx_vc *vc, fi_addr_t src,
 	off = ntx_rx_target(r, &buf, &room);
 	n = ntx_iov_copy_to(r->iov, r->iov_count, off, payload,
 			    len < room ? len : room);
+	if (h)
+		ntx_send_ack(vc, h);
 	if (r->flags & FI_MULTI_RECV)
 		mflag = ntx_mrecv_consume(r, n);
 	ntx_comp_rx(r, vc, n,
@@ -485,14 +489,14 @@ ntx_rx_fill(struct ntx_req *r, struct ntx_vc *vc, fi_addr_t src,
 		ntx_req_put(r);
 }
 
-/* An eager message with its header: filled, then acknowledged if the
- * sender asked. */
+/* An eager message with its header: filled, acknowledged if the sender
+ * asked, completed. */
 static inline __attribute__((always_inline)) void
 ntx_rx_eager(struct ntx_req *r, struct ntx_vc *vc, fi_addr_t src,
 	     const struct ntx_wire_hdr *h, const void *payload, size_t len)
 {
-	ntx_rx_fill(r, vc, src, h->flags, h->tag, h->cq_data, payload, len);
-	ntx_send_ack(vc, h);
+	ntx_rx_fill(r, vc, src, h->flags, h->tag, h->cq_data, payload, len,
+		    h);
 }
 
 static void ntx_rx_done(struct ntx_req *r, struct ntx_vc *vc)
@@ -990,9 +994,9 @@ ssize_t ntx_proto_peek(struct ntx_ep *ep, struct ntx_req *r)
 		return 0;
 	}
 	if (r->flags & FI_DISCARD) {
+		ntx_send_ack(u->vc, &u->hdr);
 		ntx_comp_rx(r, u->vc, 0, 0, u->hdr.tag, u->hdr.cq_data,
 			    ntx_vc_fi_addr(u->vc), NULL, 0, NULL);
-		ntx_send_ack(u->vc, &u->hdr);
 		ntx_unexp_free(u);
 	} else {
 		if ((r->flags & FI_CLAIM) && fc)
@@ -1578,7 +1582,7 @@ ntx_proto_on_small_any(struct ntx_vc *vc, uint8_t pflags, uint64_t tag,
 					 src, tag);
 		if (r) {
 			ntx_rx_fill(r, vc, src, pflags, tag, data, &bytes,
-				    len);
+				    len, NULL);
 			return;
 		}
 		ntx_proto_small_waits(vc, pflags, tag, data, bytes, len);

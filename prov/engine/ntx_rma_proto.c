@@ -449,7 +449,11 @@ static void ntx_rma_remote_data(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 		    h->msg_len, NULL, h->cq_data, 0, ntx_vc_fi_addr(vc));
 }
 
-/* The operation's last packet landed: counters and remote CQ data. */
+/* The operation's last packet landed: counters and remote CQ data.
+ * Called after the answer went to the back end: a target that sees its
+ * counter or entry and exits at once has answered, so the initiator's
+ * delivery-complete operation succeeds (the answer lost with the
+ * process only when it waited in the backlog, the ring full). */
 static void ntx_rma_target_event(struct ntx_vc *vc,
 				 const struct ntx_wire_hdr *h,
 				 struct ntx_mr *mr, uint64_t what)
@@ -483,12 +487,12 @@ static void ntx_rma_on_write(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	ntx_rma_mr_lock(vc);
 	ret = ntx_mr_check(vc->ep->domain, h->tag, h->offset,
 			   h->msg_len, FI_REMOTE_WRITE, iov, &n, &mr);
-	if (!ret) {
+	if (!ret)
 		ntx_iov_copy_to(iov, n, h->rreq, payload, len);
-		ntx_rma_target_event(vc, h, mr, FI_REMOTE_WRITE);
-	}
-	ntx_rma_mr_unlock(vc);
 	ntx_rma_answer(vc, h, ret, NULL, 0, 0);
+	if (!ret)
+		ntx_rma_target_event(vc, h, mr, FI_REMOTE_WRITE);
+	ntx_rma_mr_unlock(vc);
 }
 
 static void ntx_rma_on_read(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
@@ -512,9 +516,9 @@ static void ntx_rma_on_read(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 		return;
 	}
 	ntx_iov_slice(iov, n, h->rreq, h->cq_data, seg, &ns);
-	ntx_rma_target_event(vc, h, mr, FI_REMOTE_READ);
 	/* the answer copies the bytes out of the MR: still locked */
 	ntx_rma_answer(vc, h, 0, seg, ns, h->cq_data);
+	ntx_rma_target_event(vc, h, mr, FI_REMOTE_READ);
 	ntx_rma_mr_unlock(vc);
 }
 
@@ -556,11 +560,11 @@ static void ntx_rma_on_cma(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		if (ret == -FI_EOPNOTSUPP)
 			ret = NTX_RMA_RETRY;
 	}
+	ntx_rma_answer(vc, h, ret, NULL, 0, 0);
 	if (!ret)
 		ntx_rma_target_event(vc, h, mr,
 				     write ? FI_REMOTE_WRITE : FI_REMOTE_READ);
 	ntx_rma_mr_unlock(vc);
-	ntx_rma_answer(vc, h, ret, NULL, 0, 0);
 }
 
 /* The access an atomic needs: reads for fetches, writes unless it only
@@ -645,15 +649,15 @@ static void ntx_rma_on_atomic(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 				 cmp ? (const uint8_t *)payload + h->msg_len
 				     : NULL,
 				 fetch ? result : NULL, &mr);
+	if (ret || !fetch)
+		ntx_rma_answer(vc, h, ret, NULL, 0, 0);
+	else
+		ntx_rma_answer(vc, h, 0, &riov, 1, h->msg_len);
 	if (!ret)
 		ntx_rma_target_event(vc, h, mr,
 				     op == FI_ATOMIC_READ ? FI_REMOTE_READ
 							  : FI_REMOTE_WRITE);
 	ntx_rma_mr_unlock(vc);
-	if (ret || !fetch)
-		ntx_rma_answer(vc, h, ret, NULL, 0, 0);
-	else
-		ntx_rma_answer(vc, h, 0, &riov, 1, h->msg_len);
 }
 
 /* One part of a request of several, as its data packets will be checked
@@ -719,11 +723,9 @@ static void ntx_rma_on_check(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 /* The remote CQ data of a request of several parts, after all of them. */
 static void ntx_rma_on_notify(struct ntx_vc *vc, const struct ntx_wire_hdr *h)
 {
-	struct ntx_ep *ep = vc->ep;
-
-	if (ep->rx_cq)
-		ntx_rma_remote_data(vc, h);
 	ntx_rma_answer(vc, h, 0, NULL, 0, 0);
+	if (vc->ep->rx_cq)
+		ntx_rma_remote_data(vc, h);
 }
 
 void ntx_rma_on_packet(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
