@@ -216,6 +216,8 @@ static int exchange(struct tctx *t, fi_addr_t peer, char *buf, char *in)
 /* The parent's partner: exits 0 after the exchange whatever it got. */
 static int child_victim(int sock)
 {
+	const char *go = getenv("NTX_PCI_GARBAGE_GO");
+	uint64_t end;
 	struct tctx t;
 	fi_addr_t peer;
 	char *buf = malloc(BIG), *in = malloc(BIG);
@@ -223,6 +225,9 @@ static int child_victim(int sock)
 
 	CHK(t_open(&t, CAPS) == 0);
 	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	if (go) /* the writer in another machine starts first */
+		for (end = t_ms() + 120000; access(go, F_OK) && t_ms() < end;)
+			usleep(10000);
 	ok = exchange(&t, peer, buf, in);
 	fprintf(stderr, "pci: a victim exchanged %d of %d messages\n", ok,
 		ROUNDS);
@@ -282,6 +287,48 @@ Test(pci, garbage_all_over_the_region_crashes_and_hangs_nobody,
 	fprintf(stderr, "pci: the parent exchanged %d of %d messages\n", ok,
 		ROUNDS);
 	cr_assert_eq(t_join(writer), 0);
+	cr_assert_eq(t_join(pid), 0, "the other victim ended normally");
+	t_close(&t);
+	free(buf);
+	free(in);
+}
+
+/* The same with the garbage writer in another machine: a guest on the
+ * region's other side (test/ivshmem/jobs/ntx.sh, step garbage). Run only
+ * there: NTX_TEST_DOMAIN names the guest's ivshmem domain,
+ * NTX_PCI_GARBAGE_OPEN is the file this test creates once both
+ * endpoints are open (the writer starts then: before, attaching may
+ * fail, which proves nothing), NTX_PCI_GARBAGE_GO the file the writer's
+ * guest creates once it writes. */
+Test(pci, garbage_from_another_machine_crashes_and_hangs_nobody,
+     .timeout = 600)
+{
+	const char *dom = getenv("NTX_TEST_DOMAIN");
+	const char *open_f = getenv("NTX_PCI_GARBAGE_OPEN");
+	const char *go = getenv("NTX_PCI_GARBAGE_GO");
+	char *buf = malloc(BIG), *in = malloc(BIG);
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t end;
+	pid_t pid;
+	int sock, ok, fd;
+
+	if (!open_f || !go || !dom || strncmp(dom, "ivshmem-", 8))
+		cr_skip_test("no garbage writer in another machine");
+	setenv("FI_NTX_LOCAL_VIA_NETWORK", "1", 1);
+	pid = t_fork(&sock, child_victim);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	/* the child's name came after its endpoint opened */
+	fd = open(open_f, O_WRONLY | O_CREAT, 0644);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	for (end = t_ms() + 120000; access(go, F_OK) && t_ms() < end;)
+		usleep(10000);
+	cr_assert_eq(access(go, F_OK), 0, "the other machine writes");
+	ok = exchange(&t, peer, buf, in);
+	fprintf(stderr, "pci: the parent exchanged %d of %d messages\n", ok,
+		ROUNDS);
 	cr_assert_eq(t_join(pid), 0, "the other victim ended normally");
 	t_close(&t);
 	free(buf);

@@ -15,6 +15,14 @@
  *       S seconds (default 10, fractions allowed) have passed (exit 1)
  *   ivshmem_probe id PCIADDR
  *       the device's IVPosition register (BAR0 offset 8): its peer ID
+ *   ivshmem_probe scribble TARGET MS
+ *       random 8-byte words at random places of the shared memory, 4096
+ *       every 100 us, for MS milliseconds: a hostile machine on the
+ *       region (ntx's processes elsewhere must neither crash nor
+ *       hang); prints "scribbling" once the first 4096 are written
+ *   ivshmem_probe zero TARGET
+ *       zeroes all of the shared memory (a region no one uses again, as
+ *       a fresh one: after scribble, for the steps that follow)
  *
  * TARGET is a PCI address (0000:00:02.0, or 00:02.0 in domain 0), whose
  * BAR2 (the shared memory, sysfs resource2) is mapped, or --file PATH, a
@@ -60,6 +68,8 @@ static int usage(void)
 		"       ivshmem_probe write TARGET OFFSET STRING\n"
 		"       ivshmem_probe read TARGET OFFSET LEN [--wait-for STRING] [--timeout S]\n"
 		"       ivshmem_probe id PCIADDR\n"
+		"       ivshmem_probe scribble TARGET MS\n"
+		"       ivshmem_probe zero TARGET\n"
 		"TARGET: a PCI address (BAR2 of the device) or --file PATH\n");
 	return 2;
 }
@@ -467,6 +477,64 @@ static int cmd_id(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_scribble(int argc, char **argv)
+{
+	uint64_t x = 88172645463325252ull, ms, n;
+	bool said = false;
+	struct region r;
+	double end;
+	int i = 2;
+	int rc = map_target(&r, argc, argv, &i, 2);
+
+	if (rc)
+		return rc;
+	if (argc - i != 1 || !parse_u64(argv[i], &ms) || r.size < 8) {
+		unmap(&r);
+		return usage();
+	}
+	n = r.size / 8;
+	end = now_s() + (double)ms / 1000;
+	while (now_s() < end) {
+		for (int k = 0; k < 4096; k++) { /* xorshift64 */
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			((volatile uint64_t *)r.base)[x % n] =
+				x * 0x9e3779b97f4a7c15ull;
+		}
+		if (!said) { /* the caller may start what it attacks */
+			printf("scribbling\n");
+			fflush(stdout);
+			said = true;
+		}
+		usleep(100);
+	}
+	printf("scribbled over %zu bytes of %s for %" PRIu64 " ms\n", r.size,
+	       r.path, ms);
+	unmap(&r);
+	return 0;
+}
+
+static int cmd_zero(int argc, char **argv)
+{
+	struct region r;
+	int i = 2;
+	int rc = map_target(&r, argc, argv, &i, 2);
+
+	if (rc)
+		return rc;
+	if (argc != i) {
+		unmap(&r);
+		return usage();
+	}
+	for (size_t k = 0; k < r.size / 8; k++)
+		((volatile uint64_t *)r.base)[k] = 0;
+	__sync_synchronize();
+	printf("zeroed %zu bytes of %s\n", r.size, r.path);
+	unmap(&r);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2 || strcmp(argv[1], "list") == 0)
@@ -477,5 +545,9 @@ int main(int argc, char **argv)
 		return cmd_read(argc, argv);
 	if (strcmp(argv[1], "id") == 0)
 		return cmd_id(argc, argv);
+	if (strcmp(argv[1], "scribble") == 0)
+		return cmd_scribble(argc, argv);
+	if (strcmp(argv[1], "zero") == 0)
+		return cmd_zero(argc, argv);
 	return usage();
 }

@@ -23,7 +23,12 @@
 #   rdm -c, tagged and msg, at 8, 1024, 65536 and 1048576 bytes (and -e
 #   msg where fi_info lists FI_EP_MSG on the domain); the functional
 #   suite's two-process tests (test/rxe's five) with each test's peer in
-#   the other guest; last, guest b serves two fi_pingpong streams (-e
+#   the other guest; then guest b writes random words all over the
+#   region (ivshmem_probe scribble) while two processes of guest a
+#   exchange messages through it (the suite's
+#   pci/garbage_from_another_machine_crashes_and_hangs_nobody): both end
+#   normally, and guest b zeroes the region for what follows; last,
+#   guest b serves two fi_pingpong streams (-e
 #   rdm and -e msg) while guest a is their client, the host kills guest
 #   b's qemu two seconds into them (SIGKILL to the PID qemu wrote,
 #   run-guest.sh -q), and each of guest a's fi_pingpong must end with an

@@ -15,6 +15,15 @@
 #   func      the functional suite's two-process tests on guest a, each
 #             test's peer on guest b (test/rxe/jobs/func-peer.sh, served
 #             by nc), as test/rxe/jobs/two-hosts.sh does on rxe0
+#   garbage   guest a runs the suite's
+#             pci/garbage_from_another_machine_crashes_and_hangs_nobody:
+#             two processes open endpoints on the domain, then exchange
+#             400 messages (3 s time-out each; an error ends the loop)
+#             while guest b writes random words all over BAR2
+#             (ivshmem_probe scribble, GARBAGE_MS); both must end
+#             normally, within the test's time-out. Guest b then zeroes
+#             BAR2 (ivshmem_probe zero), so that the next step finds a
+#             fresh region
 #   kill      guest b serves two fi_pingpong streams at once, -e rdm
 #             (tagged, 1 MiB) and -e msg (64 KiB), guest a is their client
 #             (-v: its "Starting test chrono" says that the loop began);
@@ -37,7 +46,8 @@
 #   ROLE, SELF, PEER       a or b, this guest's address and the other's
 #   RUN                    the directory both guests and the host share
 #   PROBE                  ivshmem_probe; IV_SIZE: BAR2's bytes
-#   IVSHMEM_NTX_STEPS      of: link info pingpong func kill (default all)
+#   IVSHMEM_NTX_STEPS      of: link info pingpong func garbage kill
+#                          (default all)
 #   RXE_TIME_SCALE         multiplies the time-outs (default 1)
 #   IVSHMEM_FUNC_FILTER    Criterion --filter of the suite's tests
 #   IVSHMEM_PP_ITERS       fi_pingpong's iterations of each size (default
@@ -55,11 +65,13 @@
 set -u
 : "${TOP:?}" "${ROLE:?}" "${SELF:?}" "${PEER:?}" "${RUN:?}" "${PROBE:?}"
 . "$TOP/test/rxe/jobs/job-lib.sh"
-STEPS=${IVSHMEM_NTX_STEPS:-link info pingpong func kill}
+STEPS=${IVSHMEM_NTX_STEPS:-link info pingpong func garbage kill}
 SCALE=${RXE_TIME_SCALE:-1}
 # test/rxe/jobs/two-hosts.sh's five
 FILTER=${IVSHMEM_FUNC_FILTER:-@(msg/tag_matching_and_unexpected|msg/dead_peer_fails_outstanding_operations|msg/delivery_complete_waits_for_the_receive|rma/offset_addressing_user_keys_and_regv|rma/write_and_atomic_complete_while_the_target_sleeps)}
 FUNC_TMO=$((60 * SCALE))
+GARBAGE_TMO=$((120 * SCALE))
+GARBAGE_MS=$((4000 * SCALE))
 PP_TMO=$((30 * SCALE))
 PP_ITERS=${IVSHMEM_PP_ITERS:-}
 PP_SIZES=${IVSHMEM_PP_SIZES:-8 1024 65536 1048576}
@@ -176,6 +188,47 @@ func_b() {
     grep -a -v -E '^\[(RUN |PASS|SKIP|----|====)\]|^test_func rc 0$' "$f" |
       sed "s|^|   $(basename "$f"): |"
   done
+  return $rc
+}
+
+# ---- a guest that writes garbage all over the region ----------------------
+garbage_a() {
+  local out=/tmp/garbage.out rc
+  mkdir -p /tmp/func && cd /tmp/func || return 1
+  echo "NTX_TEST_DOMAIN=$dom test_func --filter pci/garbage_from_another_machine_crashes_and_hangs_nobody"
+  timeout "$GARBAGE_TMO" env FI_PROVIDER=ntx NTX_TEST_DOMAIN="$dom" \
+    NTX_PCI_GARBAGE_OPEN="$RUN/a.garbage-open" NTX_PCI_GARBAGE_GO="$RUN/b.scribbling" \
+    "${LOGENV[@]}" "$TOP/test/func/test_func" -j1 --verbose=0 \
+    --filter 'pci/garbage_from_another_machine_crashes_and_hangs_nobody' > "$out" 2>&1
+  rc=$?
+  cd / && mark garbage-done
+  # the provider's warnings about what it read, counted by kind
+  grep -a -E '::ntx:[a-z_]+:[a-z_0-9]+\(\):[0-9]+<warn>' "$out" |
+    sed -E 's/^libfabric:[0-9]+:[0-9]+::ntx:[a-z_]+:([a-z_0-9]+)\(\):[0-9]+<warn> /\1: /; s/[0-9]+/N/g' |
+    sort | uniq -c | sort -rn | head -n 15 | sed 's/^/   /'
+  grep -a -v -e 'libfabric:' -e '^\[\(RUN \|SKIP\)\]' "$out" | tail -n 20 | sed 's/^/   /'
+  echo "   (rc $rc; time-out ${GARBAGE_TMO} s)"
+  grep -aq 'pci: the parent exchanged' "$out" || { echo "the test did not run"; rc=1; }
+  await zeroed $((60 * SCALE)) || rc=1
+  return $rc
+}
+garbage_b() {
+  local rc=0 pid bdf=${dom#ivshmem-}
+  await garbage-open $((GARBAGE_TMO + 60)) || return 1
+  "$PROBE" scribble "$bdf" "$GARBAGE_MS" > /tmp/scribble.out 2>&1 &
+  pid=$!
+  # guest a's processes exchange once the first garbage is written
+  until grep -q '^scribbling' /tmp/scribble.out; do
+    kill -0 "$pid" 2>/dev/null || { echo "ivshmem_probe scribble ended:"; cat /tmp/scribble.out; return 1; }
+    sleep 0.1
+  done
+  mark scribbling
+  await garbage-done $((GARBAGE_TMO + 60)) || rc=1
+  wait "$pid" || rc=1
+  sed 's/^/   /' /tmp/scribble.out
+  "$PROBE" zero "$bdf" | sed 's/^/   /'
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  mark zeroed
   return $rc
 }
 
@@ -312,6 +365,10 @@ want pingpong && pingpong_step
 if want func; then
   if [ "$ROLE" = a ]; then step "functional suite '$FILTER' on $dom, peers on guest b" func_a
   else step "functional suite's peers for guest a on $dom" func_b; fi
+fi
+if want garbage; then
+  if [ "$ROLE" = a ]; then step "guest b writes garbage all over the region: two processes here end normally" garbage_a
+  else step "write garbage all over the region for ${GARBAGE_MS} ms, then zero it" garbage_b; fi
 fi
 if want kill; then
   if [ "$ROLE" = a ]; then step "guest b killed mid-stream: fi_pingpong ($KILL_EPS) here fails within ${KILL_BOUND} s" kill_a
