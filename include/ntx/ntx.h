@@ -8,7 +8,7 @@
 
 #include "ntx/ntx_engine.h"
 
-/* ---- getinfo --------------------------------------------------------------- */
+/* ---- getinfo (ntx_getinfo.c; the templates: ntx_getinfo_attr.c) ------------ */
 int ntx_getinfo(uint32_t version, const char *node, const char *service,
 		uint64_t flags, const struct fi_info *hints, struct fi_info **info);
 extern const struct fi_tx_attr ntx_tx_attr;
