@@ -8,7 +8,7 @@
 
 #include "ntx/ntx_engine.h"
 
-/* ---- getinfo --------------------------------------------------------------- */
+/* ---- getinfo (ntx_getinfo.c; the templates: ntx_getinfo_attr.c) ------------ */
 int ntx_getinfo(uint32_t version, const char *node, const char *service,
 		uint64_t flags, const struct fi_info *hints, struct fi_info **info);
 extern const struct fi_tx_attr ntx_tx_attr;
@@ -80,7 +80,7 @@ int ntx_ctx_bind(struct ntx_ep *ep, struct fid *ctx, uint64_t flags);
 /* At close: the references the bindings hold. */
 void ntx_ctx_unbind(struct ntx_ep *ep);
 
-/* ---- FI_EP_MSG (ntx_cm.c) ------------------------------------------------ */
+/* ---- FI_EP_MSG (ntx_cm.c; passive endpoints: ntx_pep.c) ------------------ */
 int ntx_pep_open(struct fid_fabric *fabric, struct fi_info *info,
 		 struct fid_pep **pep, void *context);
 /* A client's fi_info handle, when it is one of our open passive

@@ -844,7 +844,8 @@ void ntx_tme_add_unexp(struct ntx_tme *tme, struct ntx_unexp *u);
 void ntx_tme_del_unexp(struct ntx_unexp *u);
 struct ntx_req *ntx_tme_cancel(struct ntx_tme *tme, void *context);
 
-/* ---- protocols (ntx_proto.c) ---- */
+/* ---- protocols (ntx_proto_send.c, ntx_proto_recv.c, ntx_proto_rndv.c,
+ * ntx_proto_stream.c, ntx_proto_unexp.c) ---- */
 ssize_t ntx_proto_send(struct ntx_ep *ep, struct ntx_req *req);
 ssize_t ntx_proto_peek(struct ntx_ep *ep, struct ntx_req *req);
 /* A send (len: the iovecs' bytes) or a receive (FI_PEEK: a peek) from its

@@ -1,4 +1,4 @@
-/* Unit tests of the reliability protocol (ntx_rel.c, DESIGN §10): two
+/* Unit tests of the reliability protocol (ntx_rel*.c, DESIGN §10): two
  * struct ntx_rel, A and B, joined by a simulated link that loses,
  * duplicates and reorders datagrams as a fixed-seed PRNG decides. Time is
  * simulated: nothing sleeps. */

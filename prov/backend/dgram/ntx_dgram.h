@@ -2,7 +2,7 @@
  * What the datagram back ends share (DESIGN §10): peer state keyed by
  * where datagrams come from, first contact and HELLO, the engine's
  * callbacks, keepalive probes, sessions failing and lingering, all on top
- * of the reliability module (ntx_rel.c). A transport (ntx_udp.c: UDP
+ * of the reliability module (ntx_rel.h). A transport (ntx_udp.c: UDP
  * sockets; verbs/ntx_ud.c: one UD QP) only moves datagrams: it fills in a
  * struct ntx_dg_xport and embeds struct ntx_dg_ep first in its endpoint.
  *
@@ -186,9 +186,20 @@ void ntx_dg_hs_tick(struct ntx_dg_ep *ep, uint64_t now);
 bool ntx_dg_on_ctl(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port,
 		   const uint8_t *buf, size_t len, uint64_t now);
 
-/* ntx_dgram.c, for the handshake */
+/* ntx_dgram.c: the table of peers, keyed (ip4, port) */
 struct ntx_dg_conn *ntx_dg_find(const struct ntx_dg_ep *ep, uint32_t ip4,
 				uint32_t port);
+struct ntx_dg_conn *ntx_dg_conn_new(struct ntx_dg_ep *ep, uint32_t ip4,
+				    uint32_t port);
+void ntx_dg_conn_free(struct ntx_dg_conn *c);
+void ntx_dg_unhash(struct ntx_dg_conn *c);
+/* puts c on ep->pend or ep->owed (NTX_DG_ON_*), or takes it off */
+void ntx_dg_list(struct ntx_dg_conn *c, int on);
+void ntx_dg_unlist(struct ntx_dg_conn *c);
+
+/* ntx_dg_session.c: when ntx_dg_tx has work next (arm's timer) */
+uint64_t ntx_dg_next_deadline(const struct ntx_dg_ep *ep);
+/* ntx_dg_session.c, for the handshake */
 bool ntx_dg_name_matches(const struct ntx_dg_ep *ep, uint32_t ip4,
 			 uint32_t port, const struct ntx_addr *name);
 /* (ip4, port) echoed our cookie for the session of tags (mine, peer) */

@@ -131,7 +131,7 @@ struct ntx_rel_stats {
 };
 
 /* Per-peer state: small when idle (no window, no buffers; DESIGN §10).
- * Fields are private to ntx_rel.c. */
+ * Fields are private to the module (ntx_rel*.c, ntx_rel_int.h). */
 struct ntx_rel_slot;
 struct ntx_rel_rxpkt;
 struct ntx_rel_reasm;

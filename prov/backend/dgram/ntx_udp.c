@@ -1,10 +1,11 @@
 /*
  * The udp back end (DESIGN §10, "The udp back end"): one UDP socket per
- * endpoint, no connection per peer. The reliability module (ntx_rel.c)
+ * endpoint, no connection per peer. The reliability module (ntx_rel*.c)
  * numbers, acknowledges, retransmits, cuts and reassembles the engine's
- * packets; ntx_dgram.c keeps one peer state per remote address (first
- * contact, HELLO, probes); this file moves the datagrams (recvmmsg and
- * sendmmsg batches, UDP GSO) and reads ICMP's errors.
+ * packets; ntx_dgram.c and ntx_dg_session.c keep one peer state per
+ * remote address (first contact, HELLO, probes); this file moves the
+ * datagrams (recvmmsg and sendmmsg batches, UDP GSO) and reads ICMP's
+ * errors.
  */
 #include "config.h"
 #include <arpa/inet.h>

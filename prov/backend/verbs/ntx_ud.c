@@ -2,12 +2,12 @@
  * The ud back end (DESIGN §10, "The ud back end"): the udp domain's
  * protocol over a verbs device's unreliable datagrams. One UD QP, one CQ
  * and one completion channel per endpoint; no connection and no set-up
- * round trip per peer. ntx_dgram.c keeps the peers and ntx_rel.c the
- * reliability; this file moves datagrams: a pool of registered receive
- * buffers (each with room for the 40-byte GRH), send slots posted in
- * batches, one address handle per peer made on first use. Each verbs
- * device with a RoCE port is one extra domain, "<dev>-ud", listed only
- * when named.
+ * round trip per peer. ntx_dgram.c and ntx_dg_session.c keep the peers,
+ * ntx_rel*.c the reliability; this file moves datagrams: a pool of
+ * registered receive buffers (each with room for the 40-byte GRH), send
+ * slots posted in batches, one address handle per peer made on first
+ * use. Each verbs device with a RoCE port is one extra domain,
+ * "<dev>-ud", listed only when named.
  */
 #include "config.h"
 #include <arpa/inet.h>
