@@ -33,9 +33,6 @@ static void ntx_dg_refuse(struct ntx_dg_conn *c, const char *why)
 	ntx_dg_list(c, NTX_DG_ON_PEND);
 }
 
-/* The session fails at once, as a tcp connection does on a reset, rather
- * than after FI_NTX_UDP_TIMEOUT_MS of silence. rel is not told: the
- * engine reaps the VC and disconnect frees the peer. */
 /* An ICMP port unreachable quoting a peer's address is a hint, never a
  * failure by itself: anyone can send one, quoting any ports, and the
  * kernel does not check who did. The peer is probed now (an empty

@@ -164,7 +164,8 @@ void ntx_dg_ep_fini(struct ntx_dg_ep *ep);
 /* A datagram from (ip4, port); makes state for a new sender. */
 void ntx_dg_on_dgram(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port,
 		     const uint8_t *buf, size_t len, uint64_t now);
-/* The peer at (ip4, port) is gone for good (ICMP said so): its VC fails. */
+/* ICMP says the peer at (ip4, port) is unreachable: a hint, so the peer
+ * is probed, and its VC fails only if it stays silent. */
 void ntx_dg_unreachable(struct ntx_dg_ep *ep, uint32_t ip4, uint32_t port);
 /* Everything rel has due now leaves (not from inside a rel call). */
 void ntx_dg_tx(struct ntx_dg_ep *ep, uint64_t now);
