@@ -18,7 +18,9 @@
 #   garbage   guest a runs the suite's
 #             pci/garbage_from_another_machine_crashes_and_hangs_nobody:
 #             two processes open endpoints on the domain, then exchange
-#             400 messages (3 s time-out each; an error ends the loop)
+#             400 messages (3 s time-out each; an error ends the loop,
+#             and so does 2 x GARBAGE_MS, as a garbled region can make
+#             progress slow under TCG: 400 of 400 in 103 s once)
 #             while guest b writes random words all over BAR2
 #             (ivshmem_probe scribble, GARBAGE_MS); both must end
 #             normally, within the test's time-out. Guest b then zeroes
@@ -198,6 +200,7 @@ garbage_a() {
   echo "NTX_TEST_DOMAIN=$dom test_func --filter pci/garbage_from_another_machine_crashes_and_hangs_nobody"
   timeout "$GARBAGE_TMO" env FI_PROVIDER=ntx NTX_TEST_DOMAIN="$dom" \
     NTX_PCI_GARBAGE_OPEN="$RUN/a.garbage-open" NTX_PCI_GARBAGE_GO="$RUN/b.scribbling" \
+    NTX_PCI_EXCHANGE_MS=$((GARBAGE_MS * 2)) \
     "${LOGENV[@]}" "$TOP/test/func/test_func" -j1 --verbose=0 \
     --filter 'pci/garbage_from_another_machine_crashes_and_hangs_nobody' > "$out" 2>&1
   rc=$?
