@@ -1052,6 +1052,23 @@ size_t ntx_vc_mtu(const struct ntx_vc *vc);
 int ntx_bulk_move(struct ntx_vc *vc, bool write, const struct iovec *local,
 		  size_t nlocal, const struct ntx_wire_iov *remote,
 		  size_t nremote, size_t off, size_t len);
+/* A peer's buffers as its packet lists them (h->niov entries, the
+ * payload): taken whole only when 1 to NTX_MAX_IOV entries fill the
+ * payload exactly; copied, then their lengths must add up to
+ * h->msg_len (checked on our copy, which the peer cannot change). */
+static inline bool ntx_wire_iov_take(const struct ntx_wire_hdr *h,
+				     const void *payload, size_t len,
+				     struct ntx_wire_iov *w)
+{
+	uint64_t sum = 0;
+
+	if (!h->niov || h->niov > NTX_MAX_IOV || len != h->niov * sizeof(*w))
+		return false;
+	memcpy(w, payload, len);
+	for (uint16_t i = 0; i < h->niov; i++)
+		sum += w[i].len;
+	return sum == h->msg_len;
+}
 /* Our buffers as the peer's bulk moves will see them (with the back
  * end's keys; 'writable' when the peer is to write them). */
 void ntx_wire_iov_fill(struct ntx_vc *vc, const struct iovec *iov, size_t n,

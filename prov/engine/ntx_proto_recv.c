@@ -303,8 +303,6 @@ static inline bool ntx_msg_parse(const struct ntx_wire_hdr *h,
 				 const void **payload, size_t *len,
 				 struct ntx_wire_iov *riov, uint16_t *niov)
 {
-	uint64_t sum = 0;
-
 	if (h->flags & NTX_PF_INLINE) {
 		if (h->op != NTX_OP_EAGER || *len ||
 		    h->msg_len > NTX_INLINE_MAX)
@@ -316,13 +314,7 @@ static inline bool ntx_msg_parse(const struct ntx_wire_hdr *h,
 	if (h->op == NTX_OP_EAGER)
 		return h->msg_len == *len;
 	*niov = h->niov;
-	if (*niov == 0 || *niov > NTX_MAX_IOV ||
-	    *len != *niov * sizeof(riov[0]))
-		return false;
-	memcpy(riov, *payload, *len); /* copy, then validate */
-	for (uint16_t i = 0; i < *niov; i++)
-		sum += riov[i].len;
-	return sum == h->msg_len;
+	return ntx_wire_iov_take(h, *payload, *len, riov);
 }
 
 /* A message no receive was posted for waits, within the peer's limit. */

@@ -268,22 +268,13 @@ void ntx_on_split(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	struct ntx_wire_hdr done = { .op = NTX_OP_DONE, .rreq = h->rreq };
 	struct ntx_wire_iov wiov[NTX_MAX_IOV];
 	struct iovec local[NTX_MAX_IOV];
-	uint64_t sum = 0;
 	size_t nl;
 	int ret;
 
 	if (!r)
 		return;
-	if (!h->niov || h->niov > NTX_MAX_IOV ||
-	    len != h->niov * sizeof(wiov[0]) || h->offset > r->len ||
-	    h->msg_len > r->len - h->offset) {
-		ntx_vc_fail(vc, -FI_EREMOTEIO);
-		return;
-	}
-	memcpy(wiov, payload, len); /* copy, then validate */
-	for (uint16_t i = 0; i < h->niov; i++)
-		sum += wiov[i].len;
-	if (sum != h->msg_len) {
+	if (h->offset > r->len || h->msg_len > r->len - h->offset ||
+	    !ntx_wire_iov_take(h, payload, len, wiov)) {
 		ntx_vc_fail(vc, -FI_EREMOTEIO);
 		return;
 	}

@@ -530,21 +530,12 @@ static void ntx_rma_on_cma(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 	bool write = h->op == NTX_OP_WRITE_CMA;
 	struct ntx_wire_iov wiov[NTX_MAX_IOV];
 	struct iovec iov[NTX_MAX_IOV];
-	uint64_t sum = 0;
 	struct ntx_mr *mr;
 	size_t n;
 	int ret;
 
-	if (!h->niov || h->niov > NTX_MAX_IOV ||
-	    len != h->niov * sizeof(wiov[0]) || h->rreq ||
-	    !vc->ops->bulk_read || !vc->ops->bulk_write) {
-		ntx_vc_fail(vc, -FI_EREMOTEIO);
-		return;
-	}
-	memcpy(wiov, payload, len); /* copy, then validate */
-	for (uint16_t i = 0; i < h->niov; i++)
-		sum += wiov[i].len;
-	if (sum != h->msg_len) {
+	if (h->rreq || !vc->ops->bulk_read || !vc->ops->bulk_write ||
+	    !ntx_wire_iov_take(h, payload, len, wiov)) {
 		ntx_vc_fail(vc, -FI_EREMOTEIO);
 		return;
 	}
