@@ -23,11 +23,17 @@
 #   rdm -c, tagged and msg, at 8, 1024, 65536 and 1048576 bytes (and -e
 #   msg where fi_info lists FI_EP_MSG on the domain); the functional
 #   suite's two-process tests (test/rxe's five) with each test's peer in
-#   the other guest; then guest b writes random words all over the
+#   the other guest; Open MPI with one rank in each guest (test/mpi/mpi_msg,
+#   built here, over the ofi MTL on the ivshmem domain; mpirun, orted and
+#   Open MPI's and PMIx's components are put in the image, mpi_image);
+#   then guest b writes random words all over the
 #   region (ivshmem_probe scribble) while two processes of guest a
 #   exchange messages through it (the suite's
 #   pci/garbage_from_another_machine_crashes_and_hangs_nobody): both end
-#   normally, and guest b zeroes the region for what follows; last,
+#   normally, and guest b zeroes the region for what follows; a
+#   benchmark, fi_pingpong over the ivshmem domain against ntx's tcp
+#   domain and tcp;ofi_rxm on the guests' virtio-net link (guest b's table
+#   is repeated at the end); last,
 #   guest b serves two fi_pingpong streams (-e
 #   rdm and -e msg) while guest a is their client, the host kills guest
 #   b's qemu two seconds into them (SIGKILL to the PID qemu wrote,
@@ -53,9 +59,10 @@
 #   IVSHMEM_NTX_TIMEOUT bound of each guest's qemu in step ntx, seconds
 #                    (default 600 under TCG, 240 with KVM)
 #   IVSHMEM_NTX_SIZE step ntx's region (default 64M: 31 endpoints of 2 MiB)
+#   IVSHMEM_PIN=1    step ntx: guest a's qemu on host CPU 0, guest b's on 1
 #   IVSHMEM_NTX_STEPS, IVSHMEM_FUNC_FILTER, IVSHMEM_PP_ITERS,
-#   IVSHMEM_PP_SIZES, IVSHMEM_KILL_BOUND, IVSHMEM_KILL_EPS, FI_LOG_LEVEL,
-#   FI_LOG_PROV:
+#   IVSHMEM_PP_SIZES, IVSHMEM_KILL_BOUND, IVSHMEM_KILL_EPS,
+#   IVSHMEM_BENCH_SIZES, IVSHMEM_BENCH_REPEAT, FI_LOG_LEVEL, FI_LOG_PROV:
 #                    for the guests of step ntx (jobs/ntx.sh)
 #   CC               the compiler of ivshmem_probe (default cc)
 # Exit status: 0 when every step passed; else the first failing step's:
@@ -248,6 +255,32 @@ pp_table() { # guest a's log
        $3 ~ /^=[0-9]+[kmb]?$/ { sub(/^ +/, ""); printf "  %-11s %s\n", mode, $0 }' "$1"
 }
 
+# Open MPI in the guests (their step mpi): test/mpi/mpi_msg built here,
+# and run-guest.sh options that put mpirun, orted, Open MPI's and PMIx's
+# components (each with the libraries it needs) and their data files in
+# the image; fills mpi_adds and adds MPI_BIN to envs. Nothing when the
+# guests' steps leave mpi out; when this host has no Open MPI, the guests
+# get no MPI_BIN and their step mpi fails.
+mpi_adds=()
+mpi_image() {
+  local d f
+  mpi_adds=()
+  case " ${IVSHMEM_NTX_STEPS:-mpi} " in *" mpi "*) ;; *) return 0;; esac
+  if ! command -v mpicc > /dev/null || ! [ -x /usr/bin/orterun ] ||
+     ! mpicc -O2 -Wall -o "$run/mpi_msg" "$top/test/mpi/mpi_msg.c"; then
+    say "no Open MPI here to build test/mpi/mpi_msg with (mpicc, orterun): the guests' step mpi fails"
+    return 0
+  fi
+  envs+=(-e "MPI_BIN=$run/mpi_msg")
+  mpi_adds=(-b /usr/bin/orterun -b /usr/bin/orted -b "$run/mpi_msg")
+  for d in /usr/share/openmpi /etc/openmpi /usr/lib/x86_64-linux-gnu/pmix2/share; do
+    [ -d "$d" ] && mpi_adds+=(-f "$d:$d")
+  done
+  for f in /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix/*.so; do
+    [ -e "$f" ] && mpi_adds+=(-b "$f")
+  done
+}
+
 ntx_step() {
   local srvbin=$top/test/ivshmem/ntx_ivshmem_server i lport stamp logs start
   local rca='' rcb='' first rc ended='' killed='' kill_t='' v envs=() prekill
@@ -273,31 +306,34 @@ ntx_step() {
   envs=(-e "TOP=$top" -e "FI_PROVIDER_PATH=$top/.libs" -e "LD_LIBRARY_PATH=$top/.libs"
         -e "RXE_TIME_SCALE=$scale" -e "RUN=$run" -e "PROBE=$probe" -e "IV_SIZE=$ntx_size")
   for v in IVSHMEM_NTX_STEPS IVSHMEM_FUNC_FILTER IVSHMEM_PP_ITERS IVSHMEM_PP_SIZES \
-           IVSHMEM_KILL_BOUND IVSHMEM_KILL_EPS FI_LOG_LEVEL FI_LOG_PROV; do
+           IVSHMEM_KILL_BOUND IVSHMEM_KILL_EPS IVSHMEM_BENCH_SIZES IVSHMEM_BENCH_REPEAT \
+           FI_LOG_LEVEL FI_LOG_PROV; do
     [ -n "${!v:-}" ] && envs+=(-e "$v=${!v}")
   done
+  mpi_image || return 1
   say "step ntx: qemu $accel, time-out ${ntx_tmo}s each; ntx_ivshmem_server $priv/sock ($ntx_size bytes, pid $server); link 127.0.0.1:$lport; build tree $top"
   say "console logs $logs-{a,b}.log"
   start=$SECONDS
 
-  ntx_guest() { # role, address, peer address, netdev socket
-    local log=$logs-$1.log
-    setsid -w "$rxe/run-guest.sh" -s "$top" -t "$ntx_tmo" -l "$log" -c 1 -m 1G \
+  ntx_guest() { # role, address, peer address, netdev socket, host CPU
+    local log=$logs-$1.log pin=()
+    [ -n "${IVSHMEM_PIN:-}" ] && pin=(taskset -c "$5")
+    setsid -w "${pin[@]}" "$rxe/run-guest.sh" -s "$top" -t "$ntx_tmo" -l "$log" -c 1 -m 1G \
       -n eth0 -N "$4" -a "$2" -D "$priv/sock" -q "$priv/qemu-$1.pid" -b "$probe" \
-      "${rxe_adds[@]}" "${envs[@]}" -e "ROLE=$1" -e "SELF=$2" -e "PEER=$3" \
+      "${rxe_adds[@]}" "${mpi_adds[@]}" "${envs[@]}" -e "ROLE=$1" -e "SELF=$2" -e "PEER=$3" \
       "$here/jobs/ntx.sh" < /dev/null \
-      2> >(grep --line-buffered -v -e '^host: qemu exit' -e 'Killed.*timeout --kill-after' >&2) &
+      2> >(grep --line-buffered -v -e '^host: qemu exit' -e 'Killed.*timeout --kill-after' -e '^run-guest: adding /' >&2) &
     pids+=($!)
     console "$1" "$log" $!
   }
-  ntx_guest a 10.11.12.1 10.11.12.2 "listen=127.0.0.1:$lport"
+  ntx_guest a 10.11.12.1 10.11.12.2 "listen=127.0.0.1:$lport" 0
   for ((i = 0; i < 300; i++)); do
     port_taken $lport && break
     kill -0 "${pids[0]}" 2>/dev/null || break
     sleep 0.1
   done
   port_taken $lport || { say "guest a's qemu never listened on $lport"; return 1; }
-  ntx_guest b 10.11.12.2 10.11.12.1 "connect=127.0.0.1:$lport"
+  ntx_guest b 10.11.12.2 10.11.12.1 "connect=127.0.0.1:$lport" 1
 
   # until a guest ends; meanwhile guest b's qemu is killed once guest a
   # streams to it
@@ -329,6 +365,11 @@ ntx_step() {
   if [ -n "$(pp_table "$logs-a.log" 2>/dev/null)" ]; then
     echo "fi_pingpong between the guests over the ivshmem domain (guest a, the server):"
     pp_table "$logs-a.log"
+  fi
+  if [ -s "$run/bench.txt" ]; then
+    echo "benchmark between the guests (guest b, the client): fi_pingpong -e rdm -m tagged over"
+    echo "the ivshmem domain, ntx's tcp domain and tcp;ofi_rxm on the virtio-net link; qemu $accel"
+    sed 's/^/  /' "$run/bench.txt"
   fi
   # the server outlived the guests
   if kill -0 "$server" 2>/dev/null; then

@@ -15,6 +15,14 @@
 #   func      the functional suite's two-process tests on guest a, each
 #             test's peer on guest b (test/rxe/jobs/func-peer.sh, served
 #             by nc), as test/rxe/jobs/two-hosts.sh does on rxe0
+#   mpi       Open MPI with one rank in each guest: guest a's mpirun
+#             (-np 2 --host a:1,b:1) starts the remote daemon through
+#             mpi-rsh.sh (plm_rsh_agent; the guests have no ssh) and
+#             guest b's mpi-rsh-serve.sh (busybox nc -ll -e); the ranks
+#             run test/mpi/mpi_msg (MPI_BIN, built by the host) over the
+#             ofi MTL on ntx's ivshmem domain (FI_NTX_DOMAINS): every
+#             byte checked, and the MTL's verbose output must name ntx
+#             and the domain
 #   garbage   guest a runs the suite's
 #             pci/garbage_from_another_machine_crashes_and_hangs_nobody:
 #             two processes open endpoints on the domain, then exchange
@@ -40,6 +48,17 @@
 #             rdm stream fails through the send, or the message, in
 #             flight to or from guest b, nearly always the case with
 #             1 MiB messages.)
+#   bench     fi_pingpong -e rdm -m tagged between the guests (server on
+#             a, client on b) over three paths, each size in turn: ntx's
+#             ivshmem domain, ntx's tcp domain on the virtio-net link, and
+#             libfabric's tcp;ofi_rxm on that link (-d eth0). Guest b
+#             writes each run's usec and MB/s to RUN/bench.csv and prints
+#             per size the medians of IVSHMEM_BENCH_REPEAT runs and the
+#             ratios ivshmem/tcp and ivshmem/rxm (latency: below 1 favours
+#             the ivshmem domain; bandwidth: above 1). A benchmark: it
+#             fails only when an ntx run gave no figure; tcp;ofi_rxm is
+#             the reference and is not counted. The table goes to
+#             RUN/bench.txt too, for the host to repeat at the end
 # The guests meet through marker files in RUN (job-lib.sh: mark, await).
 # Exit status 0 only when every step of this guest passed.
 #
@@ -48,8 +67,11 @@
 #   ROLE, SELF, PEER       a or b, this guest's address and the other's
 #   RUN                    the directory both guests and the host share
 #   PROBE                  ivshmem_probe; IV_SIZE: BAR2's bytes
-#   IVSHMEM_NTX_STEPS      of: link info pingpong func garbage kill
-#                          (default all)
+#   MPI_BIN                test/mpi/mpi_msg built by the host (step mpi;
+#                          Open MPI's files are in the image: run-guest -b)
+#   IVSHMEM_NTX_STEPS      of: link info pingpong func mpi garbage bench
+#                          kill
+#                          (default all, in that order)
 #   RXE_TIME_SCALE         multiplies the time-outs (default 1)
 #   IVSHMEM_FUNC_FILTER    Criterion --filter of the suite's tests
 #   IVSHMEM_PP_ITERS       fi_pingpong's iterations of each size (default
@@ -63,11 +85,14 @@
 #   IVSHMEM_KILL_EPS       step kill's streams, at once, of: rdm (tagged,
 #                          1 MiB messages) msg (64 KiB) (default both;
 #                          msg where fi_info lists FI_EP_MSG)
+#   IVSHMEM_BENCH_SIZES    step bench's sizes (default "8 1024 65536
+#                          1048576"); IVSHMEM_BENCH_REPEAT: runs of each
+#                          size and path (default 1)
 #   FI_LOG_LEVEL, FI_LOG_PROV  the provider's log (default warn, ntx)
 set -u
 : "${TOP:?}" "${ROLE:?}" "${SELF:?}" "${PEER:?}" "${RUN:?}" "${PROBE:?}"
 . "$TOP/test/rxe/jobs/job-lib.sh"
-STEPS=${IVSHMEM_NTX_STEPS:-link info pingpong func garbage kill}
+STEPS=${IVSHMEM_NTX_STEPS:-link info pingpong func mpi garbage bench kill}
 SCALE=${RXE_TIME_SCALE:-1}
 # test/rxe/jobs/two-hosts.sh's five
 FILTER=${IVSHMEM_FUNC_FILTER:-@(msg/tag_matching_and_unexpected|msg/dead_peer_fails_outstanding_operations|msg/delivery_complete_waits_for_the_receive|rma/offset_addressing_user_keys_and_regv|rma/write_and_atomic_complete_while_the_target_sleeps)}
@@ -80,6 +105,10 @@ PP_SIZES=${IVSHMEM_PP_SIZES:-8 1024 65536 1048576}
 KILL_BOUND=${IVSHMEM_KILL_BOUND:-30}
 KILL_EPS=${IVSHMEM_KILL_EPS:-rdm msg}
 KILL_PORT=46990
+RSH_PORT=46998         # step mpi: mpi-rsh-serve.sh on guest b
+MPI_TMO=$((120 * SCALE))
+BENCH_SIZES=${IVSHMEM_BENCH_SIZES:-8 1024 65536 1048576}
+BENCH_REPEAT=${IVSHMEM_BENCH_REPEAT:-1}
 # the provider's log: its warnings (the core's fi_getinfo chatter left out)
 LOGENV=(FI_LOG_LEVEL="${FI_LOG_LEVEL:-warn}" FI_LOG_PROV="${FI_LOG_PROV:-ntx}")
 SVC_PORT=46999         # the suite's peer service on guest b
@@ -193,6 +222,47 @@ func_b() {
   return $rc
 }
 
+# ---- Open MPI, one rank in each guest ---------------------------------------
+mpi_a() {
+  local out=/tmp/mpi.out rc ok=0 h
+  [ -n "${MPI_BIN:-}" ] && [ -x "$MPI_BIN" ] || { echo "no MPI_BIN: the host built no test/mpi/mpi_msg"; return 1; }
+  await mpi-rsh $((60 * SCALE)) || return 1
+  echo "orterun -np 2 --host $SELF:1,$PEER:1 --mca pml cm --mca mtl ofi -x FI_PROVIDER=ntx -x FI_NTX_DOMAINS=$dom $MPI_BIN single"
+  timeout "$MPI_TMO" env MPI_RSH_PORT="$RSH_PORT" OMPI_MCA_mca_base_component_show_load_errors=0 \
+    orterun --allow-run-as-root -np 2 --host "$SELF:1,$PEER:1" --display-map \
+    --mca plm_rsh_agent "$TOP/test/ivshmem/jobs/mpi-rsh.sh" --mca oob_tcp_if_include eth0 \
+    --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include ntx \
+    --mca mtl_base_verbose 100 --mca mtl_ofi_verbose 100 \
+    -x FI_PROVIDER=ntx -x FI_PROVIDER_PATH -x LD_LIBRARY_PATH -x FI_NTX_DOMAINS="$dom" \
+    -x FI_LOG_LEVEL="${FI_LOG_LEVEL:-warn}" -x FI_LOG_PROV="${FI_LOG_PROV:-ntx}" \
+    "$MPI_BIN" single > "$out" 2>&1
+  rc=$?
+  mark mpi-done
+  grep -a -v -E 'mca:|mca: base:' "$out" | tail -n 30 | sed 's/^/   /'
+  echo "   (rc $rc; time-out ${MPI_TMO} s)"
+  [ $rc = 0 ] || ok=1
+  grep -aq 'Selected component \[ofi\]' "$out" || { echo "the ofi MTL was not selected"; ok=1; }
+  grep -aEq "mtl:ofi:prov(ider)?: ntx" "$out" || { echo "the ofi MTL did not run on ntx"; ok=1; }
+  # one rank on each machine (the guests' host names: ivshmem-a, -b), each
+  # on the ivshmem domain
+  for h in a b; do
+    grep -aEq "^\[ivshmem-$h:[0-9]+\] .*mtl:ofi:provider(:domain)?: $dom\$" "$out" ||
+      { echo "no rank on guest $h ran the ofi MTL on $dom"; ok=1; }
+  done
+  grep -aq 'mpi_msg np=2 .*PASS' "$out" || { echo "mpi_msg said no PASS"; ok=1; }
+  return $ok
+}
+mpi_b() {
+  local svc rc=0
+  hostname "ivshmem-b" 2>/dev/null
+  setsid nc -ll -p "$RSH_PORT" -e "$TOP/test/ivshmem/jobs/mpi-rsh-serve.sh" &
+  svc=$!
+  wait_listen "$RSH_PORT" "$svc" 30 && mark mpi-rsh || rc=1
+  await mpi-done $((MPI_TMO + 60)) || rc=1
+  kill -- -"$svc" 2>/dev/null; wait "$svc" 2>/dev/null
+  return $rc
+}
+
 # ---- a guest that writes garbage all over the region ----------------------
 garbage_a() {
   local out=/tmp/garbage.out rc
@@ -232,6 +302,75 @@ garbage_b() {
   "$PROBE" zero "$bdf" | sed 's/^/   /'
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
   mark zeroed
+  return $rc
+}
+
+# ---- the benchmark: ivshmem against tcp on the guests' link ---------------
+bench_paths="ivshmem tcp rxm"
+bench_one() { # path size iterations: one run; guest b appends "path,size,usec,MB/s"
+  local path=$1 size=$2 it=$3 opts=() pid line rc=0
+  case $path in
+    ivshmem) opts=(-p ntx -d "$dom");;
+    tcp) opts=(-p ntx -d tcp);;
+    rxm) opts=(-p "tcp;ofi_rxm" -d eth0);;
+  esac
+  opts+=(-e rdm -m tagged -S "$size" -I "$it")
+  port=$((port + 1))
+  if [ "$ROLE" = a ]; then
+    timeout "$PP_TMO" env "${LOGENV[@]}" fi_pingpong "${opts[@]}" -B "$port" > /tmp/bench.out 2>&1 &
+    pid=$!
+    wait_listen "$port" "$pid" "$PP_TMO"; mark "b$port"
+    wait "$pid" || { echo "server: fi_pingpong ${opts[*]} failed:"; tail -n 5 /tmp/bench.out | sed 's/^/   /'; }
+  else
+    await "b$port" $((PP_TMO + 30)) || return 1
+    line=$(timeout "$PP_TMO" env "${LOGENV[@]}" fi_pingpong "${opts[@]}" -P "$port" "$PEER" \
+             2> /tmp/bench.err | awk 'NF >= 8 && $1 ~ /^[0-9]/ { print $(NF-1) "," $(NF-2) }' | tail -n 1)
+    [ -n "$line" ] || { echo "client: fi_pingpong ${opts[*]} gave no figure:"; tail -n 5 /tmp/bench.err | sed 's/^/   /'; rc=1; }
+    echo "$path,$size,${line:-nan,nan}" >> "$RUN/bench.csv"
+  fi
+  mark "e$port"; await "e$port" $((PP_TMO + 30)) || return 1   # both sides, then the next
+  return $rc
+}
+bench_table() { # RUN/bench.csv: medians and ratios
+  awk -F, '
+    NR > 1 && $3 != "nan" { k = $1 SUBSEP $2; n[k]++; us[k, n[k]] = $3; bw[k, n[k]] = $4
+                            if (!seen[$2]++) order[++m] = $2 }
+    function med(k, a,   i, j, t, v, c) {
+      c = n[k]; if (!c) return "nan"
+      for (i = 1; i <= c; i++) v[i] = a[k, i] + 0
+      for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+      return v[int((c + 1) / 2)]
+    }
+    function r(a, b) { return (a == "nan" || b == "nan" || b == 0) ? "n/a" : sprintf("%.3f", a / b) }
+    END {
+      printf "%8s | %9s %9s %9s | %9s %9s %9s | %7s %7s | %7s %7s\n", "size",
+        "ivshm us", "tcp us", "rxm us", "ivshm MB/s", "tcp MB/s", "rxm MB/s",
+        "lat/tcp", "bw/tcp", "lat/rxm", "bw/rxm"
+      for (i = 1; i <= m; i++) {
+        s = order[i]
+        li = med("ivshmem" SUBSEP s, us); lt = med("tcp" SUBSEP s, us); lr = med("rxm" SUBSEP s, us)
+        bi = med("ivshmem" SUBSEP s, bw); bt = med("tcp" SUBSEP s, bw); br = med("rxm" SUBSEP s, bw)
+        printf "%8s | %9s %9s %9s | %9s %9s %9s | %7s %7s | %7s %7s\n", s, li, lt, lr, bi, bt, br,
+          r(li, lt), r(bi, bt), r(li, lr), r(bi, br)
+      }
+    }' "$RUN/bench.csv"
+}
+bench_step() {
+  local s k p rc=0
+  [ "$ROLE" = b ] && echo "path,size,usec,mbps" > "$RUN/bench.csv"
+  for s in $BENCH_SIZES; do
+    for ((k = 0; k < BENCH_REPEAT; k++)); do
+      for p in $bench_paths; do
+        bench_one "$p" "$s" "$(iters "$s")" || { [ "$p" = rxm ] || rc=1; }
+      done
+    done
+  done
+  [ "$ROLE" = b ] || { echo "   guest b has the figures"; return $rc; }
+  echo "   fi_pingpong -e rdm -m tagged, medians of $BENCH_REPEAT run(s): ivshmem: ntx's $dom;"
+  echo "   tcp: ntx's tcp domain and rxm: tcp;ofi_rxm, both on the virtio-net link;"
+  echo "   lat/x below 1 and bw/x above 1 favour the ivshmem domain"
+  bench_table > "$RUN/bench.txt"
+  sed 's/^/   /' "$RUN/bench.txt"
   return $rc
 }
 
@@ -369,10 +508,15 @@ if want func; then
   if [ "$ROLE" = a ]; then step "functional suite '$FILTER' on $dom, peers on guest b" func_a
   else step "functional suite's peers for guest a on $dom" func_b; fi
 fi
+if want mpi; then
+  if [ "$ROLE" = a ]; then hostname ivshmem-a 2>/dev/null; step "Open MPI, one rank here and one on guest b, ofi MTL on $dom" mpi_a
+  else step "Open MPI's remote daemon for guest a's mpirun" mpi_b; fi
+fi
 if want garbage; then
   if [ "$ROLE" = a ]; then step "guest b writes garbage all over the region: two processes here end normally" garbage_a
   else step "write garbage all over the region for ${GARBAGE_MS} ms, then zero it" garbage_b; fi
 fi
+want bench && step "benchmark: fi_pingpong over $dom, ntx tcp and tcp;ofi_rxm on the guests' link" bench_step
 if want kill; then
   if [ "$ROLE" = a ]; then step "guest b killed mid-stream: fi_pingpong ($KILL_EPS) here fails within ${KILL_BOUND} s" kill_a
   else step "serve fi_pingpong until the host kills this guest" kill_b; fi
