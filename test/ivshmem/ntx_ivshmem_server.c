@@ -38,8 +38,19 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-/* a client's ID is its slot: the lowest free slot is the lowest free ID */
+/*
+ * A client's ID (its peer number, 0..65535) is not its slot: IDs are
+ * handed out in turn, the next one after the last given that no client
+ * holds, so that an ID comes back only after the other 65535 were given.
+ * qemu's ivshmem device (seen with 7.2) frees a peer's eventfds when that
+ * peer disconnects but keeps the pointer: an ID that connected, left,
+ * connected again and left again makes every guest's qemu free them twice
+ * and abort ("double free or corruption"). A host process that attaches
+ * for a while, one after another, did exactly that with the lowest free
+ * ID.
+ */
 #define MAX_CLIENTS 256
+#define MAX_IDS 65536
 #define MAX_VECTORS 64
 /*
  * Asked for each connection (the kernel caps it at net.core.wmem_max and
@@ -52,6 +63,7 @@
 
 struct client {
 	int sock;		/* -1: slot free */
+	int id;			/* its peer ID */
 	bool dead;		/* a send or a read failed: drop at next reap */
 	bool announced;		/* the others were told that it connected */
 	int efd[MAX_VECTORS];
@@ -63,6 +75,7 @@ static int nvec = 1;
 static int shm_fd = -1;
 static bool verbose;
 static int reserve_fd = -1;
+static int next_id;		/* the next ID to give, if free */
 
 static void usage(void)
 {
@@ -168,7 +181,8 @@ static bool live(int id)
 	return clients[id].sock >= 0 && !clients[id].dead;
 }
 
-/* to client id; a client that does not take it is marked for the reap */
+/* to the client in slot id; one that does not take it is marked for the
+ * reap */
 static void send_to(int id, int64_t val, int fd)
 {
 	struct client *c = &clients[id];
@@ -176,7 +190,7 @@ static void send_to(int id, int64_t val, int fd)
 	if (!live(id))
 		return;
 	if (send_msg(c->sock, val, fd)) {
-		logv("client %d: send failed (%s): dropping it", id,
+		logv("client %d: send failed (%s): dropping it", c->id,
 		     errno == EAGAIN ? "its socket is full" : strerror(errno));
 		c->dead = true;
 	}
@@ -208,38 +222,42 @@ static void reap(void)
 		again = false;
 		for (int id = 0; id < MAX_CLIENTS; id++) {
 			bool tell;
+			int gone;
 
 			if (clients[id].sock < 0 || !clients[id].dead)
 				continue;
 			tell = clients[id].announced;
+			gone = clients[id].id;
 			free_slot(id);
-			logv("client %d disconnected", id);
+			logv("client %d disconnected", gone);
 			if (tell)
 				for (int p = 0; p < MAX_CLIENTS; p++)
-					send_to(p, id, -1);
+					send_to(p, gone, -1);
 			again = true;
 		}
 	}
 }
 
-/* spec steps 1-5, all queued now: the client reads them when it can */
+/* spec steps 1-5 to the client in slot id, all queued now: the client
+ * reads them when it can */
 static int setup(int id)
 {
 	send_to(id, 0, -1);		/* protocol version */
-	send_to(id, id, -1);
+	send_to(id, clients[id].id, -1);
 	send_to(id, -1, shm_fd);
 	for (int p = 0; p < MAX_CLIENTS; p++) {
 		if (p == id || !live(p))
 			continue;
 		for (int v = 0; v < nvec; v++)
-			send_to(id, p, clients[p].efd[v]);
+			send_to(id, clients[p].id, clients[p].efd[v]);
 	}
 	for (int v = 0; v < nvec; v++)
-		send_to(id, id, clients[id].efd[v]);
+		send_to(id, clients[id].id, clients[id].efd[v]);
 	return clients[id].dead ? -1 : 0;
 }
 
-/* the new client's eventfds to every other one (connect notification) */
+/* the eventfds of the client in slot id to every other one (connect
+ * notification) */
 static void announce(int id)
 {
 	clients[id].announced = true;
@@ -247,7 +265,23 @@ static void announce(int id)
 		if (p == id)
 			continue;
 		for (int v = 0; v < nvec; v++)
-			send_to(p, id, clients[id].efd[v]);
+			send_to(p, clients[id].id, clients[id].efd[v]);
+	}
+}
+
+/* The next ID in turn that no client holds (fewer than MAX_CLIENTS hold
+ * one, so there is one). */
+static int take_id(void)
+{
+	for (;;) {
+		int id = next_id;
+		bool held = false;
+
+		next_id = (next_id + 1) % MAX_IDS;
+		for (int p = 0; p < MAX_CLIENTS && !held; p++)
+			held = clients[p].sock >= 0 && clients[p].id == id;
+		if (!held)
+			return id;
 	}
 }
 
@@ -290,6 +324,7 @@ static void accept_client(int lfd)
 	}
 	/* best effort: the default may not hold a large setup */
 	setsockopt(s, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+	c->id = take_id();	/* before sock: a free slot holds no ID */
 	c->sock = s;
 	c->dead = false;
 	c->announced = false;
@@ -298,7 +333,7 @@ static void accept_client(int lfd)
 		return;
 	}
 	announce(id);
-	logv("client %d connected", id);
+	logv("client %d connected", c->id);
 	reap();
 }
 

@@ -21,7 +21,10 @@
 #   path and run jobs/ntx.sh on the domain ivshmem-BDF (the device's PCI
 #   address, from ivshmem_probe list): fi_info lists it; fi_pingpong -e
 #   rdm -c, tagged and msg, at 8, 1024, 65536 and 1048576 bytes (and -e
-#   msg where fi_info lists FI_EP_MSG on the domain); the functional
+#   msg where fi_info lists FI_EP_MSG on the domain); a host process and
+#   guest a ping-pong through the region (hostpp_answer: the client here
+#   on the domain ivshmem-host, its control connection to guest a through
+#   qemu's user network, hostpp_fwds); the functional
 #   suite's two-process tests (test/rxe's five) with each test's peer in
 #   the other guest; Open MPI with one rank in each guest (test/mpi/mpi_msg,
 #   built here, over the ofi MTL on the ivshmem domain; mpirun, orted and
@@ -281,8 +284,46 @@ mpi_image() {
   done
 }
 
+# step host of the guests: guest a's ports HOST_PORTS (jobs/ntx.sh)
+# reached from host loopback at hostpp_ports (free ones, found here)
+host_ports=(47900 47901 47902 47903) hostpp_ports=() hostpp_n=0
+hostpp_fwds() { # run-guest.sh -U's hostfwd options, in hostfwd
+  local i p=$((20000 + RANDOM % 20000)) out=''
+  hostpp_ports=()
+  for ((i = 0; i < ${#host_ports[@]}; i++)); do
+    while port_taken $p; do p=$((p + 1)); done
+    hostpp_ports+=($p)
+    out+="${out:+,}hostfwd=tcp:127.0.0.1:$p-10.0.2.15:${host_ports[i]}"
+    p=$((p + 1))
+  done
+  hostfwd=$out
+}
+# guest a's next request (RUN/a.hostpp-N: "port size iterations"), if
+# any: the client here, on the domain ivshmem-host of the server's
+# socket; its status and output go to RUN/host.hostpp-N
+hostpp_answer() {
+  local req=$run/a.hostpp-$((hostpp_n + 1)) gp size it hp i rc
+  [ -e "$req" ] || return 0
+  hostpp_n=$((hostpp_n + 1))
+  read -r gp size it < "$req"
+  for ((i = 0; i < ${#host_ports[@]}; i++)); do [ "${host_ports[i]}" = "$gp" ] && hp=${hostpp_ports[i]}; done
+  say "host: fi_pingpong -p ntx -d ivshmem-host -e rdm -m tagged -S $size -I $it -c -P ${hp:-?} 127.0.0.1 (guest a's port $gp)"
+  if [ -n "${hp:-}" ]; then
+    timeout $((30 * scale)) env FI_PROVIDER_PATH="$top/.libs" FI_NTX_IVSHMEM_SOCKET="$priv/sock" \
+      FI_LOG_LEVEL="${FI_LOG_LEVEL:-warn}" FI_LOG_PROV="${FI_LOG_PROV:-ntx}" \
+      fi_pingpong -p ntx -d ivshmem-host -e rdm -m tagged -S "$size" -I "$it" -c \
+      -P "$hp" 127.0.0.1 > "$priv/hostpp.out" 2>&1
+    rc=$?
+  else
+    echo "no forwarded port for guest port $gp" > "$priv/hostpp.out"; rc=1
+  fi
+  { echo "rc $rc"; cat "$priv/hostpp.out"; } > "$run/host.hostpp.tmp"
+  mv "$run/host.hostpp.tmp" "$run/host.hostpp-$hostpp_n"
+  tail -n 2 "$priv/hostpp.out" | sed 's/^/host| /'
+}
+
 ntx_step() {
-  local srvbin=$top/test/ivshmem/ntx_ivshmem_server i lport stamp logs start
+  local srvbin=$top/test/ivshmem/ntx_ivshmem_server i lport stamp logs start hostfwd envs_a=()
   local rca='' rcb='' first rc ended='' killed='' kill_t='' v envs=() prekill
   rxe_ready || return 1   # the build tree; rxe_adds
   if [ ! -x "$srvbin" ]; then
@@ -311,16 +352,22 @@ ntx_step() {
     [ -n "${!v:-}" ] && envs+=(-e "$v=${!v}")
   done
   mpi_image || return 1
+  hostpp_n=0
+  case " ${IVSHMEM_NTX_STEPS:-host} " in
+    *" host "*) hostpp_fwds; envs_a=(-U "$hostfwd" -e HOSTPP=1);;
+    *) envs_a=();;
+  esac
   say "step ntx: qemu $accel, time-out ${ntx_tmo}s each; ntx_ivshmem_server $priv/sock ($ntx_size bytes, pid $server); link 127.0.0.1:$lport; build tree $top"
   say "console logs $logs-{a,b}.log"
   start=$SECONDS
 
   ntx_guest() { # role, address, peer address, netdev socket, host CPU
-    local log=$logs-$1.log pin=()
+    local log=$logs-$1.log pin=() own=()
+    [ "$1" = a ] && own=("${envs_a[@]}")
     [ -n "${IVSHMEM_PIN:-}" ] && pin=(taskset -c "$5")
     setsid -w "${pin[@]}" "$rxe/run-guest.sh" -s "$top" -t "$ntx_tmo" -l "$log" -c 1 -m 1G \
       -n eth0 -N "$4" -a "$2" -D "$priv/sock" -q "$priv/qemu-$1.pid" -b "$probe" \
-      "${rxe_adds[@]}" "${mpi_adds[@]}" "${envs[@]}" -e "ROLE=$1" -e "SELF=$2" -e "PEER=$3" \
+      "${rxe_adds[@]}" "${mpi_adds[@]}" "${envs[@]}" "${own[@]}" -e "ROLE=$1" -e "SELF=$2" -e "PEER=$3" \
       "$here/jobs/ntx.sh" < /dev/null \
       2> >(grep --line-buffered -v -e '^host: qemu exit' -e 'Killed.*timeout --kill-after' -e '^run-guest: adding /' >&2) &
     pids+=($!)
@@ -338,6 +385,7 @@ ntx_step() {
   # until a guest ends; meanwhile guest b's qemu is killed once guest a
   # streams to it
   while kill -0 "${pids[0]}" 2>/dev/null && kill -0 "${pids[1]}" 2>/dev/null; do
+    hostpp_answer
     if [ -z "$killed" ] && [ -e "$run/a.streaming" ]; then
       if kill_guest_b; then
         killed=yes kill_t=$SECONDS

@@ -35,7 +35,9 @@
 #include <unistd.h>
 
 #define TIMEOUT_MS 10000
-#define MAX_IDS 256		/* the server's bound on clients */
+#define MAX_CLIENTS 256		/* the server's bound on clients */
+#define MAX_IDS 65536		/* peer IDs: 0..65535, given in turn */
+#define MAX_KEPT 256		/* a client keeps the fds of IDs below this */
 #define MAX_VEC 2
 #define SIZE1 (1 << 20)		/* phase 1: memfd, 1M, 2 vectors */
 #define SIZE2 (64 << 10)	/* phase 2: -m file, 64K, 1 vector */
@@ -53,9 +55,9 @@ struct cl {
 	int id;
 	int shm;
 	int own[MAX_VEC];
-	int peer[MAX_IDS][MAX_VEC];	/* kept only when asked */
+	int peer[MAX_KEPT][MAX_VEC];	/* kept only when asked */
 	int npeers;
-	int peers[MAX_IDS];		/* in the order the server sent them */
+	int peers[MAX_CLIENTS];		/* in the order the server sent them */
 };
 
 static void fail(const char *fmt, ...)
@@ -276,7 +278,7 @@ static void read_setup(struct cl *c, int nvec, off_t size, bool keep)
 		}
 		if (ncur >= nvec)
 			fail("peer %d: more than %d fds", cur, nvec);
-		if (keep && cur < MAX_IDS)
+		if (keep && cur < MAX_KEPT)
 			c->peer[cur][ncur] = fd;
 		else
 			close(fd);
@@ -298,7 +300,7 @@ static void client_close(struct cl *c, int nvec)
 	for (int v = 0; v < nvec; v++)
 		if (c->own[v] >= 0)
 			close(c->own[v]);
-	for (int p = 0; p < MAX_IDS; p++)
+	for (int p = 0; p < MAX_KEPT; p++)
 		for (int v = 0; v < nvec; v++)
 			if (c->peer[p][v] >= 0)
 				close(c->peer[p][v]);
@@ -573,12 +575,14 @@ static void phase1(void)
 
 	/* C: connects, never reads; the server tells B */
 	csock = connect_to(sock_path);
-	wb.nfd[0] = 0;
+	cid = 2;		/* the next in turn: A's 0 is not given again */
 	do
 		pump_one(&b, &wb, 2);
-	while (wb.nfd[0] < 2);
-	cid = 0;		/* A's ID, free again: the lowest */
-	ok("C connected (ID 0 again, the lowest free), never reads");
+	while (wb.nfd[cid] < 2);
+	if (wb.nfd[0])
+		fail("C took ID 0, A's");
+	ok("C connected (ID 2, the next in turn: A's freed 0 is not given "
+	   "again), never reads");
 
 	/*
 	 * Churn until C's socket is full and the server drops it: some 5000
@@ -613,15 +617,16 @@ static void phase1(void)
 	}
 
 	client_open(&d, 2, SIZE1, true);
-	if (d.id != 0 || d.npeers != 1 || d.peers[0] != b.id)
-		fail("D: ID %d with %d peers, expected 0 and B", d.id,
-		     d.npeers);
+	if (d.id <= cid || d.npeers != 1 || d.peers[0] != b.id)
+		fail("D: ID %d with %d peers, expected one above C's %d, "
+		     "and B", d.id, d.npeers, cid);
 	while (wb.nfd[d.id] < 2)
 		pump_one(&b, &wb, 2);
 	ring(d.peer[b.id][0]);
 	rung(b.own[0], b.own[1], "D rings B's vector 0");
-	ok("D served: ID 0, B as its one peer, B told, D's doorbell "
-	   "reaches B");
+	printf("# D: ID %d\n", d.id);
+	ok("D served: an ID never given before, B as its one peer, B told, "
+	   "D's doorbell reaches B");
 
 	stop_server();
 	if (recv_msg(b.sock, &(int64_t){0}, &(int){0}, TIMEOUT_MS) != 0)
@@ -646,13 +651,13 @@ static void log_has(const char *line)
 		fail("-v: no \"%s\" in the server's log", line);
 }
 
-/* -m: a file the host maps too; the bound on clients; lowest free ID */
+/* -m: a file the host maps too; the bound on clients; IDs in turn */
 static void phase2(void)
 {
 	char *args[] = { server, "-S", sock_path, "-l", "64K", "-n", "1",
 			 "-m", shm_path, "-p", pid_path, "-v", NULL };
-	static struct cl c[MAX_IDS + 1];
-	static struct watch w[MAX_IDS];
+	static struct cl c[MAX_CLIENTS + 1];
+	static struct watch w[MAX_CLIENTS];
 	unsigned char *host, *mc;
 	struct stat st;
 	int hfd, extra;
@@ -670,7 +675,7 @@ static void phase2(void)
 	ok("-m: a host process maps the file and shares the clients' bytes");
 
 	/* the server keeps its bound: all of them read, the extra is cut */
-	for (int i = 1; i < MAX_IDS; i++) {
+	for (int i = 1; i < MAX_CLIENTS; i++) {
 		client_open(&c[i], 1, SIZE2, false);
 		if (c[i].id != i || c[i].npeers != i)
 			fail("client %d: ID %d with %d peers", i, c[i].id,
@@ -683,11 +688,11 @@ static void phase2(void)
 			for (int k = 0; k < i; k++)
 				drain(&c[k], &w[k], 1);
 	}
-	for (int k = 0; k < MAX_IDS; k++)
+	for (int k = 0; k < MAX_CLIENTS; k++)
 		drain(&c[k], &w[k], 1);
 	extra = connect_to(sock_path);
 	if (recv_msg(extra, &(int64_t){0}, &(int){0}, TIMEOUT_MS) != 0)
-		fail("client %d: not refused", MAX_IDS + 1);
+		fail("client %d: not refused", MAX_CLIENTS + 1);
 	close(extra);
 	ok("256 clients with IDs 0..255; the 257th is refused (EOF)");
 
@@ -695,12 +700,14 @@ static void phase2(void)
 	while (!w[0].disconnects[5])
 		pump_one(&c[0], &w[0], 1);
 	client_open(&c[5], 1, SIZE2, false);
-	if (c[5].id != 5)
-		fail("a new client got ID %d, not 5, the free one", c[5].id);
-	ok("a freed ID (5) is the next one given");
+	if (c[5].id != MAX_CLIENTS)
+		fail("a new client got ID %d, not %d, the next in turn",
+		     c[5].id, MAX_CLIENTS);
+	ok("a freed ID (5) is not given again: the next client gets 256, "
+	   "the next in turn");
 
 	stop_server();
-	for (int i = 0; i < MAX_IDS; i++)
+	for (int i = 0; i < MAX_CLIENTS; i++)
 		client_close(&c[i], 1);
 	if (access(shm_path, F_OK))
 		fail("-m: the file is gone after exit");

@@ -12,6 +12,16 @@
 #   pingpong  fi_pingpong -e rdm -c across the guests, tagged and msg
 #             (server on a, client on b); -e msg too when fi_info lists
 #             FI_EP_MSG on the domain (else reported, not counted)
+#   host      a host process and guest a ping-pong through the region: for
+#             each size, guest a serves fi_pingpong -e rdm -m tagged -c on
+#             its ivshmem domain, and the host (run-ivshmem-tests.sh) runs
+#             the client on the domain ivshmem-host (FI_NTX_IVSHMEM_SOCKET:
+#             the server's socket, whose memory the guests' devices show)
+#             with its control connection through qemu's user network
+#             (run-guest.sh -U: guest ports HOST_PORTS reached from host
+#             loopback; the second NIC is 10.0.2.15 here). Guest a asks
+#             with RUN/a.hostpp-N ("port size iterations"), the host
+#             answers with RUN/host.hostpp-N (its status, then its output)
 #   func      the functional suite's two-process tests on guest a, each
 #             test's peer on guest b (test/rxe/jobs/func-peer.sh, served
 #             by nc), as test/rxe/jobs/two-hosts.sh does on rxe0
@@ -67,10 +77,11 @@
 #   ROLE, SELF, PEER       a or b, this guest's address and the other's
 #   RUN                    the directory both guests and the host share
 #   PROBE                  ivshmem_probe; IV_SIZE: BAR2's bytes
+#   HOSTPP                 1: guest a has the second NIC (step host)
 #   MPI_BIN                test/mpi/mpi_msg built by the host (step mpi;
 #                          Open MPI's files are in the image: run-guest -b)
-#   IVSHMEM_NTX_STEPS      of: link info pingpong func mpi garbage bench
-#                          kill
+#   IVSHMEM_NTX_STEPS      of: link info pingpong host func mpi garbage
+#                          bench kill
 #                          (default all, in that order)
 #   RXE_TIME_SCALE         multiplies the time-outs (default 1)
 #   IVSHMEM_FUNC_FILTER    Criterion --filter of the suite's tests
@@ -92,7 +103,7 @@
 set -u
 : "${TOP:?}" "${ROLE:?}" "${SELF:?}" "${PEER:?}" "${RUN:?}" "${PROBE:?}"
 . "$TOP/test/rxe/jobs/job-lib.sh"
-STEPS=${IVSHMEM_NTX_STEPS:-link info pingpong func mpi garbage bench kill}
+STEPS=${IVSHMEM_NTX_STEPS:-link info pingpong host func mpi garbage bench kill}
 SCALE=${RXE_TIME_SCALE:-1}
 # test/rxe/jobs/two-hosts.sh's five
 FILTER=${IVSHMEM_FUNC_FILTER:-@(msg/tag_matching_and_unexpected|msg/dead_peer_fails_outstanding_operations|msg/delivery_complete_waits_for_the_receive|rma/offset_addressing_user_keys_and_regv|rma/write_and_atomic_complete_while_the_target_sleeps)}
@@ -106,6 +117,7 @@ KILL_BOUND=${IVSHMEM_KILL_BOUND:-30}
 KILL_EPS=${IVSHMEM_KILL_EPS:-rdm msg}
 KILL_PORT=46990
 RSH_PORT=46998         # step mpi: mpi-rsh-serve.sh on guest b
+HOST_PORTS=(47900 47901 47902 47903)   # step host: run-ivshmem-tests.sh forwards these
 MPI_TMO=$((120 * SCALE))
 BENCH_SIZES=${IVSHMEM_BENCH_SIZES:-8 1024 65536 1048576}
 BENCH_REPEAT=${IVSHMEM_BENCH_REPEAT:-1}
@@ -187,6 +199,47 @@ pingpong_step() {
   else
     log "no FI_EP_MSG on $dom (fi_info): fi_pingpong -e msg not run"
   fi
+}
+
+# ---- a host process and guest a, through the region -----------------------
+host_nic() { # the NIC on qemu's user network (run-guest.sh -U): 10.0.2.15/24
+  local d
+  for d in /sys/class/net/*; do
+    case $(cat "$d/address" 2>/dev/null) in
+      52:54:00:0b:0d:*) ip addr add 10.0.2.15/24 dev "${d##*/}" && ip link set "${d##*/}" up
+                        return;;
+    esac
+  done
+  echo "no NIC on qemu's user network"; return 1
+}
+host_step() { # guest a: the servers; the host runs the clients
+  local s n=0 p it pid srv rc=0 ans i
+  [ "${HOSTPP:-}" = 1 ] || { echo "no HOSTPP: the host forwards no port here"; return 1; }
+  host_nic || return 1
+  for s in $PP_SIZES; do
+    p=${HOST_PORTS[n % ${#HOST_PORTS[@]}]} it=$(iters "$s")
+    n=$((n + 1)) ans=$RUN/host.hostpp-$n
+    echo "server: fi_pingpong -p ntx -d $dom -e rdm -m tagged -S $s -I $it -c -B $p; the host's client on ivshmem-host"
+    timeout "$PP_TMO" env "${LOGENV[@]}" fi_pingpong -p ntx -d "$dom" -e rdm -m tagged \
+      -S "$s" -I "$it" -c -B "$p" > /tmp/hpp.out 2>&1 &
+    pid=$!
+    if ! wait_listen "$p" "$pid" "$PP_TMO"; then
+      wait "$pid"; echo "   the server never listened (rc $?):"; tail -n 5 /tmp/hpp.out | sed 's/^/   /'
+      rc=1; continue
+    fi
+    echo "$p $s $it" > "$RUN/a.hostpp.tmp" && mv "$RUN/a.hostpp.tmp" "$RUN/a.hostpp-$n"
+    wait "$pid"; srv=$?
+    for ((i = 0; i < (PP_TMO + 30) * 10; i++)); do [ -e "$ans" ] && break; sleep 0.1; done
+    echo "   guest a's server: rc $srv"; tail -n 3 /tmp/hpp.out | sed 's/^/   /'
+    if [ -e "$ans" ]; then
+      echo "   the host's client: $(head -n 1 "$ans")"; tail -n +2 "$ans" | tail -n 3 | sed 's/^/   /'
+      [ "$(head -n 1 "$ans")" = "rc 0" ] || rc=1
+    else
+      echo "   the host's client never answered"; rc=1
+    fi
+    [ $srv = 0 ] || rc=1
+  done
+  return $rc
 }
 
 # the suite's two-process tests: the tests on guest a, their peers on b
@@ -504,6 +557,10 @@ step "link to $PEER, the ivshmem device" link_step
 [ -n "$dom" ] || { summary "guest $ROLE"; exit 1; }
 want info && step "fi_info -p ntx -d $dom" info_step
 want pingpong && pingpong_step
+if want host; then
+  if [ "$ROLE" = a ]; then step "a host process and this guest: fi_pingpong over the region (host: ivshmem-host)" host_step; mark host-done
+  else step "wait while the host and guest a ping-pong" await host-done $(((PP_TMO + 60) * 4)); fi
+fi
 if want func; then
   if [ "$ROLE" = a ]; then step "functional suite '$FILTER' on $dom, peers on guest b" func_a
   else step "functional suite's peers for guest a on $dom" func_b; fi
