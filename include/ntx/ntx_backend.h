@@ -185,6 +185,18 @@ struct ntx_be_ops {
 	void (*arm)(struct ntx_be_ep *be);
 	void (*disarm)(struct ntx_be_ep *be);
 	int (*wait_fd)(struct ntx_be_ep *be);
+	/* seals one direction of a connection whose medium others can
+	 * write (the pci window: every machine attached writes the whole
+	 * region), once the job-key exchange proved the peer (ntx_auth.c):
+	 * from then on each packet carries a MAC under key, a session key
+	 * the exchange derived, and a packet whose MAC fails fails the
+	 * connection. rx: the peer's packets after the one just taken (its
+	 * proof); else ours after the one just sent (our proof). lower: our
+	 * name sorts below the peer's (the side each MAC names). 0, or an
+	 * error that fails the VC. Optional: media only the two sides can
+	 * write leave it out */
+	int (*seal)(struct ntx_be_conn *conn, const uint8_t key[32], bool rx,
+		    bool lower);
 };
 
 /* Every required op is present. */

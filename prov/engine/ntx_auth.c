@@ -17,6 +17,7 @@
 #include "ntx/ntx_sha256.h"
 
 static const char ntx_auth_label[] = "ntx job key proof v1";
+static const char ntx_seal_label[] = "ntx job key seal v1";
 
 static bool ntx_auth_needed(const struct ntx_vc *vc)
 {
@@ -90,6 +91,42 @@ static void ntx_auth_mac(const struct ntx_auth_key *k, const uint8_t *c_nonce,
 	ntx_hmac_final(&m, mac);
 }
 
+/* Our name sorts below the peer's: each side puts its own in the MACs of
+ * a sealed connection. */
+static bool ntx_auth_lower(const struct ntx_vc *vc)
+{
+	return memcmp(&vc->ep->name, &vc->auth->peer_name,
+		      sizeof(vc->ep->name)) < 0;
+}
+
+/* Seals a direction of the VC where the back end's medium others can
+ * write (ops->seal): the session key is HMAC-SHA256(key, label, both
+ * nonces and both names, the lower name's first), the same on both sides
+ * and new for every connection. 0, or an error for ntx_vc_fail. */
+static int ntx_auth_seal(struct ntx_vc *vc, bool rx)
+{
+	struct ntx_vc_auth *a = vc->auth;
+	bool lower = ntx_auth_lower(vc);
+	uint8_t key[NTX_SHA256_LEN];
+	struct ntx_hmac m;
+	int ret;
+
+	if (!vc->ops->seal)
+		return 0;
+	ntx_hmac_init(&m, vc->ep->auth.key, vc->ep->auth.len);
+	ntx_hmac_update(&m, ntx_seal_label, sizeof(ntx_seal_label));
+	ntx_hmac_update(&m, lower ? a->mine : a->theirs, NTX_AUTH_NONCE);
+	ntx_hmac_update(&m, lower ? a->theirs : a->mine, NTX_AUTH_NONCE);
+	ntx_hmac_update(&m, lower ? &vc->ep->name : &a->peer_name,
+			sizeof(vc->ep->name));
+	ntx_hmac_update(&m, lower ? &a->peer_name : &vc->ep->name,
+			sizeof(vc->ep->name));
+	ntx_hmac_final(&m, key);
+	ret = vc->ops->seal(vc->conn, key, rx, lower);
+	ntx_wipe(key, sizeof(key));
+	return ret;
+}
+
 /* Fails the VC with FI_EACCES, telling the peer first (best effort). */
 static void ntx_auth_refuse(struct ntx_vc *vc, const char *why)
 {
@@ -142,6 +179,9 @@ static int ntx_auth_send(struct ntx_vc *vc, uint8_t what)
 	ntx_wipe(mac, sizeof(mac));
 	if (ret == -FI_EAGAIN)
 		return ret;
+	/* what we send after our proof is sealed, where the medium asks */
+	if (!ret && what == NTX_AUTH_TX_PROOF)
+		ret = ntx_auth_seal(vc, false);
 	if (ret) {
 		ntx_vc_fail(vc, ret);
 		return ret;
@@ -213,6 +253,7 @@ static void ntx_auth_on_proof(struct ntx_vc *vc, const void *payload,
 	struct ntx_vc_auth *a = vc->auth;
 	uint8_t want[NTX_SHA256_LEN];
 	bool ok;
+	int ret;
 
 	if (!a || !a->have_theirs || a->proven || len != sizeof(want)) {
 		ntx_auth_refuse(vc, "job key proof out of turn");
@@ -228,6 +269,13 @@ static void ntx_auth_on_proof(struct ntx_vc *vc, const void *payload,
 		return;
 	}
 	a->proven = true;
+	/* what the peer sends after its proof is sealed, where the medium
+	 * asks */
+	ret = ntx_auth_seal(vc, true);
+	if (ret) {
+		ntx_vc_fail(vc, ret);
+		return;
+	}
 	ntx_vc_pump(vc); /* CONNECTED once our proof left; then the backlog */
 }
 

@@ -338,3 +338,145 @@ Test(pci, garbage_from_another_machine_crashes_and_hangs_nobody,
 	free(buf);
 	free(in);
 }
+
+/* ---- a message rewritten in flight -------------------------------------- */
+
+/* What the child sends, and what the forger makes of it in the region:
+ * the same length, so the entry stays well formed. */
+static const char g_true[] = "AUTHENTIC message from the child 0123456789";
+static const char g_forged[] = "FORGED!!! message from the child 0123456789";
+
+/* Sends one message to warm the connection up (with a key: the exchange
+ * and the sealing), then, once the parent says so, the marked one; says
+ * when it is in the parent's ring, and exits once the parent is done. */
+static int child_marked(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t warm = 7;
+	char c;
+
+	CHK(t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	CHK(fi_send(t.ep, &warm, sizeof(warm), NULL, peer, NULL) == 0);
+	CHK(t_wait(&t, NULL, NULL, NULL, WAIT_MS) == 1);
+	CHK(t_sock_read(sock, &c, 1) == 0);
+	CHK(fi_send(t.ep, g_true, sizeof(g_true), NULL, peer, NULL) == 0);
+	CHK(t_wait(&t, NULL, NULL, NULL, WAIT_MS) == 1); /* in the ring */
+	CHK(write(sock, "s", 1) == 1);
+	CHK(t_sock_read(sock, &c, 1) == 0);
+	t_close(&t);
+	return 0;
+}
+
+/* Replaces each copy of g_true in the region with g_forged: what any
+ * machine attached can do. How many it replaced. */
+static int forge_in_region(void)
+{
+	int fd = open(g_mem, O_RDWR), n = 0;
+	struct stat st;
+	char *m, *p, *end;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fstat(fd, &st), 0);
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 fd, 0);
+	cr_assert_neq(m, MAP_FAILED);
+	close(fd);
+	for (p = m, end = m + st.st_size - sizeof(g_true); p <= end; p++)
+		if (!memcmp(p, g_true, sizeof(g_true))) {
+			memcpy(p, g_forged, sizeof(g_forged));
+			n++;
+		}
+	munmap(m, (size_t)st.st_size);
+	return n;
+}
+
+/* The child's marked message lands in our ring while we make no
+ * progress; we rewrite it there, then take it. True when what we took
+ * is the rewritten message. */
+static bool rewritten_in_flight(const char *key)
+{
+	struct fi_cq_err_entry err;
+	struct tctx t;
+	fi_addr_t peer;
+	uint64_t warm = 0;
+	char in[sizeof(g_true)] = { 0 }, c;
+	int sock, ret, n;
+	pid_t pid;
+
+	pci_start("8M");
+	if (key)
+		setenv("FI_NTX_AUTH_KEY", key, 1);
+	pid = t_fork(&sock, child_marked);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	cr_assert_eq(fi_recv(t.ep, &warm, sizeof(warm), NULL, FI_ADDR_UNSPEC,
+			     NULL), 0);
+	cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	cr_assert_eq(warm, 7);
+	cr_assert_eq(write(sock, "g", 1), 1);
+	cr_assert_eq(t_sock_read(sock, &c, 1), 0); /* in our ring */
+	n = forge_in_region();
+	cr_assert_geq(n, 1, "the child's message is in the region");
+	cr_assert_eq(fi_recv(t.ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, NULL),
+		     0);
+	ret = t_wait(&t, NULL, NULL, &err, 2000);
+	fprintf(stderr, "pci, %s: %d copies rewritten; the receive: %s\n",
+		key ? "a job key" : "no job key", n,
+		ret == 1 ? (memcmp(in, g_forged, sizeof(in)) ? "the true message"
+							       : "the rewritten one")
+			 : ret == -FI_EAVAIL ? "an error" : "nothing");
+	cr_assert_eq(write(sock, "d", 1), 1);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+	if (key)
+		unsetenv("FI_NTX_AUTH_KEY");
+	return ret == 1 && !memcmp(in, g_forged, sizeof(in));
+}
+
+/* Without a job key the region's members are trusted: a message
+ * rewritten in the ring is taken as it was rewritten (the test can see
+ * a forgery; the man page says so). */
+Test(pci, without_a_job_key_a_rewritten_message_is_taken, .timeout = 120,
+     .fini = pci_stop)
+{
+	cr_assert(rewritten_in_flight(NULL), "the rewritten message was taken");
+}
+
+/* With one, the connection is sealed: the rewritten entry fails its MAC,
+ * the connection fails, and nothing forged completes. */
+Test(pci, with_a_job_key_a_rewritten_message_is_never_taken, .timeout = 120,
+     .fini = pci_stop)
+{
+	cr_assert_not(rewritten_in_flight("job-pci-seal"),
+		      "a message another machine rewrote completed");
+}
+
+/* A sealed connection carries what an open one does: every size, from a
+ * word to streamed megabytes, both ways, with skips at the ends of the
+ * rings (ROUNDS messages each way, all of them checked taken). */
+Test(pci, with_a_job_key_every_size_goes_through_sealed, .timeout = 240,
+     .fini = pci_stop)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	char *buf = malloc(BIG), *in = malloc(BIG);
+	pid_t pid;
+	int sock, ok;
+
+	pci_start("16M");
+	setenv("FI_NTX_AUTH_KEY", "job-pci-sizes", 1);
+	pid = t_fork(&sock, child_victim);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	t_fill(buf, BIG, 3);
+	ok = exchange(&t, peer, buf, in);
+	fprintf(stderr, "pci, sealed: %d of %d messages\n", ok, ROUNDS);
+	cr_assert_eq(ok, ROUNDS);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+	unsetenv("FI_NTX_AUTH_KEY");
+	free(buf);
+	free(in);
+}

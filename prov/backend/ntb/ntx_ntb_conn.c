@@ -230,6 +230,7 @@ void ntx_ntb_conn_free(struct ntx_shm_conn *c)
 		be->wops->unwatch(c);
 	ntx_ntb_slot_release(be, c->my_slot);
 	be->wops->peer_put(c);
+	ntx_ntb_seal_free(c);
 	free(c);
 }
 

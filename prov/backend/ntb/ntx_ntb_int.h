@@ -64,6 +64,24 @@ struct ntx_shm_watch {
 	uint32_t conns;
 };
 
+/* A connection sealed by the job-key exchange (ops->seal, the pci window
+ * only): each entry in a sealed direction carries a MAC,
+ * HMAC-SHA256(key, side, sequence number, length, engine header,
+ * payload) cut to NTX_SEAL_TAG bytes, right after its payload (a skip
+ * entry: in its header). A part (half or quarter entry) is never sealed:
+ * a sealed sender writes whole entries only. DESIGN §4, "Sealed
+ * connections". */
+#define NTX_SEAL_TAG 16
+struct ntx_ntb_seal {
+	uint8_t key[32];
+	bool tx, rx;		/* the directions sealed */
+	uint8_t tx_side, rx_side; /* the side each direction's MACs name */
+	/* rx: an entry copied out of the window, header first, checked
+	 * and handed to the engine from here: the window can change under
+	 * us, this cannot */
+	uint8_t *buf;
+};
+
 struct ntx_shm_conn {
 	struct ntx_be_conn head; /* first: what the engine holds */
 	struct ntx_list entry; /* ntx_shm_ep.conns */
@@ -101,6 +119,7 @@ struct ntx_shm_conn {
 	/* lines to consume before rx_pos is written to the peer again
 	 * (every quarter ring; 0 at first: the first drain writes it) */
 	int32_t rx_pub_left;
+	struct ntx_ntb_seal *seal; /* NULL: nothing sealed */
 	_Atomic uint64_t *peer_bits; /* our ready bit's word in pwin */
 	uint64_t peer_bit;
 	bool light; /* the peer fences its senders with membarrier */
@@ -349,6 +368,18 @@ int ntx_ntb_wait_fd(struct ntx_be_ep *bep);
 size_t ntx_ntb_conn_mtu(const struct ntx_be_conn *conn);
 int ntx_ntb_send(struct ntx_be_conn *conn, const void *hdr,
 		 const struct iovec *iov, size_t iovcnt, size_t len);
+int ntx_ntb_send_sealed(struct ntx_shm_conn *c, const void *hdr,
+			const struct iovec *iov, size_t iovcnt, size_t len);
+bool ntx_ntb_rx_sealed(struct ntx_shm_conn *c, struct ntx_win_entry *e,
+		       uint32_t len);
+/* ntx_ntb_seal.c */
+void ntx_ntb_seal_mac(const struct ntx_ntb_seal *s, uint8_t side,
+		      uint32_t seq, uint32_t len, const void *hdr,
+		      const struct iovec *iov, size_t iovcnt,
+		      uint8_t tag[NTX_SEAL_TAG]);
+int ntx_ntb_seal(struct ntx_be_conn *conn, const uint8_t key[32], bool rx,
+		 bool lower);
+void ntx_ntb_seal_free(struct ntx_shm_conn *c);
 int ntx_ntb_send_inline(struct ntx_be_conn *conn, uint8_t pflags,
 			uint64_t tag, uint64_t data, const void *buf,
 			size_t len);

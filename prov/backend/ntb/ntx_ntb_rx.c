@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "ntx_ntb_int.h"
+#include "ntx/ntx_sha256.h"
 
 #define NTX_NTB_DIRECT_POLL 4 /* peers polled without the ready bitmap */
 #define NTX_NTB_DRAIN_MAX 64  /* entries one ring yields per poll */
@@ -180,6 +181,12 @@ ntx_ntb_drain_inline(struct ntx_shm_conn *c, bool ready)
 		c->rx_seq++;
 		c->rx_next = NULL;
 		len = e->len;
+		if (__builtin_expect(c->seal && c->seal->rx, 0)) {
+			if (!ntx_ntb_rx_sealed(c, e, len))
+				return cnt;
+			cnt += len != NTX_WIN_SKIP;
+			continue;
+		}
 		if (len == NTX_WIN_SKIP) { /* the rest of the lap is unused */
 			c->rx_pub_left -= (int32_t)(n - c->rx_pos);
 			c->rx_pos = 0;
@@ -223,6 +230,66 @@ ntx_ntb_drain_inline(struct ntx_shm_conn *c, bool ready)
 	if (c->rx_seq != seq0 && c->state == NTX_CONN_CONNECTED)
 		ntx_ntb_publish_cons(c);
 	return cnt;
+}
+
+/* The entry e at our position on a connection whose peer's side is
+ * sealed (len: its length word, read once): copied out of the window
+ * whole, header first, with its MAC; checked; handed on from the copy.
+ * Anything that is not a whole entry or a skip with the right MAC fails
+ * the connection: nobody but the peer, which holds the session key,
+ * writes an entry we take. False when it failed the connection. */
+bool ntx_ntb_rx_sealed(struct ntx_shm_conn *c, struct ntx_win_entry *e,
+		       uint32_t len)
+{
+	struct ntx_ntb_seal *s = c->seal;
+	struct ntx_shm_ep *be = c->be;
+	const size_t hl = sizeof(struct ntx_wire_hdr);
+	uint32_t lines, n = be->win.g.ring_lines;
+	uint8_t want[NTX_SEAL_TAG], got[NTX_SEAL_TAG];
+	struct ntx_wire_hdr hdr;
+	struct iovec iov;
+
+	if (len == NTX_WIN_SKIP) {
+		memcpy(got, &e->hdr, sizeof(got));
+		ntx_ntb_seal_mac(s, s->rx_side, c->rx_seq, NTX_WIN_SKIP, NULL,
+				 NULL, 0, want);
+		if (!ntx_mem_equal(want, got, sizeof(want)))
+			goto forged;
+		c->rx_pub_left -= (int32_t)(n - c->rx_pos);
+		c->rx_pos = 0;
+		return true;
+	}
+	if (ntx_win_is_half(len) || len + NTX_SEAL_TAG > be->win.max_payload) {
+		ntx_ntb_bad_entry(c);
+		return false;
+	}
+	lines = ntx_ring_lines(len + NTX_SEAL_TAG);
+	if (c->rx_pos + lines > n) {
+		ntx_ntb_bad_entry(c);
+		return false;
+	}
+	memcpy(s->buf, &e->hdr, hl);
+	memcpy(s->buf + hl, e->payload, len);
+	memcpy(got, e->payload + len, sizeof(got));
+	iov = (struct iovec){ s->buf + hl, len };
+	ntx_ntb_seal_mac(s, s->rx_side, c->rx_seq, len, s->buf, &iov, 1,
+			 want);
+	if (!ntx_mem_equal(want, got, sizeof(want)))
+		goto forged;
+	ntx_wire_hdr_load(&hdr, (const struct ntx_wire_hdr *)s->buf);
+	c->rx_pos = ntx_ring_advance(c->rx_pos, lines, n);
+	c->rx_pub_left -= (int32_t)lines;
+	be->cb.recv(c->vc, &hdr, s->buf + hl, len);
+	ntx_ntb_clear_payload(e, lines);
+	if (c->rx_pub_left <= 0 && c->state == NTX_CONN_CONNECTED)
+		ntx_ntb_publish_cons(c);
+	return true;
+forged:
+	NTX_WARN(FI_LOG_EP_DATA, "peer pid %u: an entry of a sealed "
+		 "connection failed its MAC (written by someone without the "
+		 "session key): the connection fails\n", c->peer.pid);
+	ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
+	return false;
 }
 
 int ntx_ntb_drain(struct ntx_shm_conn *c)

@@ -114,13 +114,26 @@ size_t ntx_ntb_conn_mtu(const struct ntx_be_conn *conn)
 	return c->pwin.max_payload;
 }
 
+/* A sealed skip entry of 'lines' at tx_pos: its MAC in its header. */
+static void ntx_ntb_put_sealed_skip(struct ntx_shm_conn *c, uint32_t lines)
+{
+	struct ntx_win_entry *e = ntx_ntb_tx_entry(c);
+	uint8_t tag[NTX_SEAL_TAG];
+
+	e->len = NTX_WIN_SKIP;
+	ntx_ntb_seal_mac(c->seal, c->seal->tx_side, c->tx_seq + 1,
+			 NTX_WIN_SKIP, NULL, NULL, 0, tag);
+	memcpy(&e->hdr, tag, sizeof(tag));
+	ntx_ntb_commit(c, e, lines);
+}
+
 /* Room for an entry of 'lines' at tx_pos, and the skip that has to
- * come first when it would cross the end: 0, -FI_EAGAIN when the ring is
- * full, or the connection's error. The peer's consumer position is read
- * only when what we know of it (tx_free) is not enough. Inline: every
- * message asks. */
+ * come first when it would cross the end (sealed: a sealed skip): 0,
+ * -FI_EAGAIN when the ring is full, or the connection's error. The peer's
+ * consumer position is read only when what we know of it (tx_free) is
+ * not enough. Inline: every message asks. */
 static inline __attribute__((always_inline)) int
-ntx_ntb_reserve(struct ntx_shm_conn *c, uint32_t lines)
+ntx_ntb_reserve(struct ntx_shm_conn *c, uint32_t lines, bool sealed)
 {
 	uint32_t cons, n = c->pwin.g.ring_lines;
 	uint32_t need = ntx_ring_need(c->tx_pos, lines, n);
@@ -140,7 +153,9 @@ ntx_ntb_reserve(struct ntx_shm_conn *c, uint32_t lines)
 		if (need > c->tx_free)
 			return -FI_EAGAIN;
 	}
-	if (need > lines)
+	if (need > lines && sealed)
+		ntx_ntb_put_sealed_skip(c, n - c->tx_pos);
+	else if (need > lines)
 		ntx_ntb_put(c, n - c->tx_pos, NTX_WIN_SKIP, NULL, NULL, 0);
 	return 0;
 }
@@ -155,10 +170,49 @@ int ntx_ntb_send(struct ntx_be_conn *conn, const void *hdr,
 	if (len > c->pwin.max_payload)
 		return -FI_EMSGSIZE;
 	lines = ntx_ring_lines((uint32_t)len);
-	ret = ntx_ntb_reserve(c, lines);
+	ret = ntx_ntb_reserve(c, lines, false);
 	if (ret)
 		return ret;
 	ntx_ntb_put(c, lines, (uint32_t)len, hdr, iov, iovcnt);
+	ntx_ntb_ring_bell_conn(c);
+	return 0;
+}
+
+/* A packet on a sealed connection (the pci window's send and send_inline
+ * once ops->seal sealed our side): a whole entry, its MAC, computed over
+ * what we hold rather than what the window holds, right after its
+ * payload. */
+int ntx_ntb_send_sealed(struct ntx_shm_conn *c, const void *hdr,
+			const struct iovec *iov, size_t iovcnt, size_t len)
+{
+	struct ntx_ntb_seal *s = c->seal;
+	struct ntx_win_entry *e;
+	uint8_t tag[NTX_SEAL_TAG], *dst;
+	size_t left = len;
+	uint32_t lines;
+	int ret;
+
+	if (len + NTX_SEAL_TAG > c->pwin.max_payload)
+		return -FI_EMSGSIZE;
+	lines = ntx_ring_lines((uint32_t)(len + NTX_SEAL_TAG));
+	ret = ntx_ntb_reserve(c, lines, true);
+	if (ret)
+		return ret;
+	e = ntx_ntb_tx_entry(c);
+	e->len = (uint32_t)len;
+	memcpy(&e->hdr, hdr, sizeof(e->hdr));
+	dst = e->payload;
+	for (size_t i = 0; i < iovcnt && left; i++) {
+		size_t m = iov[i].iov_len < left ? iov[i].iov_len : left;
+
+		memcpy(dst, iov[i].iov_base, m);
+		dst += m;
+		left -= m;
+	}
+	ntx_ntb_seal_mac(s, s->tx_side, c->tx_seq + 1, (uint32_t)len, hdr,
+			 iov, iovcnt, tag);
+	memcpy(e->payload + len, tag, sizeof(tag));
+	ntx_ntb_commit(c, e, lines);
 	ntx_ntb_ring_bell_conn(c);
 	return 0;
 }
@@ -220,7 +274,7 @@ ntx_ntb_send_entry(struct ntx_shm_conn *c, uint8_t pflags, uint64_t tag,
 	int ret;
 
 	if (len <= NTX_WIN_HALF_MAX) {
-		ret = ntx_ntb_reserve(c, NTX_RING_ALIGN);
+		ret = ntx_ntb_reserve(c, NTX_RING_ALIGN, false);
 		if (ret)
 			return ret;
 		e = ntx_ntb_tx_entry(c);
@@ -241,7 +295,7 @@ ntx_ntb_send_entry(struct ntx_shm_conn *c, uint8_t pflags, uint64_t tag,
 		ntx_ntb_ring_bell_conn(c);
 		return 0;
 	}
-	ret = ntx_ntb_reserve(c, lines);
+	ret = ntx_ntb_reserve(c, lines, false);
 	if (ret)
 		return ret;
 	e = ntx_ntb_tx_entry(c);

@@ -341,6 +341,37 @@ static int ntx_pci_resolve(struct ntx_addr *addr)
 	return addr->service ? ntx_rgn_resolve(addr) : -FI_EADDRNOTAVAIL;
 }
 
+/* Sealed connections (ntx_ntb_seal.c): every machine attached writes the
+ * whole region, so a connection the job-key exchange proved is sealed,
+ * and its packets leave whole, with a MAC, and room for it. */
+static size_t ntx_pci_conn_mtu(const struct ntx_be_conn *conn)
+{
+	return ntx_ntb_conn_mtu(conn) - NTX_SEAL_TAG;
+}
+
+static int ntx_pci_send(struct ntx_be_conn *conn, const void *hdr,
+			const struct iovec *iov, size_t iovcnt, size_t len)
+{
+	struct ntx_shm_conn *c = ntx_shm_conn_of(conn);
+
+	if (c->seal && c->seal->tx)
+		return ntx_ntb_send_sealed(c, hdr, iov, iovcnt, len);
+	return ntx_ntb_send(conn, hdr, iov, iovcnt, len);
+}
+
+static int ntx_pci_send_inline(struct ntx_be_conn *conn, uint8_t pflags,
+			       uint64_t tag, uint64_t data, const void *buf,
+			       size_t len)
+{
+	struct ntx_shm_conn *c = ntx_shm_conn_of(conn);
+	struct ntx_wire_hdr h;
+
+	if (!c->seal || !c->seal->tx)
+		return ntx_ntb_send_inline(conn, pflags, tag, data, buf, len);
+	ntx_wire_hdr_inline(&h, pflags, tag, data, buf, len);
+	return ntx_ntb_send_sealed(c, &h, NULL, 0, 0);
+}
+
 const struct ntx_be_ops ntx_ntb_pci_ops = {
 	.name = "ntb-pci",
 	.hdr_size = sizeof(struct ntx_wire_hdr),
@@ -353,12 +384,13 @@ const struct ntx_be_ops ntx_ntb_pci_ops = {
 	.setname = ntx_pci_setname,
 	.connect = ntx_ntb_connect,
 	.disconnect = ntx_ntb_disconnect,
-	.conn_mtu = ntx_ntb_conn_mtu,
-	.send = ntx_ntb_send,
-	.send_inline = ntx_ntb_send_inline,
+	.conn_mtu = ntx_pci_conn_mtu,
+	.send = ntx_pci_send,
+	.send_inline = ntx_pci_send_inline,
 	.poll = ntx_ntb_poll,
 	.check_peers = ntx_ntb_check_peers,
 	.resolve = ntx_pci_resolve,
+	.seal = ntx_ntb_seal,
 	.arm = ntx_ntb_arm,
 	.disarm = ntx_ntb_disarm,
 	.wait_fd = ntx_ntb_wait_fd,

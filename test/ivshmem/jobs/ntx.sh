@@ -202,12 +202,20 @@ pingpong_step() {
 }
 
 # ---- a host process and guest a, through the region -----------------------
-host_nic() { # the NIC on qemu's user network (run-guest.sh -U): 10.0.2.15/24
+host_nic() { # up: the NIC on qemu's user network (run-guest.sh -U) as
+            # 10.0.2.15/24; down: without its address, down again (a
+            # second NIC up broke tcp;ofi_rxm's fi_enable in the steps
+            # after: EBADF)
   local d
   for d in /sys/class/net/*; do
     case $(cat "$d/address" 2>/dev/null) in
-      52:54:00:0b:0d:*) ip addr add 10.0.2.15/24 dev "${d##*/}" && ip link set "${d##*/}" up
-                        return;;
+      52:54:00:0b:0d:*)
+        if [ "$1" = up ]; then
+          ip addr add 10.0.2.15/24 dev "${d##*/}" && ip link set "${d##*/}" up
+        else
+          ip addr flush dev "${d##*/}"; ip link set "${d##*/}" down
+        fi
+        return;;
     esac
   done
   echo "no NIC on qemu's user network"; return 1
@@ -215,7 +223,7 @@ host_nic() { # the NIC on qemu's user network (run-guest.sh -U): 10.0.2.15/24
 host_step() { # guest a: the servers; the host runs the clients
   local s n=0 p it pid srv rc=0 ans i
   [ "${HOSTPP:-}" = 1 ] || { echo "no HOSTPP: the host forwards no port here"; return 1; }
-  host_nic || return 1
+  host_nic up || return 1
   for s in $PP_SIZES; do
     p=${HOST_PORTS[n % ${#HOST_PORTS[@]}]} it=$(iters "$s")
     n=$((n + 1)) ans=$RUN/host.hostpp-$n
@@ -239,6 +247,7 @@ host_step() { # guest a: the servers; the host runs the clients
     fi
     [ $srv = 0 ] || rc=1
   done
+  host_nic down
   return $rc
 }
 
