@@ -10,8 +10,10 @@
 #   info      fi_info -p ntx -d ivshmem-BDF lists the domain (and says
 #             which endpoint types)
 #   pingpong  fi_pingpong -e rdm -c across the guests, tagged and msg
-#             (server on a, client on b); -e msg too when fi_info lists
-#             FI_EP_MSG on the domain (else reported, not counted)
+#             (server on a, client on b); tagged at 8 B and 1 MiB with a
+#             job key on both sides (FI_NTX_AUTH_KEY: sealed, every entry
+#             with a MAC); -e msg too when fi_info lists FI_EP_MSG on the
+#             domain (else reported, not counted)
 #   host      a host process and guest a ping-pong through the region: for
 #             each size, guest a serves fi_pingpong -e rdm -m tagged -c on
 #             its ivshmem domain, and the host (run-ivshmem-tests.sh) runs
@@ -190,6 +192,12 @@ pingpong_step() {
       step "fi_pingpong ntx $dom rdm $mode -S $s -I $(iters "$s") -c across the guests" \
         pingpong a -p ntx -d "$dom" -e rdm -m "$mode" -S "$s" -I "$(iters "$s")" -c
     done
+  done
+  # sealed connections: a job key on both sides (FI_NTX_AUTH_KEY), so
+  # every entry after the exchange carries a MAC the receiver checks
+  for s in 8 1048576; do
+    FI_NTX_AUTH_KEY=ivshmem-tier-job step "fi_pingpong ntx $dom rdm tagged -S $s -c with a job key (sealed) across the guests" \
+      pingpong a -p ntx -d "$dom" -e rdm -m tagged -S "$s" -I "$(iters "$s")" -c
   done
   # FI_EP_MSG where ntx lists it on this domain (both guests decided alike:
   # the same image and provider)
