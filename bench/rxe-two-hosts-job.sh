@@ -7,7 +7,7 @@
 # for ntx; bandwidth: above 1). Environment: SIZES, MODES, ITERS (default
 # 50, 10 from 1 MiB), REPEAT (default 3).
 set -u
-. "$TOP/test/rxe/jobs/job-lib.sh"   # log mark await wait_listen
+. "$TOP/test/rxe/jobs/job-lib.sh"   # log mark await wait_listen AWK_MEDIANS
 : "${SIZES:=8 1024 8192 65536 1048576}"
 : "${MODES:=tagged msg}"
 : "${REPEAT:=3}"
@@ -52,16 +52,10 @@ done
 echo; log "===== SUMMARY (guest $ROLE)"
 [ "$ROLE" = a ] && { echo "  servers only: guest b has the figures"; exit 0; }
 echo "  medians of $REPEAT runs; lat/rxm below 1 and bw/rxm above 1 favour ntx"
-tr ' ' ',' < "$out" | awk -F, '
+tr ' ' ',' < "$out" | awk -F, "$AWK_MEDIANS"'
   NR > 1 && $4 != "nan" { k = $1 SUBSEP $2 SUBSEP $3; n[k]++; us[k, n[k]] = $4; bw[k, n[k]] = $5
                           if (!seen[$2, $3]++) order[++m] = $2 SUBSEP $3 }
-  function med(k, a,   i, j, t, v, c) {
-    c = n[k]; if (!c) return "nan"
-    for (i = 1; i <= c; i++) v[i] = a[k, i] + 0
-    for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-    return v[int((c + 1) / 2)]
-  }
-  function r(a, b) { return (a == "nan" || b == "nan" || b == 0) ? "n/a" : sprintf("%.2f", a / b) }
+  function r(x, y) { return ratio(x, y, "%.2f") }
   END {
     printf "%-7s %8s | %10s %10s | %9s %9s | %7s %7s\n", "mode", "size",
       "ntx us", "rxm us", "ntx MB/s", "rxm MB/s", "lat/rxm", "bw/rxm"

@@ -402,16 +402,10 @@ bench_one() { # path size iterations: one run; guest b appends "path,size,usec,M
   return $rc
 }
 bench_table() { # RUN/bench.csv: medians and ratios
-  awk -F, '
+  awk -F, "$AWK_MEDIANS"'
     NR > 1 && $3 != "nan" { k = $1 SUBSEP $2; n[k]++; us[k, n[k]] = $3; bw[k, n[k]] = $4
                             if (!seen[$2]++) order[++m] = $2 }
-    function med(k, a,   i, j, t, v, c) {
-      c = n[k]; if (!c) return "nan"
-      for (i = 1; i <= c; i++) v[i] = a[k, i] + 0
-      for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-      return v[int((c + 1) / 2)]
-    }
-    function r(a, b) { return (a == "nan" || b == "nan" || b == 0) ? "n/a" : sprintf("%.3f", a / b) }
+    function r(x, y) { return ratio(x, y, "%.3f") }
     END {
       printf "%8s | %9s %9s %9s | %9s %9s %9s | %7s %7s | %7s %7s\n", "size",
         "ivshm us", "tcp us", "rxm us", "ivshm MB/s", "tcp MB/s", "rxm MB/s",

@@ -59,3 +59,17 @@ await() {
     sleep 0.1
   done
 }
+
+# awk functions for the benchmarks' tables, put before a program that
+# keeps n[k] values of key k in a[k, 1..n[k]]: med(k, a) their median
+# ("nan" when none), ratio(x, y, fmt) x / y ("n/a" when either is nan or
+# y is 0)
+AWK_MEDIANS='
+function med(k, a,   i, j, t, v, c) {
+  c = n[k]; if (!c) return "nan"
+  for (i = 1; i <= c; i++) v[i] = a[k, i] + 0
+  for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+  return v[int((c + 1) / 2)]
+}
+function ratio(x, y, f) { return (x == "nan" || y == "nan" || y == 0) ? "n/a" : sprintf(f, x / y) }
+'
