@@ -262,14 +262,32 @@ pp_table() { # guest a's log
 }
 
 # Open MPI in the guests (their step mpi): test/mpi/mpi_msg built here,
-# and run-guest.sh options that put mpirun, orted, Open MPI's and PMIx's
-# components (each with the libraries it needs) and their data files in
-# the image; fills mpi_adds and adds MPI_BIN to envs. Nothing when the
-# guests' steps leave mpi out; when this host has no Open MPI, the guests
-# get no MPI_BIN and their step mpi fails.
+# and mpirun, orted, Open MPI's and PMIx's components and data files and
+# the libraries all of them need that the image lacks, copied once into a
+# tree of their paths (work/mpi), which run-guest.sh -f puts in both
+# guests' images as it is (one pass of ldd here, not one per guest: with
+# -b for each of some 150 components, preparing a guest took 30 s on a
+# quiet machine and over a minute at load 12). Fills mpi_adds and adds
+# MPI_BIN to envs. Nothing when the guests' steps leave mpi out; when this
+# host has no Open MPI, the guests get no MPI_BIN and their step mpi
+# fails.
 mpi_adds=()
+mpi_stage() { # files: each, and the libraries it needs that the image lacks, into work/mpi
+  local f lib
+  for f; do
+    [ -e "$f" ] || continue
+    case $f in
+      "$top"/*) ;;   # in the shared tree (mpi_msg): only its libraries
+      *) mkdir -p "$work/mpi$(dirname "$f")" && cp -L "$f" "$work/mpi$f" || return 1;;
+    esac
+    while read -r lib; do
+      [ -e "$vm/root$lib" ] || [ -e "$work/mpi$lib" ] && continue
+      mkdir -p "$work/mpi$(dirname "$lib")" && cp -L "$lib" "$work/mpi$lib" || return 1
+    done < <(ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3} /^\t\/lib64/ {print $1}')
+  done
+}
 mpi_image() {
-  local d f
+  local d
   mpi_adds=()
   case " ${IVSHMEM_NTX_STEPS:-mpi} " in *" mpi "*) ;; *) return 0;; esac
   if ! command -v mpicc > /dev/null || ! [ -x /usr/bin/orterun ] ||
@@ -277,14 +295,15 @@ mpi_image() {
     say "no Open MPI here to build test/mpi/mpi_msg with (mpicc, orterun): the guests' step mpi fails"
     return 0
   fi
-  envs+=(-e "MPI_BIN=$run/mpi_msg")
-  mpi_adds=(-b /usr/bin/orterun -b /usr/bin/orted -b "$run/mpi_msg")
+  rm -rf "$work/mpi"
+  mpi_stage /usr/bin/orterun /usr/bin/orted /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so \
+    /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix/*.so || { say "cannot copy Open MPI for the guests"; return 1; }
+  mpi_stage "$run/mpi_msg" || return 1
   for d in /usr/share/openmpi /etc/openmpi /usr/lib/x86_64-linux-gnu/pmix2/share; do
-    [ -d "$d" ] && mpi_adds+=(-f "$d:$d")
+    [ -d "$d" ] && { mkdir -p "$work/mpi$(dirname "$d")" && cp -a "$d" "$work/mpi$d" || return 1; }
   done
-  for f in /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix/*.so; do
-    [ -e "$f" ] && mpi_adds+=(-b "$f")
-  done
+  envs+=(-e "MPI_BIN=$run/mpi_msg")
+  for d in "$work/mpi"/*; do mpi_adds+=(-f "$d:/${d##*/}"); done
 }
 
 # step host of the guests: guest a's ports HOST_PORTS (jobs/ntx.sh)
@@ -377,7 +396,9 @@ ntx_step() {
     console "$1" "$log" $!
   }
   ntx_guest a 10.11.12.1 10.11.12.2 "listen=127.0.0.1:$lport" 0
-  for ((i = 0; i < 300; i++)); do
+  # its image made (run-guest.sh), qemu listens: a minute or more on a
+  # busy machine; bounded by run-guest.sh's end
+  for ((i = 0; i < 6000; i++)); do
     port_taken $lport && break
     kill -0 "${pids[0]}" 2>/dev/null || break
     sleep 0.1
