@@ -1028,44 +1028,66 @@ Test(atomic, every_op_and_datatype_remotely, .timeout = 120)
 	ini_close(&in);
 }
 
-/* Two initiators hammer one word of a third process. */
+/* Two initiators hammer one word of a third process: up to 10000
+ * fetch-adds each, each stopping after ADDS_MS once it did 100 (a loaded
+ * emulated machine makes a round trip take milliseconds: at load 12 in
+ * the soft-RoCE guest the test ran out of its 120 s; what it proves does
+ * not depend on how many there are). */
+#define ADDS 10000
+#define ADDS_MS 50000
 static struct tinfo g_ti;
+
+/* What an initiator reports: how many, and what each fetched. */
+struct adds {
+	uint64_t n;
+	uint64_t got[ADDS];
+};
 
 static int child_adder(int sock)
 {
+	static struct adds a;
 	struct tctx t;
 	fi_addr_t peer;
-	static uint64_t got[10000];
-	uint64_t one = 1;
+	uint64_t one = 1, end;
 
 	CHK(sock_read(sock, &g_ti, sizeof(g_ti)) == 0);
 	CHK(t_open_hints(&t, rma_hints(FI_MR_PROV_KEY | FI_MR_VIRT_ADDR)) == 0);
 	CHK(t_insert(&t, g_ti.name, &peer) == 0);
-	for (int i = 0; i < 10000; i++) {
+	end = t_ms() + ADDS_MS;
+	for (int i = 0; i < ADDS && (i < 100 || t_ms() < end); i++) {
 		ssize_t r;
 
-		while ((r = fi_fetch_atomic(t.ep, &one, 1, NULL, &got[i], NULL,
-					    peer, g_ti.addr, g_ti.key,
+		while ((r = fi_fetch_atomic(t.ep, &one, 1, NULL, &a.got[i],
+					    NULL, peer, g_ti.addr, g_ti.key,
 					    FI_UINT64, FI_SUM, NULL)) ==
 		       -FI_EAGAIN)
 			fi_cq_read(t.cq, NULL, 0);
 		CHK(r == 0);
 		CHK(t_wait(&t, NULL, NULL, NULL, WAIT_MS) == 1);
+		a.n = (uint64_t)i + 1;
 	}
-	CHK(sock_write(sock, got, sizeof(got)) == 0);
+	CHK(sock_write(sock, &a, sizeof(a.n) + a.n * sizeof(a.got[0])) == 0);
 	t_close(&t);
 	return 0;
 }
 
-Test(atomic, two_initiators_one_word, .timeout = 120)
+/* An initiator's whole report is in: its count, then as many values. */
+static bool adds_all_in(const struct adds *a, size_t have)
+{
+	return have >= sizeof(a->n) && a->n <= ADDS &&
+	       have == sizeof(a->n) + a->n * sizeof(a->got[0]);
+}
+
+Test(atomic, two_initiators_one_word, .timeout = 180)
 {
 	struct tctx t;
 	struct fid_mr *mr;
-	static uint64_t word, got[2][10000];
-	static uint8_t seen[20000];
+	static uint64_t word;
+	static struct adds got[2];
+	static uint8_t seen[2 * ADDS];
+	size_t have[2] = { 0, 0 }, len = T_NAMELEN;
 	int sock[2];
 	pid_t pid[2];
-	size_t len = T_NAMELEN;
 	struct tinfo ti;
 
 	/* forked first: a verbs device opened by a parent is not usable in
@@ -1081,29 +1103,34 @@ Test(atomic, two_initiators_one_word, .timeout = 120)
 	cr_assert_eq(fi_getname(&t.ep->fid, ti.name, &len), 0);
 	for (int i = 0; i < 2; i++)
 		cr_assert_eq(sock_write(sock[i], &ti, sizeof(ti)), 0);
-	for (int i = 0; i < 2; i++) {
-		size_t got_bytes = 0;
-
-		/* progress until the child reports its fetched values */
-		while (got_bytes < sizeof(got[i])) {
+	/* progress until both report; their sockets every 64 polls (two
+	 * system calls a poll made the target the limit) */
+	for (unsigned n = 1; !adds_all_in(&got[0], have[0]) ||
+			     !adds_all_in(&got[1], have[1]); n++) {
+		fi_cq_read(t.cq, NULL, 0);
+		if (n % 64)
+			continue;
+		for (int i = 0; i < 2; i++) {
 			struct pollfd p = { .fd = sock[i], .events = POLLIN };
 			ssize_t r;
 
-			fi_cq_read(t.cq, NULL, 0);
-			if (poll(&p, 1, 0) != 1)
+			if (adds_all_in(&got[i], have[i]) || poll(&p, 1, 0) != 1)
 				continue;
-			r = read(sock[i], (char *)got[i] + got_bytes,
-				 sizeof(got[i]) - got_bytes);
+			r = read(sock[i], (char *)&got[i] + have[i],
+				 sizeof(got[i]) - have[i]);
 			cr_assert_gt(r, 0);
-			got_bytes += (size_t)r;
+			have[i] += (size_t)r;
 		}
-		cr_assert_eq(t_join(pid[i]), 0);
 	}
-	cr_assert_eq(word, 20000, "no update lost");
 	for (int i = 0; i < 2; i++)
-		for (int k = 0; k < 10000; k++) {
-			cr_assert_lt(got[i][k], 20000);
-			cr_assert_eq(seen[got[i][k]]++, 0,
+		cr_assert_eq(t_join(pid[i]), 0);
+	fprintf(stderr, "atomic: %llu and %llu fetch-adds, none lost\n",
+		(unsigned long long)got[0].n, (unsigned long long)got[1].n);
+	cr_assert_eq(word, got[0].n + got[1].n, "no update lost");
+	for (int i = 0; i < 2; i++)
+		for (uint64_t k = 0; k < got[i].n; k++) {
+			cr_assert_lt(got[i].got[k], word);
+			cr_assert_eq(seen[got[i].got[k]]++, 0,
 				     "every fetched value is distinct");
 		}
 	fi_close(&mr->fid);

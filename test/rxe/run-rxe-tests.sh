@@ -21,8 +21,8 @@
 #   RXE_STEPS        subset of "info func pingpong reference" (default all)
 #   RXE_FORCE_TCG=1  software emulation even when /dev/kvm exists
 #   RXE_TIMEOUT      bound of the whole guest run, seconds (default 900 with
-#                    KVM, 2400 with TCG)
-#   RXE_TIME_SCALE   multiplies the job's own time-outs (300 s for the
+#                    KVM, 3600 with TCG)
+#   RXE_TIME_SCALE   multiplies the job's own time-outs (600 s for the
 #                    functional suite, 60 s per ping-pong; default 1 KVM, 4 TCG)
 #   RXE_FUNC_JOBS    Criterion jobs of the functional suite (default 1)
 #   RXE_FUNC_ARGS    more Criterion options, e.g. "--filter msg/*"

@@ -27,7 +27,10 @@ STEPS=${RXE_STEPS:-info func pingpong ud reference}
 UD_DOM=rxe0-ud         # the ud domain of rxe0 (listed only when named)
 SCALE=${RXE_TIME_SCALE:-1}
 ADDR=10.11.12.1        # the dummy netdev under rxe0 (guest-init.sh)
-FUNC_TMO=$((300 * SCALE))   # seen: 250-470 s under TCG on a busy 2-core host
+# seen: 250-470 s under TCG on a quiet 2-core host; killed at 1200 s at
+# load 12 to 15 (the three guest tiers at once beside busy loops), about
+# half way through: a bound for a hang, not a speed
+FUNC_TMO=$((600 * SCALE))
 PP_TMO=$((60 * SCALE))      # seen: 10-30 s for -S all under TCG
 port=47000
 # datagrams move every byte as packets (no RDMA): ~220 s for -S all under TCG
