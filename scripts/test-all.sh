@@ -66,7 +66,7 @@ step "install, fi_info and man page" install
 step "verbs back end on soft-RoCE (rxe0 under qemu)" test/rxe/run-rxe-tests.sh
 step "verbs between two soft-RoCE hosts (two qemu guests): fi_pingpong, functional suite" \
   test/rxe/run-rxe-two-hosts.sh
-step "inter-VM shared memory (two qemu guests): ivshmem-plain, ntx over the ivshmem domain: fi_pingpong, functional suite, a guest killed" \
+step "inter-VM shared memory (two qemu guests): ivshmem-plain, ntx over the ivshmem domain: fi_pingpong (and sealed, and from the host), functional suite, Open MPI across the guests, garbage, benchmark, a guest killed" \
   test/ivshmem/run-ivshmem-tests.sh
 step "Debian 13 (libfabric 2.1, Open MPI 5, gcc 14) in a chroot: werror build, make check, Open MPI, fi_pingpong" \
   test/debian13/run-debian13.sh
