@@ -82,12 +82,12 @@ ntx_ntb_commit(struct ntx_shm_conn *c, struct ntx_win_entry *e,
 	__builtin_prefetch(ntx_ntb_tx_entry(c));
 }
 
-/* Writes one entry (or a skip) at tx_pos: payload, then the cleared
- * header line after it, then the sequence number. Inline: every message
- * writes one. */
-static inline __attribute__((always_inline)) void
-ntx_ntb_put(struct ntx_shm_conn *c, uint32_t lines, uint32_t len,
-	    const void *hdr, const struct iovec *iov, size_t iovcnt)
+/* Writes the body of one entry (or a skip) at tx_pos, all but its
+ * number: its length, header and payload. Inline: every message writes
+ * one. */
+static inline __attribute__((always_inline)) struct ntx_win_entry *
+ntx_ntb_fill(struct ntx_shm_conn *c, uint32_t len, const void *hdr,
+	     const struct iovec *iov, size_t iovcnt)
 {
 	struct ntx_win_entry *e = ntx_ntb_tx_entry(c);
 	uint8_t *dst = e->payload;
@@ -102,7 +102,17 @@ ntx_ntb_put(struct ntx_shm_conn *c, uint32_t lines, uint32_t len,
 		dst += m;
 		len -= (uint32_t)m;
 	}
-	ntx_ntb_commit(c, e, lines);
+	return e;
+}
+
+/* Writes one entry (or a skip) at tx_pos: payload, then the cleared
+ * header line after it, then the sequence number. Inline: every message
+ * writes one. */
+static inline __attribute__((always_inline)) void
+ntx_ntb_put(struct ntx_shm_conn *c, uint32_t lines, uint32_t len,
+	    const void *hdr, const struct iovec *iov, size_t iovcnt)
+{
+	ntx_ntb_commit(c, ntx_ntb_fill(c, len, hdr, iov, iovcnt), lines);
 }
 
 /* The peer's FI_NTX_EAGER_MAX, from its window header (checked at map). */
@@ -187,8 +197,7 @@ int ntx_ntb_send_sealed(struct ntx_shm_conn *c, const void *hdr,
 {
 	struct ntx_ntb_seal *s = c->seal;
 	struct ntx_win_entry *e;
-	uint8_t tag[NTX_SEAL_TAG], *dst;
-	size_t left = len;
+	uint8_t tag[NTX_SEAL_TAG];
 	uint32_t lines;
 	int ret;
 
@@ -198,17 +207,7 @@ int ntx_ntb_send_sealed(struct ntx_shm_conn *c, const void *hdr,
 	ret = ntx_ntb_reserve(c, lines, true);
 	if (ret)
 		return ret;
-	e = ntx_ntb_tx_entry(c);
-	e->len = (uint32_t)len;
-	memcpy(&e->hdr, hdr, sizeof(e->hdr));
-	dst = e->payload;
-	for (size_t i = 0; i < iovcnt && left; i++) {
-		size_t m = iov[i].iov_len < left ? iov[i].iov_len : left;
-
-		memcpy(dst, iov[i].iov_base, m);
-		dst += m;
-		left -= m;
-	}
+	e = ntx_ntb_fill(c, (uint32_t)len, hdr, iov, iovcnt);
 	ntx_ntb_seal_mac(s, s->tx_side, c->tx_seq + 1, (uint32_t)len, hdr,
 			 iov, iovcnt, tag);
 	memcpy(e->payload + len, tag, sizeof(tag));
