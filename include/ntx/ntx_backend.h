@@ -141,6 +141,10 @@ struct ntx_be_ops {
 	/* the largest payload this peer accepts in one packet, when peers
 	 * may differ (optional: max_payload otherwise) */
 	size_t (*conn_mtu)(const struct ntx_be_conn *conn);
+	/* the largest segment of a streamed message (NTX_OP_SHEAD,
+	 * NTX_OP_SDATA) this peer takes, where it may exceed conn_mtu (the
+	 * shm window's bulk areas; optional: the eager size otherwise) */
+	size_t (*stream_mtu)(const struct ntx_be_conn *conn);
 	/* the peer's eager size (FI_NTX_EAGER_MAX; tcp: its own
 	 * FI_NTX_TCP_EAGER_MAX), learnt at connect, where it does not bound
 	 * conn_mtu (optional; 0: not known) */

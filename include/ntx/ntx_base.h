@@ -100,6 +100,8 @@ struct ntx_params {
 	size_t shm_split_min;  /* rendezvous size from which both sides copy */
 	size_t shm_stream_max; /* largest message streamed through the ring
 				* without a rendezvous (0: none) */
+	size_t shm_bulk_size;  /* bytes of each slot's bulk area (0: none) */
+	size_t shm_bulk_idle_ms; /* unused that long: its pages given back */
 	int peer_check_ms;     /* period of the liveness check of peers */
 	int peer_pidfd;        /* watch local peers with pidfds (0: /proc) */
 	size_t tcp_hello_ms;   /* an accepted tcp connection's hello time */

@@ -14,7 +14,9 @@ struct ntx_params ntx_params = {
 	.max_peers = 256,
 	.shm_cma = 1,
 	.shm_split_min = 65536,
-	.shm_stream_max = 16384,
+	.shm_stream_max = 262144,
+	.shm_bulk_size = 131072,
+	.shm_bulk_idle_ms = 100,
 	.peer_check_ms = 200,
 	.mr_offered = 1,
 	.peer_pidfd = 1,
@@ -104,6 +106,17 @@ static void ntx_params_init_window(void)
 		       "(the receiver copies each piece out as the next is "
 		       "written) instead of a rendezvous (0: never)",
 		       &ntx_params.shm_stream_max, 0, NTX_STREAM_LIMIT);
+	ntx_param_size("shm_bulk_size",
+		       "bytes of the bulk area each peer's slot of the shm "
+		       "window has beside its ring, where the segments of "
+		       "streamed messages go (pages, at most 4 MiB; 0: none, "
+		       "segments go through the ring)",
+		       &ntx_params.shm_bulk_size, 0, NTX_STREAM_LIMIT);
+	ntx_params.shm_bulk_size &= ~(size_t)4095;
+	ntx_param_size("shm_bulk_idle_ms",
+		       "milliseconds a bulk area stays unused before its "
+		       "sender gives its pages back",
+		       &ntx_params.shm_bulk_idle_ms, 1, 3600000);
 }
 
 /* how a dead peer is noticed */

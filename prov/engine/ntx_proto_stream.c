@@ -14,8 +14,13 @@
  * whole once its last byte is in the peer's window. */
 int ntx_tx_smsg(struct ntx_req *r)
 {
-	/* longer than this (the eager size): a head and segments */
-	size_t chunk = ntx_vc_mtu(r->vc);
+	/* longer than the eager size: a head of at most that (so never
+	 * the whole message), then segments of up to the back end's
+	 * streamed segment */
+	size_t head = ntx_vc_mtu(r->vc);
+	size_t chunk = r->vc->ops->stream_mtu && r->vc->conn
+			       ? r->vc->ops->stream_mtu(r->vc->conn)
+			       : head;
 	bool ack = r->flags & FI_DELIVERY_COMPLETE;
 	int ret;
 
@@ -34,7 +39,8 @@ int ntx_tx_smsg(struct ntx_req *r)
 			h.cq_data = r->data;
 			h.msg_len = r->len;
 		}
-		ret = ntx_tx_piece(r, &h, r->len, chunk);
+		ret = ntx_tx_piece(r, &h, r->len,
+				   h.op == NTX_OP_SHEAD ? head : chunk);
 		if (ret <= 0)
 			return ret;
 		r->state = NTX_RS_SEND_STREAM;

@@ -158,7 +158,7 @@ static void map_victim(struct fz *f, pid_t pid)
 	fd = open(path, O_RDWR);
 	cr_assert_geq(fd, 0, "open %s", path);
 	cr_assert_eq(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
-	ntx_win_geom_init(&f->g, h.nslots, h.ring_lines);
+	ntx_win_geom_init(&f->g, h.nslots, h.ring_lines, h.bulk_size);
 	f->max_payload = h.max_payload;
 	f->base = mmap(NULL, f->g.size, PROT_READ | PROT_WRITE, MAP_SHARED,
 		       fd, 0);
@@ -569,7 +569,7 @@ static uint32_t our_slot_there(const struct ntx_addr *me, bool *closed)
 	fd = open(path, O_RDONLY);
 	cr_assert_geq(fd, 0, "open %s", path);
 	cr_assert_eq(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
-	ntx_win_geom_init(&g, h.nslots, h.ring_lines);
+	ntx_win_geom_init(&g, h.nslots, h.ring_lines, h.bulk_size);
 	base = mmap(NULL, g.size, PROT_READ, MAP_SHARED, fd, 0);
 	cr_assert_neq(base, MAP_FAILED);
 	close(fd);

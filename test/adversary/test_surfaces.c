@@ -210,7 +210,7 @@ static uint8_t *map_window(const struct ntx_addr *v, pid_t pid,
 	fd = open(path, O_RDWR);
 	cr_assert_geq(fd, 0, "open %s", path);
 	cr_assert_eq(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
-	ntx_win_geom_init(g, h.nslots, h.ring_lines);
+	ntx_win_geom_init(g, h.nslots, h.ring_lines, h.bulk_size);
 	base = mmap(NULL, g->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	cr_assert_neq(base, MAP_FAILED);
 	close(fd);

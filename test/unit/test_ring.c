@@ -88,7 +88,7 @@ Test(ring, shared_layouts_are_cache_line_multiples)
 	cr_assert_eq(sizeof(struct ntx_win_ctl), 2 * NTX_CACHELINE);
 	cr_assert_eq(offsetof(struct ntx_win_ctl, cons) % NTX_CACHELINE, 0);
 	cr_assert_eq(sizeof(struct ntx_win_entry), NTX_CACHELINE);
-	ntx_win_geom_init(&g, 256, 384);
+	ntx_win_geom_init(&g, 256, 384, 0);
 	cr_assert_eq(g.bits_off % NTX_CACHELINE, 0);
 	cr_assert_eq(g.cells_off % NTX_CACHELINE, 0);
 	cr_assert_geq(g.cells_off - g.bits_off, 256 / 8, "a bit per slot");
@@ -96,6 +96,17 @@ Test(ring, shared_layouts_are_cache_line_multiples)
 	cr_assert_eq(g.ring_off % NTX_WIN_PAGE, 0, "rings are page aligned");
 	cr_assert_eq(g.ring_size, 24576);
 	cr_assert_eq(g.size, g.ring_off + 256 * g.ring_size);
+	/* bulk areas after the rings, page aligned, one per slot */
+	ntx_win_geom_init(&g, 256, 392, 131072);
+	cr_assert_eq(g.bulk_off % NTX_WIN_PAGE, 0);
+	cr_assert_geq(g.bulk_off, g.ring_off + 256 * g.ring_size);
+	cr_assert_eq(g.size, g.bulk_off + 256 * 131072ul);
+	cr_assert_eq(ntx_win_bulk_seg(131072), 16384);
+	cr_assert_eq(ntx_win_bulk_seg(8192), 2048);
+	cr_assert_eq(ntx_win_bulk_seg(0), 0);
+	cr_assert_eq(offsetof(struct ntx_win_ctl, bulk_cons) / NTX_CACHELINE,
+		     offsetof(struct ntx_win_ctl, cons) / NTX_CACHELINE,
+		     "both consumer positions on one line");
 }
 
 /* The receiver only ever finds its next sequence number in a header the

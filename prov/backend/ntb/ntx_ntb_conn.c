@@ -19,6 +19,8 @@ static int ntx_ntb_slot_alloc(struct ntx_shm_ep *be, struct ntx_shm_conn *c)
 		atomic_store_explicit(&ctl->resp, 0, memory_order_relaxed);
 		atomic_store_explicit(&ctl->closed, 0, memory_order_relaxed);
 		atomic_store_explicit(&ctl->cons, 0, memory_order_relaxed);
+		atomic_store_explicit(&ctl->bulk_cons, 0,
+				      memory_order_relaxed);
 		memset(&ctl->want, 0, sizeof(ctl->want));
 		/* a slot used before is zeroed again: a peer that had not yet
 		 * seen its connection fail (a job-key refusal, a protocol
@@ -33,6 +35,7 @@ static int ntx_ntb_slot_alloc(struct ntx_shm_ep *be, struct ntx_shm_conn *c)
 			be->bit_words = i / 64 + 1;
 		c->my_slot = i;
 		c->rx_ring = ntx_win_entry(&be->win, i, 0);
+		c->rx_bulk = ntx_win_bulk(&be->win, i);
 		return 0;
 	}
 	NTX_WARN(FI_LOG_EP_CTRL, "all %u peer slots in use (FI_NTX_MAX_PEERS)\n",
@@ -56,6 +59,7 @@ static void ntx_ntb_peer_slot(struct ntx_shm_conn *c, uint32_t slot)
 {
 	c->peer_slot = slot;
 	c->tx_ring = ntx_win_entry(&c->pwin, slot, 0);
+	c->tx_bulk = ntx_win_bulk(&c->pwin, slot);
 	c->peered = true;
 	c->peer_bits = ntx_win_bits(&c->pwin) + slot / 64;
 	c->peer_bit = 1ull << (slot % 64);
@@ -219,6 +223,8 @@ void ntx_ntb_conn_free(struct ntx_shm_conn *c)
 	ntx_ntb_quiet_off(be);
 	if (be->hot == c)
 		be->hot = NULL;
+	if (c->bulk_dirty) /* the peer's slot release punches it */
+		be->bulk_dirty--;
 	if (c->peered) {
 		/* release: our last entries before the flag; the peer drains
 		 * them, then fails its side instead of waiting on us */

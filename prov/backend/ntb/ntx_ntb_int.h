@@ -119,6 +119,18 @@ struct ntx_shm_conn {
 	/* lines to consume before rx_pos is written to the peer again
 	 * (every quarter ring; 0 at first: the first drain writes it) */
 	int32_t rx_pub_left;
+	/* bulk areas (NTX_WIN_BULK; NULL: the window has none): ours in
+	 * pwin, written, and the peer's in our window, read; where the next
+	 * bulk payload goes (offset) and how many bytes went before it,
+	 * skipped ends of laps included (free running, as bulk_cons) */
+	uint8_t *tx_bulk, *rx_bulk;
+	uint32_t tx_bulk_off, rx_bulk_off;
+	uint64_t tx_bulk_pos, rx_bulk_pos;
+	uint64_t tx_bulk_cons; /* the peer's bulk_cons when last read */
+	/* the sender's reclaim (ntx_ntb_bulk_idle): pages of tx_bulk may be
+	 * in use; tx_bulk_pos when last looked at, and since when */
+	bool bulk_dirty;
+	uint64_t bulk_seen_pos, bulk_seen_ns;
 	struct ntx_ntb_seal *seal; /* NULL: nothing sealed */
 	_Atomic uint64_t *peer_bits; /* our ready bit's word in pwin */
 	uint64_t peer_bit;
@@ -166,6 +178,11 @@ struct ntx_shm_ep {
 	uint64_t *reused; /* slots released before: zeroed again at reuse */
 	uint64_t bits_clear_ns; /* next ntx_ntb_bits_clear pass */
 	uint32_t polls;
+	/* connections whose bulk areas in their peers' windows may hold
+	 * pages (ntx_ntb_bulk_idle gives them back); the polls that found
+	 * nothing since it last looked */
+	uint32_t bulk_dirty;
+	uint32_t bulk_polls;
 	/* with the bitmap: the connected ring the last pass found ready
 	 * alone, looked at first by the next polls (ntx_ntb_poll), so that
 	 * a peer that keeps talking costs what it costs with few peers;
@@ -217,6 +234,14 @@ static inline struct ntx_win_ctl *ntx_win_ctl(const struct ntx_win *w,
 					       uint32_t slot)
 {
 	return (struct ntx_win_ctl *)(w->base + w->g.ctl_off) + slot;
+}
+
+/* A slot's bulk area, or NULL where the window has none. */
+static inline uint8_t *ntx_win_bulk(const struct ntx_win *w, uint32_t slot)
+{
+	return w->g.bulk_size ? w->base + w->g.bulk_off +
+					(size_t)slot * w->g.bulk_size
+			      : NULL;
 }
 
 static inline _Atomic uint64_t *ntx_win_bits(const struct ntx_win *w)
@@ -366,6 +391,8 @@ void ntx_ntb_arm(struct ntx_be_ep *bep);
 void ntx_ntb_disarm(struct ntx_be_ep *bep);
 int ntx_ntb_wait_fd(struct ntx_be_ep *bep);
 size_t ntx_ntb_conn_mtu(const struct ntx_be_conn *conn);
+size_t ntx_ntb_stream_mtu(const struct ntx_be_conn *conn);
+void ntx_ntb_bulk_idle(struct ntx_shm_ep *be);
 int ntx_ntb_send(struct ntx_be_conn *conn, const void *hdr,
 		 const struct iovec *iov, size_t iovcnt, size_t len);
 int ntx_ntb_send_sealed(struct ntx_shm_conn *c, const void *hdr,

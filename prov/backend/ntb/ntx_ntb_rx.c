@@ -145,6 +145,9 @@ bad:
 	return false;
 }
 
+static bool ntx_ntb_rx_bulk(struct ntx_shm_conn *c, struct ntx_win_entry *e,
+			    uint32_t len);
+
 /* Drains the peer's ring in our window; returns entries handled, at most
  * NTX_NTB_DRAIN_MAX, so one busy peer cannot hold the poll. Inline into
  * the poll of few peers (ntx_ntb_poll_from), out of line elsewhere. */
@@ -202,8 +205,14 @@ ntx_ntb_drain_inline(struct ntx_shm_conn *c, bool ready)
 			cnt++;
 			continue;
 		}
+		if (__builtin_expect(len > be->win.max_payload, 0)) {
+			if (!ntx_ntb_rx_bulk(c, e, len))
+				return cnt;
+			cnt++;
+			continue;
+		}
 		lines = ntx_ring_lines(len);
-		if (len > be->win.max_payload || c->rx_pos + lines > n) {
+		if (c->rx_pos + lines > n) {
 			ntx_ntb_bad_entry(c);
 			return cnt;
 		}
@@ -230,6 +239,46 @@ ntx_ntb_drain_inline(struct ntx_shm_conn *c, bool ready)
 	if (c->rx_seq != seq0 && c->state == NTX_CONN_CONNECTED)
 		ntx_ntb_publish_cons(c);
 	return cnt;
+}
+
+/* The entry e at our position, whose length word len is above any
+ * ring entry's: a bulk entry (NTX_WIN_BULK), its payload taken from the
+ * peer's bulk area in our window where both sides work out it lies
+ * (ntx_ring.h), and how far we are done with the area told at once;
+ * anything else fails the connection. False when it failed. */
+static __attribute__((noinline)) bool
+ntx_ntb_rx_bulk(struct ntx_shm_conn *c, struct ntx_win_entry *e, uint32_t len)
+{
+	struct ntx_shm_ep *be = c->be;
+	uint32_t size = be->win.g.bulk_size, n = be->win.g.ring_lines;
+	uint32_t blen = len & ~NTX_WIN_BULK, lines = ntx_ring_lines(0);
+	uint32_t off = c->rx_bulk_off, used;
+	struct ntx_wire_hdr hdr;
+
+	if (!(len & NTX_WIN_BULK) || !c->rx_bulk || !blen ||
+	    blen > ntx_win_bulk_seg(size) || c->rx_pos + lines > n) {
+		ntx_ntb_bad_entry(c);
+		return false;
+	}
+	if (off + blen > size) { /* the sender skipped the rest of the lap */
+		c->rx_bulk_pos += size - off;
+		off = 0;
+	}
+	used = (uint32_t)ntx_align(blen, NTX_CACHELINE);
+	ntx_wire_hdr_load(&hdr, &e->hdr);
+	c->rx_pos = ntx_ring_advance(c->rx_pos, lines, n);
+	c->rx_pub_left -= (int32_t)lines;
+	be->cb.recv(c->vc, &hdr, c->rx_bulk + off, blen);
+	c->rx_bulk_off = off + used;
+	c->rx_bulk_pos += used;
+	if (c->state != NTX_CONN_CONNECTED)
+		return true;
+	/* release: we are done reading the bytes before it */
+	atomic_store_explicit(&ntx_win_ctl(&c->pwin, c->peer_slot)->bulk_cons,
+			      c->rx_bulk_pos, memory_order_release);
+	if (c->rx_pub_left <= 0)
+		ntx_ntb_publish_cons(c);
+	return true;
 }
 
 /* The entry e at our position on a connection whose peer's side is
@@ -517,6 +566,8 @@ static __attribute__((noinline)) void ntx_ntb_quiet_on(struct ntx_shm_ep *be)
  * engine's rare work) keeps it only while its words are unchanged. */
 static inline void ntx_ntb_bits_found_nothing(struct ntx_shm_ep *be)
 {
+	if (be->bulk_dirty)
+		ntx_ntb_bulk_idle(be);
 	if (!be->head.watch.on) {
 		if (++be->empty_polls >= NTX_NTB_QUIET_AFTER)
 			ntx_ntb_quiet_on(be);
@@ -675,5 +726,7 @@ int ntx_ntb_poll(struct ntx_be_ep *bep)
 	}
 	if (!be->head.watch.on && ++be->empty_polls >= NTX_NTB_QUIET_AFTER)
 		ntx_ntb_quiet_on(be);
+	if (be->bulk_dirty)
+		ntx_ntb_bulk_idle(be);
 	return 0;
 }

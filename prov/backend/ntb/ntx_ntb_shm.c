@@ -121,6 +121,7 @@ void ntx_ntb_hdr_fill(struct ntx_shm_ep *be, uint32_t flags, uint64_t wake_key)
 	hdr->nslots = be->win.g.nslots;
 	hdr->ring_lines = be->win.g.ring_lines;
 	hdr->max_payload = be->win.max_payload;
+	hdr->bulk_size = be->win.g.bulk_size;
 	hdr->ep_id = be->addr.ep_id;
 	hdr->service = be->addr.service;
 	hdr->flags = flags;
@@ -211,6 +212,7 @@ const struct ntx_be_ops ntx_ntb_shm_ops = {
 	.connect = ntx_ntb_connect,
 	.disconnect = ntx_ntb_disconnect,
 	.conn_mtu = ntx_ntb_conn_mtu,
+	.stream_mtu = ntx_ntb_stream_mtu,
 	.send = ntx_ntb_send,
 	.send_inline = ntx_ntb_send_inline,
 	.bulk_read = ntx_ntb_bulk_read,

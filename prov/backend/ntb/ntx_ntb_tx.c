@@ -5,6 +5,10 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
 #include "ntx_ntb_int.h"
 
 /* Our ready bit in the peer's bitmap, found clear: set, then the
@@ -170,6 +174,112 @@ ntx_ntb_reserve(struct ntx_shm_conn *c, uint32_t lines, bool sealed)
 	return 0;
 }
 
+/* The largest streamed segment the peer takes: a bulk entry's where its
+ * window has bulk areas, else a ring entry's. */
+size_t ntx_ntb_stream_mtu(const struct ntx_be_conn *conn)
+{
+	const struct ntx_shm_conn *c =
+		ntx_container_of(conn, const struct ntx_shm_conn, head);
+	uint32_t seg = ntx_win_bulk_seg(c->pwin.g.bulk_size);
+
+	return seg > c->pwin.max_payload ? seg : c->pwin.max_payload;
+}
+
+/* A packet whose payload goes into our bulk area in the peer's window,
+ * with a bulk entry in the ring that says so (NTX_WIN_BULK): where
+ * ntx_ring.h says, once the peer is done with what was there. */
+static __attribute__((noinline)) int
+ntx_ntb_send_bulk(struct ntx_shm_conn *c, const void *hdr,
+		  const struct iovec *iov, size_t iovcnt, size_t len)
+{
+	uint32_t size = c->pwin.g.bulk_size, off = c->tx_bulk_off;
+	uint32_t skip = 0, used = (uint32_t)ntx_align(len, NTX_CACHELINE);
+	uint64_t cons;
+	uint8_t *dst;
+	int ret;
+
+	if (!c->tx_bulk || len > ntx_win_bulk_seg(size))
+		return -FI_EMSGSIZE;
+	if (off + len > size) { /* the rest of the lap stays unused */
+		skip = size - off;
+		off = 0;
+	}
+	if (c->tx_bulk_pos + skip + used - c->tx_bulk_cons > size) {
+		/* acquire: the peer is done reading the bytes before cons */
+		cons = atomic_load_explicit(&ntx_win_ctl(&c->be->win,
+							 c->my_slot)->bulk_cons,
+					    memory_order_acquire);
+		if (cons > c->tx_bulk_pos || cons < c->tx_bulk_cons) {
+			ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
+			return -FI_ECONNRESET;
+		}
+		c->tx_bulk_cons = cons;
+		if (c->tx_bulk_pos + skip + used - cons > size)
+			return -FI_EAGAIN;
+	}
+	ret = ntx_ntb_reserve(c, ntx_ring_lines(0), false);
+	if (ret)
+		return ret;
+	dst = c->tx_bulk + off;
+	for (size_t i = 0, left = len; i < iovcnt && left; i++) {
+		size_t m = iov[i].iov_len < left ? iov[i].iov_len : left;
+
+		memcpy(dst, iov[i].iov_base, m);
+		dst += m;
+		left -= m;
+	}
+	/* the entry's release orders the payload before it */
+	ntx_ntb_put(c, ntx_ring_lines(0), NTX_WIN_BULK | (uint32_t)len, hdr,
+		    NULL, 0);
+	c->tx_bulk_off = off + used;
+	c->tx_bulk_pos += skip + used;
+	if (!c->bulk_dirty) {
+		c->bulk_dirty = true;
+		c->be->bulk_dirty++;
+	}
+	ntx_ntb_ring_bell_conn(c);
+	return 0;
+}
+
+/* Gives back the pages of our bulk areas in peers' windows that the
+ * peer is done with and that went unused for FI_NTX_SHM_BULK_IDLE_MS
+ * (madvise MADV_REMOVE on our map punches them out of the peer's memfd;
+ * only we write there, so nothing is lost). Called by polls that found
+ * nothing while any area may hold pages; it reads the clock on one such
+ * poll in 256. */
+void ntx_ntb_bulk_idle(struct ntx_shm_ep *be)
+{
+	uint64_t now, idle = ntx_params.shm_bulk_idle_ms * 1000000;
+	struct ntx_list *it;
+
+	if (++be->bulk_polls & 255)
+		return;
+	now = ntx_now_ns();
+	ntx_list_foreach(&be->conns, it) {
+		struct ntx_shm_conn *c =
+			ntx_container_of(it, struct ntx_shm_conn, entry);
+
+		if (!c->bulk_dirty || c->state != NTX_CONN_CONNECTED)
+			continue;
+		if (c->bulk_seen_pos != c->tx_bulk_pos) {
+			c->bulk_seen_pos = c->tx_bulk_pos;
+			c->bulk_seen_ns = now;
+			continue;
+		}
+		if (now - c->bulk_seen_ns < idle ||
+		    atomic_load_explicit(&ntx_win_ctl(&be->win,
+						      c->my_slot)->bulk_cons,
+					 memory_order_acquire) !=
+			    c->tx_bulk_pos)
+			continue;
+		if (madvise(c->tx_bulk, c->pwin.g.bulk_size, MADV_REMOVE))
+			NTX_DBG(FI_LOG_EP_DATA, "give back a bulk area: %s\n",
+				strerror(errno));
+		c->bulk_dirty = false;
+		be->bulk_dirty--;
+	}
+}
+
 int ntx_ntb_send(struct ntx_be_conn *conn, const void *hdr,
 		 const struct iovec *iov, size_t iovcnt, size_t len)
 {
@@ -178,7 +288,7 @@ int ntx_ntb_send(struct ntx_be_conn *conn, const void *hdr,
 	int ret;
 
 	if (len > c->pwin.max_payload)
-		return -FI_EMSGSIZE;
+		return ntx_ntb_send_bulk(c, hdr, iov, iovcnt, len);
 	lines = ntx_ring_lines((uint32_t)len);
 	ret = ntx_ntb_reserve(c, lines, false);
 	if (ret)

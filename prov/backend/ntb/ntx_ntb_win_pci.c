@@ -43,7 +43,7 @@ static int ntx_pci_geom(struct ntx_shm_ep *be)
 	while (ntx_ring_max_payload(lines) < be->win.max_payload)
 		lines += 2 * NTX_RING_ALIGN;
 	for (; n; n--) {
-		ntx_win_geom_init(&be->win.g, n, lines);
+		ntx_win_geom_init(&be->win.g, n, lines, 0);
 		if (be->win.g.size <= NTX_RGN_SLICE)
 			return 0;
 	}
@@ -109,9 +109,9 @@ static int ntx_pci_map_rgn(struct ntx_rgn *r, const struct ntx_addr *peer,
 	    h.nslots == 0 || !ntx_ring_lines_valid(h.ring_lines) ||
 	    h.max_payload < 4096 ||
 	    h.max_payload > ntx_ring_max_payload(h.ring_lines) ||
-	    h.size > NTX_RGN_SLICE)
+	    h.size > NTX_RGN_SLICE || h.bulk_size) /* no bulk areas */
 		return -FI_EADDRNOTAVAIL;
-	ntx_win_geom_init(&w->g, h.nslots, h.ring_lines);
+	ntx_win_geom_init(&w->g, h.nslots, h.ring_lines, 0);
 	if (w->g.size != h.size)
 		return -FI_EADDRNOTAVAIL;
 	w->base = base;

@@ -153,7 +153,8 @@ static int ntx_ntb_win_create(struct ntx_shm_ep *be)
 	if (lines * NTX_CACHELINE != ntx_params.ring_size)
 		NTX_INFO(FI_LOG_EP_CTRL, "FI_NTX_RING_SIZE raised to %u bytes "
 			 "for FI_NTX_EAGER_MAX\n", lines * NTX_CACHELINE);
-	ntx_win_geom_init(&be->win.g, (uint32_t)ntx_params.max_peers, lines);
+	ntx_win_geom_init(&be->win.g, (uint32_t)ntx_params.max_peers, lines,
+			  (uint32_t)ntx_params.shm_bulk_size);
 	if (be->addr.service)
 		snprintf(name, sizeof(name), "ntx-svc-%u-%u", getuid(),
 			 be->addr.service);
@@ -220,9 +221,10 @@ static bool ntx_win_hdr_valid(const struct ntx_win_hdr *h, size_t fsize,
 	    !ntx_ring_lines_valid(h->ring_lines) ||
 	    h->ring_lines > NTX_WIN_RING_LINES_MAX ||
 	    h->max_payload < 4096 || /* FI_NTX_EAGER_MAX's least */
-	    h->max_payload > ntx_ring_max_payload(h->ring_lines))
+	    h->max_payload > ntx_ring_max_payload(h->ring_lines) ||
+	    h->bulk_size % NTX_WIN_PAGE || h->bulk_size > NTX_WIN_BULK_MAX)
 		return false;
-	ntx_win_geom_init(&g, h->nslots, h->ring_lines);
+	ntx_win_geom_init(&g, h->nslots, h->ring_lines, h->bulk_size);
 	return g.size == h->size && g.size <= fsize;
 }
 
@@ -237,7 +239,7 @@ static int ntx_ntb_win_take(const struct ntx_addr *peer, struct ntx_win *w,
 	/* the map is exactly the window: its size is the one we unmap */
 	if (!ntx_win_hdr_valid(&hdr, size, peer) || hdr.size != size)
 		return -FI_EADDRNOTAVAIL;
-	ntx_win_geom_init(&w->g, hdr.nslots, hdr.ring_lines);
+	ntx_win_geom_init(&w->g, hdr.nslots, hdr.ring_lines, hdr.bulk_size);
 	w->base = base;
 	w->max_payload = hdr.max_payload;
 	w->flags = hdr.flags;
@@ -328,7 +330,8 @@ static int ntx_ntb_win_map(const struct ntx_addr *peer, int pidfd,
 		goto close_fd;
 	}
 	/* no larger than the largest window a valid header describes */
-	ntx_win_geom_init(&most, NTX_WIN_SLOTS_MAX, NTX_WIN_RING_LINES_MAX);
+	ntx_win_geom_init(&most, NTX_WIN_SLOTS_MAX, NTX_WIN_RING_LINES_MAX,
+			  NTX_WIN_BULK_MAX);
 	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(struct ntx_win_hdr) ||
 	    (size_t)st.st_size > most.size)
 		goto close_fd;
@@ -357,15 +360,26 @@ static void ntx_ntb_win_unmap(struct ntx_win *w)
 	munmap(w->base, w->g.size);
 }
 
+/* Zero pages for [off, off + len) of our window: punched out of the
+ * memfd, else written. */
+static void ntx_ntb_win_punch(struct ntx_shm_ep *be, size_t off, size_t len)
+{
+	if (len && fallocate(be->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			     (off_t)off, (off_t)len)) {
+		NTX_DBG(FI_LOG_EP_CTRL, "punch ring: %s\n", strerror(errno));
+		memset(be->win.base + off, 0, len);
+	}
+}
+
+/* A slot's ring and bulk area, zero and taking no memory. */
 static void ntx_ntb_ring_zero(struct ntx_shm_ep *be, uint32_t slot)
 {
-	size_t off = be->win.g.ring_off + (size_t)slot * be->win.g.ring_size;
+	const struct ntx_win_geom *g = &be->win.g;
 
-	if (fallocate(be->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		      (off_t)off, (off_t)be->win.g.ring_size)) {
-		NTX_DBG(FI_LOG_EP_CTRL, "punch ring: %s\n", strerror(errno));
-		memset(be->win.base + off, 0, be->win.g.ring_size);
-	}
+	ntx_ntb_win_punch(be, g->ring_off + (size_t)slot * g->ring_size,
+			  g->ring_size);
+	ntx_ntb_win_punch(be, g->bulk_off + (size_t)slot * g->bulk_size,
+			  g->bulk_size);
 }
 
 /* The wake socket of an endpoint: an abstract unix datagram name, gone

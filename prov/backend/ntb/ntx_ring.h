@@ -36,12 +36,13 @@
 #include "ntx/ntx_wire.h"
 
 #define NTX_WIN_MAGIC 0x4e54584857494e31ull /* "NTXHWIN1" */
-#define NTX_WIN_VERSION 8 /* 3: half entries (struct ntx_win_half); 4: the
+#define NTX_WIN_VERSION 9 /* 3: half entries (struct ntx_win_half); 4: the
 			    * owner's service in the header; 5: quarter
 			    * entries (struct ntx_win_quarter); 6: the
 			    * bitmap's count in conn_bell; 7: streamed
 			    * messages (NTX_OP_SHEAD, NTX_OP_SDATA); 8: the
-			    * peer a slot was reserved for (ntx_win_ctl.want) */
+			    * peer a slot was reserved for (ntx_win_ctl.want);
+			    * 9: bulk areas (NTX_WIN_BULK) */
 #define NTX_WIN_BITS_BELL (1ull << 32) /* conn_bell's high half */
 #define NTX_WIN_CELLS 64
 #define NTX_WIN_PAGE 4096
@@ -74,6 +75,9 @@ struct ntx_win_hdr {
 	_Alignas(NTX_CACHELINE) _Atomic uint32_t state;
 	_Atomic uint32_t waiters; /* owner about to sleep: wake it up */
 	_Atomic uint32_t bits_on; /* owner drains by the ready bitmap */
+	/* bytes of each slot's bulk area (a multiple of NTX_WIN_PAGE, at
+	 * most NTX_WIN_BULK_MAX; 0: none), written once with line 0 */
+	uint32_t bulk_size;
 	/* line 2: connect doorbell, incremented after a connect request or
 	 * response, so that data traffic never scans the connect cells (its
 	 * low half); NTX_WIN_BITS_BELL is added by a sender right after it
@@ -115,6 +119,9 @@ struct ntx_win_ctl {
 	struct ntx_addr want;
 	/* written by the peer: consumer position of our ring in its window */
 	_Alignas(NTX_CACHELINE) _Atomic uint32_t cons;
+	/* written by the peer: bytes of our bulk area in its window it is
+	 * done with, free running (skipped ends of a lap included) */
+	_Atomic uint64_t bulk_cons;
 };
 _Static_assert(sizeof(struct ntx_win_ctl) == 2 * NTX_CACHELINE,
 	       "response and consumer position on lines of their own");
@@ -132,6 +139,31 @@ struct ntx_win_entry {
 _Static_assert(sizeof(struct ntx_win_entry) == NTX_CACHELINE,
 	       "an entry header is one cache line");
 #define NTX_WIN_SKIP UINT32_MAX /* the rest of the lap is unused */
+
+/* Bulk entries. A whole entry whose length word is NTX_WIN_BULK | n
+ * carries only its header line: its n payload bytes lie in the sender's
+ * bulk area in the receiver's window (the slot's, beside its ring), at
+ * the place both sides work out alike: right after the last bulk
+ * payload (rounded up to a line), or at the area's start when n bytes do
+ * not fit before its end. The receiver tells how far it is done with
+ * the area in ntx_win_ctl.bulk_cons. Streamed messages' segments go this
+ * way (n at most ntx_win_bulk_seg of the area), so that a segment can be
+ * larger than a ring holds twice and several are in flight while the
+ * ring stays small; the area's pages are given back when it goes unused
+ * (DESIGN §4, "Bulk areas"). */
+#define NTX_WIN_BULK 0x20000000u
+#define NTX_WIN_BULK_MAX (4u << 20)
+#define NTX_WIN_BULK_SEG_MAX 16384u
+
+/* The largest payload of one bulk entry in an area of 'size' bytes: a
+ * quarter of it, at most NTX_WIN_BULK_SEG_MAX, so that several segments
+ * are in flight. */
+static inline uint32_t ntx_win_bulk_seg(uint32_t size)
+{
+	uint32_t q = size / 4 & ~(uint32_t)(NTX_CACHELINE - 1);
+
+	return q < NTX_WIN_BULK_SEG_MAX ? q : NTX_WIN_BULK_SEG_MAX;
+}
 
 /* A message of at most NTX_WIN_HALF_MAX bytes (tagged or not, with or
  * without CQ data, no ack asked for) in part of a header line, so that
@@ -197,8 +229,9 @@ static inline struct ntx_win_quarter *ntx_win_part(struct ntx_win_entry *e,
 /* Where each part of a window lies; computed the same way on both sides
  * from (nslots, ring_lines), so a peer's header is checked, not trusted. */
 struct ntx_win_geom {
-	uint32_t nslots, ring_lines;
-	size_t bits_off, cells_off, ctl_off, ring_off, ring_size, size;
+	uint32_t nslots, ring_lines, bulk_size;
+	size_t bits_off, cells_off, ctl_off, ring_off, ring_size, bulk_off,
+		size;
 };
 
 static inline size_t ntx_align(size_t v, size_t a)
@@ -207,10 +240,11 @@ static inline size_t ntx_align(size_t v, size_t a)
 }
 
 static inline void ntx_win_geom_init(struct ntx_win_geom *g, uint32_t nslots,
-				     uint32_t ring_lines)
+				     uint32_t ring_lines, uint32_t bulk_size)
 {
 	g->nslots = nslots;
 	g->ring_lines = ring_lines;
+	g->bulk_size = bulk_size;
 	g->bits_off = sizeof(struct ntx_win_hdr);
 	g->cells_off = g->bits_off +
 		       ntx_align((nslots + 63) / 64 * 8, NTX_CACHELINE);
@@ -219,8 +253,9 @@ static inline void ntx_win_geom_init(struct ntx_win_geom *g, uint32_t nslots,
 						  sizeof(struct ntx_win_ctl),
 				NTX_WIN_PAGE);
 	g->ring_size = (size_t)ring_lines * NTX_CACHELINE;
-	g->size = ntx_align(g->ring_off + (size_t)nslots * g->ring_size,
-			    NTX_WIN_PAGE);
+	g->bulk_off = ntx_align(g->ring_off + (size_t)nslots * g->ring_size,
+				NTX_WIN_PAGE);
+	g->size = g->bulk_off + (size_t)nslots * bulk_size;
 }
 
 /* ---- ring math: positions are line numbers in [0, n) ------------------ */
