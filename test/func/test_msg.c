@@ -835,6 +835,94 @@ Test(msg, a_streamed_message_cut_short_fails_its_receive, .timeout = 60)
 	free(buf);
 }
 
+/* Bulk areas give their pages back: a child streams BULK_N messages of
+ * BULK_LEN bytes to the parent (their segments go through its bulk area
+ * in the parent's window), then keeps progressing; the parent's shared
+ * memory (RssShmem, which counts the window pages it read) must grow by
+ * the pages the area took and shrink again once the child found it
+ * unused for FI_NTX_SHM_BULK_IDLE_MS and gave them back. */
+#define BULK_N 4
+#define BULK_LEN 200000
+
+static long rss_shmem_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "RssShmem: %ld", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static int child_bulk_sender(int sock)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	char *buf = malloc(BULK_LEN);
+
+	CHK(buf && t_open(&t, CAPS) == 0);
+	CHK(t_xchg_name(&t, sock, &peer) == 0);
+	for (int i = 0; i < BULK_N; i++) {
+		t_fill(buf, BULK_LEN, (unsigned)i);
+		CHK(fi_tsend(t.ep, buf, BULK_LEN, NULL, peer, 20 + i, NULL) ==
+		    0);
+		CHK(t_wait(&t, NULL, NULL, NULL, WAIT_MS) == 1);
+	}
+	/* progress, and nothing else, until the parent has looked */
+	CHK(t_sync_progress(&t, sock, 120000) == 0);
+	t_close(&t);
+	free(buf);
+	return 0;
+}
+
+Test(msg, bulk_pages_are_given_back_once_unused, .timeout = 120)
+{
+	struct tctx t;
+	fi_addr_t peer;
+	char *buf = malloc(BULK_N * (size_t)BULK_LEN), c = 'k';
+	long before, after, now;
+	uint64_t end;
+	int sock;
+	pid_t pid;
+
+	shm_window_only();
+	pid = t_fork(&sock, child_bulk_sender);
+	cr_assert(buf);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(t_xchg_name(&t, sock, &peer), 0);
+	before = rss_shmem_kib();
+	cr_assert_geq(before, 0, "RssShmem in /proc/self/status");
+	for (int i = 0; i < BULK_N; i++)
+		cr_assert_eq(fi_trecv(t.ep, buf + (size_t)i * BULK_LEN,
+				      BULK_LEN, NULL, peer, 20 + i, 0, NULL),
+			     0);
+	for (int i = 0; i < BULK_N; i++)
+		cr_assert_eq(t_wait(&t, NULL, NULL, NULL, WAIT_MS), 1);
+	for (int i = 0; i < BULK_N; i++)
+		cr_assert_eq(t_check(buf + (size_t)i * BULK_LEN, BULK_LEN,
+				     (unsigned)i), 0, "message %d", i);
+	after = rss_shmem_kib();
+	cr_log_info("RssShmem: %ld KiB before, %ld after the messages\n",
+		    before, after);
+	cr_assert_geq(after - before, 64, "the bulk area took pages");
+	cr_assert_eq(t_sock_read(sock, &c, 1), 0); /* the child progresses */
+	end = t_ms() + 60000;
+	while ((now = rss_shmem_kib()) > after - 64 && t_ms() < end)
+		usleep(10000); /* polling a figure, not ordering events */
+	cr_log_info("RssShmem: %ld KiB once the child saw the area unused\n",
+		    now);
+	cr_assert_leq(now, after - 64, "the bulk area's pages came back "
+		      "(%ld KiB, %ld after the messages)", now, after);
+	cr_assert_eq(write(sock, &c, 1), 1);
+	cr_assert_eq(t_join(pid), 0);
+	t_close(&t);
+	free(buf);
+}
+
 static int child_sleeper(int sock)
 {
 	struct tctx t;
