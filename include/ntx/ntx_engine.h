@@ -311,6 +311,15 @@ struct ntx_ep {
 	uint32_t sep_n;
 	struct ntx_list unexp_free; /* ntx_unexp pool */
 	uint32_t unexp_pooled;      /* entries in unexp_free */
+	/* buffers above NTX_UNEXP_KEEP_CAP kept for the next unexpected
+	 * messages that large (streamed messages that came before their
+	 * receive, a halo exchange's), at most NTX_UNEXP_BIG of them and
+	 * NTX_UNEXP_BIG_BYTES in all (ntx_proto_unexp.c) */
+	struct ntx_unexp_big {
+		uint8_t *data;
+		size_t cap;
+	} unexp_big[4];
+	size_t unexp_big_bytes;
 	size_t dead_unexp_bytes;    /* unexpected messages of failed peers
 				     * kept (at most FI_NTX_GONE_UNEXP_MAX) */
 	/* a receive context's budget (this endpoint's when it is its own
