@@ -145,6 +145,9 @@ struct ntx_be_ops {
 	 * NTX_OP_SDATA) this peer takes, where it may exceed conn_mtu (the
 	 * shm window's bulk areas; optional: the eager size otherwise) */
 	size_t (*stream_mtu)(const struct ntx_be_conn *conn);
+	/* a connection of an endpoint to itself on which everything sent
+	 * has been taken by the receiving side (optional: never) */
+	bool (*self_idle)(struct ntx_be_conn *conn);
 	/* the peer's eager size (FI_NTX_EAGER_MAX; tcp: its own
 	 * FI_NTX_TCP_EAGER_MAX), learnt at connect, where it does not bound
 	 * conn_mtu (optional; 0: not known) */

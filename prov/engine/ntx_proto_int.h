@@ -69,6 +69,11 @@ void ntx_on_cts(struct ntx_vc *vc, const struct ntx_wire_hdr *h);
 void ntx_on_fin(struct ntx_vc *vc, const struct ntx_wire_hdr *h);
 
 /* ---- streamed messages (ntx_proto_stream.c) ---- */
+/* An EAGER message of len bytes whose payload we hold whole (a message
+ * to our own endpoint, ntx_tx_self): matched and delivered, or waiting
+ * unexpected, as one from the ring would be. */
+void ntx_msg_deliver_eager(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+			   const void *payload, size_t len);
 int ntx_tx_smsg(struct ntx_req *r);
 void ntx_on_shead(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		  const void *payload, size_t len);

@@ -401,6 +401,12 @@ ntx_msg_deliver(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		ntx_rx_rndv(r, vc, h, riov, niov);
 }
 
+void ntx_msg_deliver_eager(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
+			   const void *payload, size_t len)
+{
+	ntx_msg_deliver(vc, h, payload, len, NULL, 0, true);
+}
+
 static void ntx_on_msg(struct ntx_vc *vc, const struct ntx_wire_hdr *h,
 		       const void *payload, size_t len)
 {

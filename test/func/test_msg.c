@@ -2180,6 +2180,52 @@ Test(msg, large_messages_to_itself_posted_and_unexpected, .timeout = 60)
 	free(in);
 }
 
+/* Messages to itself keep their order whichever way each goes: one that
+ * skips the ring (a streamed size, nothing of ours untaken before it)
+ * and ones that go through it (small, or sent while an earlier one is
+ * still in the ring), all with one tag and received after the sends. */
+Test(msg, messages_to_itself_keep_their_order, .timeout = 60)
+{
+	static const size_t lens[] = { 100000, 1000, 100000, 30000, 8, 200000 };
+	const size_t n = sizeof(lens) / sizeof(lens[0]), cap = 200000;
+	char *out = malloc(n * cap), *in = malloc(n * cap);
+	char name[T_NAMELEN];
+	size_t len = sizeof(name);
+	struct fi_cq_tagged_entry e;
+	fi_addr_t self;
+	struct tctx t;
+	size_t sends = 0, next = 0;
+
+	cr_assert(out && in);
+	cr_assert_eq(t_open(&t, CAPS), 0);
+	cr_assert_eq(fi_getname(&t.ep->fid, name, &len), 0);
+	cr_assert_eq(t_insert(&t, name, &self), 0);
+	for (size_t i = 0; i < n; i++) {
+		t_fill(out + i * cap, lens[i], (unsigned)i);
+		cr_assert_eq(fi_tsend(t.ep, out + i * cap, lens[i], NULL, self,
+				      7, out + i * cap), 0);
+	}
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(fi_trecv(t.ep, in + i * cap, cap, NULL, self, 7, 0,
+				      in + i * cap), 0);
+	while (sends < n || next < n) {
+		cr_assert_eq(t_wait(&t, &e, NULL, NULL, WAIT_MS), 1);
+		if (e.flags & FI_SEND) {
+			sends++;
+			continue;
+		}
+		cr_assert_eq(e.op_context, in + next * cap);
+		cr_assert_eq(e.len, lens[next], "receive %zu: %zu bytes, "
+			     "want %zu", next, e.len, lens[next]);
+		cr_assert_eq(t_check(in + next * cap, lens[next],
+				     (unsigned)next), 0, "receive %zu", next);
+		next++;
+	}
+	t_close(&t);
+	free(out);
+	free(in);
+}
+
 /* A peer no back end of the domain reaches (a name of another host in the
  * shm domain, as when an MPI library spreads ranks over domains): each
  * operation to it (send, tagged send, RMA write) is taken and completes in

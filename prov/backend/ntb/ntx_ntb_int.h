@@ -392,6 +392,7 @@ void ntx_ntb_disarm(struct ntx_be_ep *bep);
 int ntx_ntb_wait_fd(struct ntx_be_ep *bep);
 size_t ntx_ntb_conn_mtu(const struct ntx_be_conn *conn);
 size_t ntx_ntb_stream_mtu(const struct ntx_be_conn *conn);
+bool ntx_ntb_self_idle(struct ntx_be_conn *conn);
 void ntx_ntb_bulk_idle(struct ntx_shm_ep *be);
 int ntx_ntb_send(struct ntx_be_conn *conn, const void *hdr,
 		 const struct iovec *iov, size_t iovcnt, size_t len);

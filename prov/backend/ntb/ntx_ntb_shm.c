@@ -213,6 +213,7 @@ const struct ntx_be_ops ntx_ntb_shm_ops = {
 	.disconnect = ntx_ntb_disconnect,
 	.conn_mtu = ntx_ntb_conn_mtu,
 	.stream_mtu = ntx_ntb_stream_mtu,
+	.self_idle = ntx_ntb_self_idle,
 	.send = ntx_ntb_send,
 	.send_inline = ntx_ntb_send_inline,
 	.bulk_read = ntx_ntb_bulk_read,

@@ -185,6 +185,18 @@ size_t ntx_ntb_stream_mtu(const struct ntx_be_conn *conn)
 	return seg > c->pwin.max_payload ? seg : c->pwin.max_payload;
 }
 
+/* A connection of our endpoint to itself (one connection object, both
+ * rings the same) whose every entry we wrote has been consumed. */
+bool ntx_ntb_self_idle(struct ntx_be_conn *conn)
+{
+	const struct ntx_shm_conn *c = ntx_shm_conn_of(conn);
+	const struct ntx_addr *me = &c->be->addr;
+
+	return c->state == NTX_CONN_CONNECTED && c->peer.pid == me->pid &&
+	       c->peer.ep_id == me->ep_id && c->peer.epoch == me->epoch &&
+	       c->my_slot == c->peer_slot && c->rx_seq == c->tx_seq;
+}
+
 /* A packet whose payload goes into our bulk area in the peer's window,
  * with a bulk entry in the ring that says so (NTX_WIN_BULK): where
  * ntx_ring.h says, once the peer is done with what was there. */
