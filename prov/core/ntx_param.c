@@ -102,9 +102,10 @@ static void ntx_params_init_window(void)
 		       &ntx_params.shm_split_min, 0, SIZE_MAX);
 	ntx_param_size("shm_stream_max",
 		       "largest message in bytes above FI_NTX_EAGER_MAX that "
-		       "the sender streams through the peer's ring at once "
-		       "(the receiver copies each piece out as the next is "
-		       "written) instead of a rendezvous (0: never)",
+		       "the sender streams at once, a head in the peer's ring "
+		       "and segments in its bulk area (the receiver copies "
+		       "each piece out as the next is written) instead of a "
+		       "rendezvous (0: never)",
 		       &ntx_params.shm_stream_max, 0, NTX_STREAM_LIMIT);
 	ntx_param_size("shm_bulk_size",
 		       "bytes of the bulk area each peer's slot of the shm "

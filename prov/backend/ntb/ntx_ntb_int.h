@@ -298,6 +298,9 @@ struct ntx_ntb_win_ops {
 	void (*wait_take)(struct ntx_shm_ep *be, bool drain_wake);
 	/* a released slot's ring in our window made zero (and free) again */
 	void (*ring_zero)(struct ntx_shm_ep *be, uint32_t slot);
+	/* our bulk area in the peer's window (c->tx_bulk) given back: zero
+	 * pages that take no memory (a window with bulk areas only) */
+	void (*bulk_release)(struct ntx_shm_conn *c);
 	/* the doorbell: wakes the peer of c, which armed its window */
 	void (*wake)(struct ntx_shm_conn *c);
 	/* a full fence on every sender that may write our window (those

@@ -5,10 +5,6 @@
  */
 #include "config.h"
 
-#include <errno.h>
-#include <string.h>
-#include <sys/mman.h>
-
 #include "ntx_ntb_int.h"
 
 /* Our ready bit in the peer's bitmap, found clear: set, then the
@@ -255,10 +251,9 @@ ntx_ntb_send_bulk(struct ntx_shm_conn *c, const void *hdr,
 
 /* Gives back the pages of our bulk areas in peers' windows that the
  * peer is done with and that went unused for FI_NTX_SHM_BULK_IDLE_MS
- * (madvise MADV_REMOVE on our map punches them out of the peer's memfd;
- * only we write there, so nothing is lost). Called by polls that found
- * nothing while any area may hold pages; it reads the clock on one such
- * poll in 256. */
+ * (the window's bulk_release; only we write there, so nothing is
+ * lost). Called by polls that found nothing while any area may hold
+ * pages; it reads the clock on one such poll in 256. */
 void ntx_ntb_bulk_idle(struct ntx_shm_ep *be)
 {
 	uint64_t now, idle = ntx_params.shm_bulk_idle_ms * 1000000;
@@ -284,9 +279,8 @@ void ntx_ntb_bulk_idle(struct ntx_shm_ep *be)
 					 memory_order_acquire) !=
 			    c->tx_bulk_pos)
 			continue;
-		if (madvise(c->tx_bulk, c->pwin.g.bulk_size, MADV_REMOVE))
-			NTX_DBG(FI_LOG_EP_DATA, "give back a bulk area: %s\n",
-				strerror(errno));
+		if (be->wops->bulk_release)
+			be->wops->bulk_release(c);
 		c->bulk_dirty = false;
 		be->bulk_dirty--;
 	}

@@ -382,6 +382,16 @@ static void ntx_ntb_ring_zero(struct ntx_shm_ep *be, uint32_t slot)
 			  g->bulk_size);
 }
 
+/* Our bulk area in a peer's window punched out of its memfd through our
+ * map of it (MADV_REMOVE): the pages go back to the kernel, and the next
+ * write faults in zero pages. */
+static void ntx_ntb_bulk_release(struct ntx_shm_conn *c)
+{
+	if (madvise(c->tx_bulk, c->pwin.g.bulk_size, MADV_REMOVE))
+		NTX_DBG(FI_LOG_EP_DATA, "give back a bulk area: %s\n",
+			strerror(errno));
+}
+
 /* The wake socket of an endpoint: an abstract unix datagram name, gone
  * with the process (an eventfd cannot be reopened through /proc). Its
  * random part is in the window header (ntx_win_hdr.wake_key). */
@@ -503,6 +513,7 @@ const struct ntx_ntb_win_ops ntx_ntb_win_shm_ops = {
 	.peer_put = ntx_ntb_peer_put,
 	.wait_take = ntx_ntb_events,
 	.ring_zero = ntx_ntb_ring_zero,
+	.bulk_release = ntx_ntb_bulk_release,
 	.wake = ntx_ntb_wake,
 	.fence_peers = ntx_ntb_fence_peers,
 	.peer_ok = ntx_ntb_shm_peer_ok,
