@@ -276,8 +276,22 @@ static uint32_t write_entry(struct fz *f, uint32_t slot, uint32_t pos,
 	}
 	for (size_t i = 0; i < len && i < room; i++)
 		e->payload[i] = (uint8_t)rnd();
-	if (rnd() % 8 == 0)
+	if (rnd() % 6 == 0 && f->g.bulk_size) {
+		/* a bulk entry: a length around the segment's limit (or any),
+		 * its payload junk in the slot's bulk area */
+		uint8_t *b = f->base + f->g.bulk_off +
+			     (size_t)slot * f->g.bulk_size;
+		uint32_t seg = ntx_win_bulk_seg(f->g.bulk_size);
+
+		len = rnd() % 4 ? (uint32_t)(rnd() % (seg + 2))
+				: (uint32_t)edgy(f) & ~NTX_WIN_HALF;
+		for (size_t i = 0; i < 4096; i++)
+			b[rnd() % f->g.bulk_size] = (uint8_t)rnd();
+		len |= NTX_WIN_BULK;
+		lines = ntx_ring_lines(0);
+	} else if (rnd() % 8 == 0) {
 		len = NTX_WIN_SKIP;
+	}
 	e->len = len;
 	mutate_hdr(f, &e->hdr);
 	atomic_store_explicit(&e->seq, rnd() % 16 ? *seq : (uint32_t)rnd(),
