@@ -64,16 +64,21 @@ void ntx_proto_send_fail(struct ntx_req *r, int err)
 	ntx_req_put(r);
 }
 
-static int ntx_tx_eager(struct ntx_req *r)
+/* The EAGER header of r's whole message (no request id). */
+static inline struct ntx_wire_hdr ntx_eager_hdr(const struct ntx_req *r)
 {
-	struct ntx_wire_hdr h = {
+	return (struct ntx_wire_hdr){
 		.op = NTX_OP_EAGER,
 		.flags = ntx_pkt_flags(r->flags),
 		.tag = r->tag,
 		.cq_data = r->data,
 		.msg_len = r->len,
-		.sreq = r->id,
 	};
+}
+
+static int ntx_tx_eager(struct ntx_req *r)
+{
+	struct ntx_wire_hdr h = ntx_eager_hdr(r);
 	struct iovec biov = { r->bounce, r->len };
 	bool ack = r->flags & FI_DELIVERY_COMPLETE;
 	/* delivery complete, or a back end that tells when the peer took
@@ -87,8 +92,8 @@ static int ntx_tx_eager(struct ntx_req *r)
 
 	if (ack)
 		h.flags |= NTX_PF_ACK;
-	if (!wait)
-		h.sreq = 0;
+	if (wait)
+		h.sreq = r->id;
 	if (r->len <= NTX_INLINE_MAX) {
 		/* a small payload rides in the header's cache line */
 		h.flags |= NTX_PF_INLINE;
@@ -201,13 +206,7 @@ static bool ntx_tx_rndv_better(const struct ntx_req *r)
  * unexpected), then complete. */
 static int ntx_tx_self(struct ntx_req *r)
 {
-	struct ntx_wire_hdr h = {
-		.op = NTX_OP_EAGER,
-		.flags = ntx_pkt_flags(r->flags),
-		.tag = r->tag,
-		.cq_data = r->data,
-		.msg_len = r->len,
-	};
+	struct ntx_wire_hdr h = ntx_eager_hdr(r);
 
 	ntx_msg_deliver_eager(r->vc, &h, r->iov[0].iov_base, r->len);
 	ntx_proto_send_done(r);
