@@ -159,6 +159,9 @@ struct ntx_req {
 };
 
 /* An arrived message nobody had posted a receive for. */
+/* large unexpected-message buffers an endpoint keeps (ntx_proto_unexp.c) */
+#define NTX_UNEXP_BIG 4
+
 struct ntx_unexp {
 	struct ntx_list entry;     /* arrival order, tagged or untagged */
 	struct ntx_list tag_entry; /* tagged: arrival order within a bucket */
@@ -318,7 +321,7 @@ struct ntx_ep {
 	struct ntx_unexp_big {
 		uint8_t *data;
 		size_t cap;
-	} unexp_big[4];
+	} unexp_big[NTX_UNEXP_BIG];
 	size_t unexp_big_bytes;
 	size_t dead_unexp_bytes;    /* unexpected messages of failed peers
 				     * kept (at most FI_NTX_GONE_UNEXP_MAX) */

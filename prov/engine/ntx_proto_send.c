@@ -175,13 +175,10 @@ static inline size_t ntx_vc_stream_max(const struct ntx_vc *vc)
 static bool ntx_tx_self_ok(const struct ntx_req *r)
 {
 	const struct ntx_vc *vc = r->vc;
-	const struct ntx_addr *me = &vc->ep->name;
 
 	return r->iov_count == 1 && vc->ops->self_idle &&
 	       !(r->flags & (FI_DELIVERY_COMPLETE | FI_INJECT)) &&
-	       vc->peer.pid == me->pid && vc->peer.ep_id == me->ep_id &&
-	       vc->peer.epoch == me->epoch && !vc->rx_stream_len &&
-	       vc->ops->self_idle(vc->conn);
+	       !vc->rx_stream_len && vc->ops->self_idle(vc->conn);
 }
 
 /* A message the stream would take that goes better by rendezvous: one
@@ -195,8 +192,8 @@ static bool ntx_tx_rndv_better(const struct ntx_req *r)
 {
 	const struct ntx_vc *vc = r->vc;
 
+	/* (two or more: the backlog's first has one after it) */
 	return ntx_params.shm_split_min && r->len >= ntx_params.shm_split_min &&
-	       !ntx_list_empty(&vc->backlog) &&
 	       vc->backlog.next->next != &vc->backlog &&
 	       vc->peer.pid != vc->ep->name.pid &&
 	       ntx_vc_bulk(vc);

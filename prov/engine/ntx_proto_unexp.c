@@ -16,8 +16,6 @@
  * exchange's large unexpected messages come again and again, and each
  * fresh allocation of one cost its page faults (a 256 KiB streamed halo
  * step at np 2 took 1.2 ms instead of 0.1) */
-#define NTX_UNEXP_BIG (sizeof(((struct ntx_ep *)0)->unexp_big) / \
-		       sizeof(struct ntx_unexp_big))
 #define NTX_UNEXP_BIG_BYTES ((size_t)2 << 20)
 
 /* A kept large buffer of at least len bytes (the smallest), or NULL. */

@@ -109,6 +109,25 @@ Test(ring, shared_layouts_are_cache_line_multiples)
 		     "both consumer positions on one line");
 }
 
+/* Where a bulk payload lies: right after what went by, or at the start
+ * when it would cross the end, the rest of that lap counted as skipped. */
+Test(ring, bulk_payloads_follow_each_other_and_never_cross_the_end)
+{
+	const uint32_t size = 131072;
+	uint32_t skip;
+
+	cr_assert_eq(ntx_win_bulk_place(0, size, 16384, &skip), 0);
+	cr_assert_eq(skip, 0);
+	cr_assert_eq(ntx_win_bulk_place(112 << 10, size, 16384, &skip),
+		     112 << 10);
+	cr_assert_eq(skip, 0, "it ends right at the area's end");
+	cr_assert_eq(ntx_win_bulk_place(120 << 10, size, 16384, &skip), 0);
+	cr_assert_eq(skip, 8192, "the lap's last 8 KiB stay unused");
+	cr_assert_eq(ntx_win_bulk_place(3 * (uint64_t)size + 64, size, 100,
+					&skip), 64);
+	cr_assert_eq(skip, 0, "free running over laps");
+}
+
 /* The receiver only ever finds its next sequence number in a header the
  * sender wrote for it. A model of one ring: the sender fills payload lines
  * with data that looks like sequence numbers, the receiver clears the

@@ -120,11 +120,10 @@ struct ntx_shm_conn {
 	 * (every quarter ring; 0 at first: the first drain writes it) */
 	int32_t rx_pub_left;
 	/* bulk areas (NTX_WIN_BULK; NULL: the window has none): ours in
-	 * pwin, written, and the peer's in our window, read; where the next
-	 * bulk payload goes (offset) and how many bytes went before it,
-	 * skipped ends of laps included (free running, as bulk_cons) */
+	 * pwin, written, and the peer's in our window, read; the bytes of
+	 * each that went by, skipped ends of laps included (free running,
+	 * as bulk_cons; ntx_win_bulk_place) */
 	uint8_t *tx_bulk, *rx_bulk;
-	uint32_t tx_bulk_off, rx_bulk_off;
 	uint64_t tx_bulk_pos, rx_bulk_pos;
 	uint64_t tx_bulk_cons; /* the peer's bulk_cons when last read */
 	/* the sender's reclaim (ntx_ntb_bulk_idle): pages of tx_bulk may be

@@ -252,7 +252,7 @@ ntx_ntb_rx_bulk(struct ntx_shm_conn *c, struct ntx_win_entry *e, uint32_t len)
 	struct ntx_shm_ep *be = c->be;
 	uint32_t size = be->win.g.bulk_size, n = be->win.g.ring_lines;
 	uint32_t blen = len & ~NTX_WIN_BULK, lines = ntx_ring_lines(0);
-	uint32_t off = c->rx_bulk_off, used;
+	uint32_t off, skip, used = (uint32_t)ntx_align(blen, NTX_CACHELINE);
 	struct ntx_wire_hdr hdr;
 
 	if (!(len & NTX_WIN_BULK) || !c->rx_bulk || !blen ||
@@ -260,17 +260,12 @@ ntx_ntb_rx_bulk(struct ntx_shm_conn *c, struct ntx_win_entry *e, uint32_t len)
 		ntx_ntb_bad_entry(c);
 		return false;
 	}
-	if (off + blen > size) { /* the sender skipped the rest of the lap */
-		c->rx_bulk_pos += size - off;
-		off = 0;
-	}
-	used = (uint32_t)ntx_align(blen, NTX_CACHELINE);
+	off = ntx_win_bulk_place(c->rx_bulk_pos, size, blen, &skip);
 	ntx_wire_hdr_load(&hdr, &e->hdr);
 	c->rx_pos = ntx_ring_advance(c->rx_pos, lines, n);
 	c->rx_pub_left -= (int32_t)lines;
 	be->cb.recv(c->vc, &hdr, c->rx_bulk + off, blen);
-	c->rx_bulk_off = off + used;
-	c->rx_bulk_pos += used;
+	c->rx_bulk_pos += skip + used;
 	if (c->state != NTX_CONN_CONNECTED)
 		return true;
 	/* release: we are done reading the bytes before it */

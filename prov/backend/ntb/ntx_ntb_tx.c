@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include "ntx/ntx_core.h"
 #include "ntx_ntb_int.h"
 
 /* Our ready bit in the peer's bitmap, found clear: set, then the
@@ -200,18 +201,14 @@ static __attribute__((noinline)) int
 ntx_ntb_send_bulk(struct ntx_shm_conn *c, const void *hdr,
 		  const struct iovec *iov, size_t iovcnt, size_t len)
 {
-	uint32_t size = c->pwin.g.bulk_size, off = c->tx_bulk_off;
-	uint32_t skip = 0, used = (uint32_t)ntx_align(len, NTX_CACHELINE);
+	uint32_t size = c->pwin.g.bulk_size, off, skip;
+	uint32_t used = (uint32_t)ntx_align(len, NTX_CACHELINE);
 	uint64_t cons;
-	uint8_t *dst;
 	int ret;
 
 	if (!c->tx_bulk || len > ntx_win_bulk_seg(size))
 		return -FI_EMSGSIZE;
-	if (off + len > size) { /* the rest of the lap stays unused */
-		skip = size - off;
-		off = 0;
-	}
+	off = ntx_win_bulk_place(c->tx_bulk_pos, size, (uint32_t)len, &skip);
 	if (c->tx_bulk_pos + skip + used - c->tx_bulk_cons > size) {
 		/* acquire: the peer is done reading the bytes before cons */
 		cons = atomic_load_explicit(&ntx_win_ctl(&c->be->win,
@@ -228,18 +225,10 @@ ntx_ntb_send_bulk(struct ntx_shm_conn *c, const void *hdr,
 	ret = ntx_ntb_reserve(c, ntx_ring_lines(0), false);
 	if (ret)
 		return ret;
-	dst = c->tx_bulk + off;
-	for (size_t i = 0, left = len; i < iovcnt && left; i++) {
-		size_t m = iov[i].iov_len < left ? iov[i].iov_len : left;
-
-		memcpy(dst, iov[i].iov_base, m);
-		dst += m;
-		left -= m;
-	}
+	ntx_iov_copy_from(c->tx_bulk + off, iov, iovcnt, len);
 	/* the entry's release orders the payload before it */
 	ntx_ntb_put(c, ntx_ring_lines(0), NTX_WIN_BULK | (uint32_t)len, hdr,
 		    NULL, 0);
-	c->tx_bulk_off = off + used;
 	c->tx_bulk_pos += skip + used;
 	if (!c->bulk_dirty) {
 		c->bulk_dirty = true;

@@ -366,7 +366,8 @@ static void ntx_ntb_win_punch(struct ntx_shm_ep *be, size_t off, size_t len)
 {
 	if (len && fallocate(be->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			     (off_t)off, (off_t)len)) {
-		NTX_DBG(FI_LOG_EP_CTRL, "punch ring: %s\n", strerror(errno));
+		NTX_DBG(FI_LOG_EP_CTRL, "punch window pages: %s\n",
+			strerror(errno));
 		memset(be->win.base + off, 0, len);
 	}
 }

@@ -165,6 +165,20 @@ static inline uint32_t ntx_win_bulk_seg(uint32_t size)
 	return q < NTX_WIN_BULK_SEG_MAX ? q : NTX_WIN_BULK_SEG_MAX;
 }
 
+/* Where the next bulk payload of len bytes lies in an area of 'size'
+ * bytes (not 0) after pos bytes of it went by, skipped ends of laps
+ * included: right after them, or at the area's start when it does not
+ * fit before the end; *skip: the bytes of the lap left unused. The one
+ * rule sender and receiver both follow. */
+static inline uint32_t ntx_win_bulk_place(uint64_t pos, uint32_t size,
+					  uint32_t len, uint32_t *skip)
+{
+	uint32_t off = (uint32_t)(pos % size);
+
+	*skip = off + len > size ? size - off : 0;
+	return *skip ? 0 : off;
+}
+
 /* A message of at most NTX_WIN_HALF_MAX bytes (tagged or not, with or
  * without CQ data, no ack asked for) in part of a header line, so that
  * two to four share a line: a half entry (struct ntx_win_half, 32 bytes)
