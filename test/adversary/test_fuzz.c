@@ -644,6 +644,109 @@ Test(fuzz, a_half_entry_before_the_key_proof_completes_nothing,
 	victim_end(&f, pid);
 }
 
+/* ---- bulk areas ---------------------------------------------------------- */
+
+#define BULK_MSG 200000 /* a streamed message: head and bulk segments */
+
+/* Progress of 'peer' while waiting up to 20 s for one completion of t:
+ * 1, -FI_EAVAIL (err filled) or -FI_ETIMEDOUT. */
+static int wait_with(struct tctx *t, struct tctx *peer,
+		     struct fi_cq_err_entry *err)
+{
+	uint64_t end = t_ms() + 20000;
+	struct fi_cq_tagged_entry e;
+	ssize_t r;
+
+	do {
+		r = fi_cq_read(t->cq, &e, 1);
+		if (r == 1)
+			return 1;
+		if (r == -FI_EAVAIL) {
+			memset(err, 0, sizeof(*err));
+			return fi_cq_readerr(t->cq, err, 0) == 1 ? -FI_EAVAIL
+								  : -FI_EIO;
+		}
+		fi_cq_read(peer->cq, NULL, 0); /* progress, nothing taken */
+	} while (t_ms() < end);
+	return -FI_ETIMEDOUT;
+}
+
+/* A receiver that writes a bulk consumer position beyond what the sender
+ * wrote into the sender's window (ntx_win_ctl.bulk_cons, which only the
+ * receiver writes): the sender's next streamed message to it ends that
+ * connection with an error completion, not a write over bytes still
+ * being read; its streamed messages to another peer still arrive intact.
+ * All three endpoints in this process, the victim's window mapped
+ * here. */
+Test(fuzz, a_lying_bulk_consumer_position_ends_only_its_connection,
+     .timeout = 120)
+{
+	char *out = malloc(BULK_MSG), *in = malloc(BULK_MSG);
+	struct tctx v, a, h;
+	struct ntx_addr vn, an, hn;
+	struct fi_cq_err_entry err;
+	struct fz f = { 0 };
+	fi_addr_t va, vh, av, hv;
+	size_t len;
+	uint32_t slot = UINT32_MAX;
+
+	cr_assert(out && in);
+	cr_assert_eq(t_open(&v, CAPS), 0);
+	cr_assert_eq(t_open(&a, CAPS), 0);
+	cr_assert_eq(t_open(&h, CAPS), 0);
+	len = sizeof(vn);
+	cr_assert_eq(fi_getname(&v.ep->fid, &vn, &len), 0);
+	len = sizeof(an);
+	cr_assert_eq(fi_getname(&a.ep->fid, &an, &len), 0);
+	len = sizeof(hn);
+	cr_assert_eq(fi_getname(&h.ep->fid, &hn, &len), 0);
+	cr_assert_eq(t_insert(&v, &an, &va), 0);
+	cr_assert_eq(t_insert(&v, &hn, &vh), 0);
+	cr_assert_eq(t_insert(&a, &vn, &av), 0);
+	cr_assert_eq(t_insert(&h, &vn, &hv), 0);
+	f.victim = vn;
+	map_victim(&f, getpid());
+	if (!f.g.bulk_size)
+		cr_skip_test("the victim's window has no bulk areas");
+	t_fill(out, BULK_MSG, 1);
+	cr_assert_eq(fi_trecv(a.ep, in, BULK_MSG, NULL, av, 1, 0, NULL), 0);
+	cr_assert_eq(fi_tsend(v.ep, out, BULK_MSG, NULL, va, 1, NULL), 0);
+	cr_assert_eq(wait_with(&v, &a, &err), 1, "the honest send");
+	cr_assert_eq(wait_with(&a, &v, &err), 1, "the honest receive");
+	cr_assert_eq(t_check(in, BULK_MSG, 1), 0);
+	/* the slot whose bulk_cons the receiver wrote: a's */
+	for (uint32_t s = 0; s < f.g.nslots; s++) {
+		struct ntx_win_ctl *c =
+			(struct ntx_win_ctl *)(f.base + f.g.ctl_off) + s;
+
+		if (atomic_load(&c->bulk_cons))
+			slot = s;
+	}
+	cr_assert_neq(slot, UINT32_MAX, "a told how far it read");
+	atomic_store(&((struct ntx_win_ctl *)(f.base + f.g.ctl_off) +
+		       slot)->bulk_cons, UINT64_MAX);
+	/* the next message needs more of the area than the last reading
+	 * gave (it is larger than the area): the sender reads the lie */
+	cr_assert_eq(fi_tsend(v.ep, out, BULK_MSG, NULL, va, 2, NULL), 0);
+	cr_assert_eq(wait_with(&v, &a, &err), -FI_EAVAIL,
+		     "the lie went unnoticed");
+	cr_assert_neq(err.err, 0);
+	/* another peer of the victim is served as before */
+	t_fill(out, BULK_MSG, 3);
+	memset(in, 0, BULK_MSG);
+	cr_assert_eq(fi_trecv(h.ep, in, BULK_MSG, NULL, hv, 3, 0, NULL), 0);
+	cr_assert_eq(fi_tsend(v.ep, out, BULK_MSG, NULL, vh, 3, NULL), 0);
+	cr_assert_eq(wait_with(&v, &h, &err), 1, "the other peer's send");
+	cr_assert_eq(wait_with(&h, &v, &err), 1, "the other peer's receive");
+	cr_assert_eq(t_check(in, BULK_MSG, 3), 0);
+	munmap(f.base, f.g.size);
+	t_close(&h);
+	t_close(&a);
+	t_close(&v);
+	free(out);
+	free(in);
+}
+
 /* ---- tcp frames ---------------------------------------------------------- */
 
 /* After a proved hello, frames of every type with mutated prefixes,

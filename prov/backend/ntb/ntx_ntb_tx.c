@@ -215,6 +215,9 @@ ntx_ntb_send_bulk(struct ntx_shm_conn *c, const void *hdr,
 							 c->my_slot)->bulk_cons,
 					    memory_order_acquire);
 		if (cons > c->tx_bulk_pos || cons < c->tx_bulk_cons) {
+			NTX_WARN(FI_LOG_EP_DATA, "peer pid %u moved its bulk "
+				 "consumer position outside what we wrote\n",
+				 c->peer.pid);
 			ntx_ntb_conn_fail(c, -FI_EREMOTEIO);
 			return -FI_ECONNRESET;
 		}
