@@ -104,5 +104,6 @@ step "bench/mpi.sh, quick: Open MPI vader against ntx" env QUICK=1 bench/mpi.sh
 step "bench/peers.sh, once: idle peers, connect, memory per peer" env REPEAT=1 bench/peers.sh
 step "bench/mpi-hosts.sh, quick: Open MPI across two hosts, tcp btl against ntx" \
   env QUICK=1 REPEAT=1 bench/mpi-hosts.sh
+step_failures
 echo "test-all: $pass passed, $fail failed"
 [ $fail = 0 ]

@@ -46,7 +46,7 @@ pingpong() { # envs and opts come from the arrays set by the caller
   [ $rc = 0 ] && [ $src = 0 ]
 }
 step "configure --enable-werror, make (libfabric 2.1, gcc 14)" build ||
-  { echo "debian13: 0 passed, 1 failed"; exit 1; }
+  { step_failures; echo "debian13: 0 passed, 1 failed"; exit 1; }
 step "make check" check
 # Open MPI 5 through ntx: the ofi MTL, then one-sided (btl ofi with
 # btl_ofi_mode 2: mode 0, one-sided only, leaves ob1 without a send path
@@ -70,5 +70,6 @@ for d in shm tcp udp; do
   opts=(-p ntx -d $d -e msg -S all -c)
   step "fi_pingpong $d MSG endpoints" pingpong
 done
+step_failures
 echo "debian13: $pass passed, $fail failed"
 [ $fail = 0 ]
