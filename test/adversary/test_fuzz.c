@@ -739,6 +739,32 @@ Test(fuzz, a_lying_bulk_consumer_position_ends_only_its_connection,
 	cr_assert_eq(wait_with(&v, &h, &err), 1, "the other peer's send");
 	cr_assert_eq(wait_with(&h, &v, &err), 1, "the other peer's receive");
 	cr_assert_eq(t_check(in, BULK_MSG, 3), 0);
+	/* the liar's endpoint reconnects for the next messages, small and
+	 * streamed: its close of the old connection must neither make its
+	 * new request look like a duplicate (never answered) nor, coming
+	 * late, end the connection to the other peer that would have taken
+	 * the old slot */
+	for (int i = 0; i < 2; i++) {
+		size_t n = i ? BULK_MSG : 100;
+
+		memset(in, 0, BULK_MSG);
+		t_fill(out, n, 4 + i);
+		cr_assert_eq(fi_trecv(a.ep, in, n, NULL, av, 4 + i, 0, NULL),
+			     0);
+		cr_assert_eq(fi_tsend(v.ep, out, n, NULL, va, 4 + i, NULL), 0);
+		cr_assert_eq(wait_with(&v, &a, &err), 1,
+			     "send %d to the liar's endpoint after the failure",
+			     i);
+		cr_assert_eq(wait_with(&a, &v, &err), 1, "its receive %d", i);
+		cr_assert_eq(t_check(in, n, 4 + i), 0);
+	}
+	t_fill(out, BULK_MSG, 6);
+	memset(in, 0, BULK_MSG);
+	cr_assert_eq(fi_trecv(h.ep, in, BULK_MSG, NULL, hv, 6, 0, NULL), 0);
+	cr_assert_eq(fi_tsend(v.ep, out, BULK_MSG, NULL, vh, 6, NULL), 0);
+	cr_assert_eq(wait_with(&v, &h, &err), 1, "the other peer's second");
+	cr_assert_eq(wait_with(&h, &v, &err), 1, "its second receive");
+	cr_assert_eq(t_check(in, BULK_MSG, 6), 0);
 	munmap(f.base, f.g.size);
 	t_close(&h);
 	t_close(&a);

@@ -8,48 +8,79 @@
 
 #include "ntx_ntb_int.h"
 
+/* May slot i be taken? A slot released before its peer closed its side
+ * (be->unacked) is skipped until the peer's close shows in it: that peer
+ * may not yet have seen our close, and whatever it still writes there
+ * (an entry, a consumer position, its own close flag) would land on the
+ * slot's next connection, and end or corrupt the connection of another
+ * peer. Its close is the last thing it writes. With 'any', such a slot is
+ * taken anyway: a peer that never closes (gone, or lying) cannot use up
+ * our slots. */
+static bool ntx_ntb_slot_free(struct ntx_shm_ep *be, uint32_t i, bool any)
+{
+	uint64_t bit = 1ull << (i % 64);
+
+	if (be->slots[i])
+		return false;
+	if (!(be->unacked[i / 64] & bit))
+		return true;
+	/* acquire: the peer's last writes into the slot came before */
+	if (!any && !atomic_load_explicit(&ntx_win_ctl(&be->win, i)->closed,
+					  memory_order_acquire))
+		return false;
+	be->unacked[i / 64] &= ~bit;
+	return true;
+}
+
 static int ntx_ntb_slot_alloc(struct ntx_shm_ep *be, struct ntx_shm_conn *c)
 {
 	struct ntx_win_ctl *ctl;
+	uint32_t i, n = be->win.g.nslots;
 
-	for (uint32_t i = 0; i < be->win.g.nslots; i++) {
-		if (be->slots[i])
-			continue;
-		ctl = ntx_win_ctl(&be->win, i);
-		atomic_store_explicit(&ctl->resp, 0, memory_order_relaxed);
-		atomic_store_explicit(&ctl->closed, 0, memory_order_relaxed);
-		atomic_store_explicit(&ctl->cons, 0, memory_order_relaxed);
-		atomic_store_explicit(&ctl->bulk_cons, 0,
-				      memory_order_relaxed);
-		memset(&ctl->want, 0, sizeof(ctl->want));
-		/* a slot used before is zeroed again: a peer that had not yet
-		 * seen its connection fail (a job-key refusal, a protocol
-		 * error) may have written an entry after the release zeroed
-		 * it. Fresh slots are zero (and cost no system call). */
-		if (be->reused[i / 64] & (1ull << (i % 64)))
-			be->wops->ring_zero(be, i);
-		/* the reset is published by the release that follows (cell
-		 * post or connect response) */
-		be->slots[i] = c;
-		if (i / 64 >= be->bit_words)
-			be->bit_words = i / 64 + 1;
-		c->my_slot = i;
-		c->rx_ring = ntx_win_entry(&be->win, i, 0);
-		c->rx_bulk = ntx_win_bulk(&be->win, i);
-		return 0;
+	for (i = 0; i < n && !ntx_ntb_slot_free(be, i, false); i++)
+		;
+	if (i == n)
+		for (i = 0; i < n && !ntx_ntb_slot_free(be, i, true); i++)
+			;
+	if (i == n) {
+		NTX_WARN(FI_LOG_EP_CTRL, "all %u peer slots in use "
+			 "(FI_NTX_MAX_PEERS)\n", n);
+		return -FI_ENOSPC;
 	}
-	NTX_WARN(FI_LOG_EP_CTRL, "all %u peer slots in use (FI_NTX_MAX_PEERS)\n",
-		 be->win.g.nslots);
-	return -FI_ENOSPC;
+	ctl = ntx_win_ctl(&be->win, i);
+	atomic_store_explicit(&ctl->resp, 0, memory_order_relaxed);
+	atomic_store_explicit(&ctl->closed, 0, memory_order_relaxed);
+	atomic_store_explicit(&ctl->cons, 0, memory_order_relaxed);
+	atomic_store_explicit(&ctl->bulk_cons, 0, memory_order_relaxed);
+	memset(&ctl->want, 0, sizeof(ctl->want));
+	/* a slot used before is zeroed again: a peer that had not yet seen
+	 * its connection fail (a job-key refusal, a protocol error) may have
+	 * written an entry after the release zeroed it. Fresh slots are zero
+	 * (and cost no system call). */
+	if (be->reused[i / 64] & (1ull << (i % 64)))
+		be->wops->ring_zero(be, i);
+	/* the reset is published by the release that follows (cell post or
+	 * connect response) */
+	be->slots[i] = c;
+	if (i / 64 >= be->bit_words)
+		be->bit_words = i / 64 + 1;
+	c->my_slot = i;
+	c->rx_ring = ntx_win_entry(&be->win, i, 0);
+	c->rx_bulk = ntx_win_bulk(&be->win, i);
+	return 0;
 }
 
 /* Gives a released slot's ring pages back, so idle slots cost no memory
  * and the next connection starts from a zeroed ring (no old header or
- * payload can match its sequence numbers). */
+ * payload can match its sequence numbers). A slot whose peer has not
+ * closed its side waits for that close (ntx_ntb_slot_free). */
 static void ntx_ntb_slot_release(struct ntx_shm_ep *be, uint32_t slot)
 {
 	be->slots[slot] = NULL;
 	be->reused[slot / 64] |= 1ull << (slot % 64);
+	if (!atomic_load_explicit(&ntx_win_ctl(&be->win, slot)->closed,
+				  memory_order_relaxed))
+		be->unacked[slot / 64] |= 1ull << (slot % 64);
 	be->wops->ring_zero(be, slot);
 }
 
@@ -275,6 +306,20 @@ static bool ntx_ntb_cell_confirmed(struct ntx_shm_conn *c, uint32_t slot)
 	return ntx_addr_same_ep(&want, &c->be->addr);
 }
 
+/* A connected connection its peer closed (ntx_win_ctl.closed) ends: what
+ * the peer wrote before is delivered, then it fails. True when it did. */
+static bool ntx_ntb_end_if_closed(struct ntx_shm_conn *c)
+{
+	if (c->state != NTX_CONN_CONNECTED ||
+	    !atomic_load_explicit(&ntx_win_ctl(&c->be->win, c->my_slot)->closed,
+				  memory_order_acquire))
+		return false;
+	NTX_INFO(FI_LOG_EP_CTRL, "peer pid %u closed the connection\n",
+		 c->peer.pid);
+	ntx_ntb_conn_end(c);
+	return true;
+}
+
 static void ntx_ntb_on_cell(struct ntx_shm_ep *be,
 			    const struct ntx_win_cell *cell)
 {
@@ -297,6 +342,12 @@ static void ntx_ntb_on_cell(struct ntx_shm_ep *be,
 			 "own name\n");
 		return;
 	}
+	/* the peer closed the connection we have with it, then asked for a
+	 * new one: its close is visible (it wrote it before the cell), and
+	 * the old connection ends here, or the request would be taken for a
+	 * duplicate and never answered */
+	if (c && ntx_ntb_end_if_closed(c))
+		c = NULL; /* the engine disconnects the old one */
 	if (c && c->peer.epoch != from->epoch) {
 		NTX_INFO(FI_LOG_EP_CTRL, "peer pid %u restarted\n", from->pid);
 		ntx_ntb_conn_fail(c, -FI_ECONNRESET);
@@ -390,24 +441,14 @@ void ntx_ntb_conn_end(struct ntx_shm_conn *c)
 	ntx_ntb_conn_fail(c, -FI_ECONNRESET);
 }
 
-/* Connections the peer closed (ntx_win_ctl.closed): what it wrote before
- * is delivered, then the connection fails. Runs on the connect bell. */
+/* Connections the peer closed. Runs on the connect bell. */
 void ntx_ntb_poll_closed(struct ntx_shm_ep *be)
 {
 	struct ntx_list *it, *tmp;
 
-	ntx_list_foreach_safe(&be->conns, it, tmp) {
-		struct ntx_shm_conn *c =
-			ntx_container_of(it, struct ntx_shm_conn, entry);
-		if (c->state != NTX_CONN_CONNECTED ||
-		    !atomic_load_explicit(&ntx_win_ctl(&be->win,
-						       c->my_slot)->closed,
-					  memory_order_acquire))
-			continue;
-		NTX_INFO(FI_LOG_EP_CTRL, "peer pid %u closed the connection\n",
-			 c->peer.pid);
-		ntx_ntb_conn_end(c);
-	}
+	ntx_list_foreach_safe(&be->conns, it, tmp)
+		ntx_ntb_end_if_closed(ntx_container_of(it, struct ntx_shm_conn,
+						       entry));
 }
 
 /* Bulk moves (rendezvous, large RMA parts) by the window's single copy;

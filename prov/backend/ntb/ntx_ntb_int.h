@@ -175,6 +175,11 @@ struct ntx_shm_ep {
 	uint64_t *idle; /* ready bits whose rings were empty last time */
 	uint32_t bit_words; /* ready bit words of the slots ever taken */
 	uint64_t *reused; /* slots released before: zeroed again at reuse */
+	/* slots released before their peer closed its side: it may still
+	 * write into them (entries, cons, bulk_cons, closed) until it sees
+	 * our close, so they are taken again only when it has closed or
+	 * no other slot is free (ntx_ntb_slot_alloc) */
+	uint64_t *unacked;
 	uint64_t bits_clear_ns; /* next ntx_ntb_bits_clear pass */
 	uint32_t polls;
 	/* connections whose bulk areas in their peers' windows may hold

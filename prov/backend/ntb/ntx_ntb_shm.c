@@ -30,7 +30,8 @@ void ntx_ntb_name_init(struct ntx_shm_ep *be, const struct ntx_addr *want)
 }
 
 /* The tables of our window's slots: the connection behind each, and the
- * bitmap words of idle ready bits and of slots released before. */
+ * bitmap words of idle ready bits, of slots released before and of those
+ * released before their peer closed. */
 int ntx_ntb_slots_alloc(struct ntx_shm_ep *be)
 {
 	size_t words = (be->win.g.nslots + 63) / 64;
@@ -38,7 +39,8 @@ int ntx_ntb_slots_alloc(struct ntx_shm_ep *be)
 	be->slots = calloc(be->win.g.nslots, sizeof(*be->slots));
 	be->idle = calloc(words, sizeof(*be->idle));
 	be->reused = calloc(words, sizeof(*be->reused));
-	if (be->slots && be->idle && be->reused)
+	be->unacked = calloc(words, sizeof(*be->unacked));
+	if (be->slots && be->idle && be->reused && be->unacked)
 		return 0;
 	ntx_ntb_slots_free(be);
 	return -FI_ENOMEM;
@@ -49,6 +51,7 @@ void ntx_ntb_slots_free(struct ntx_shm_ep *be)
 	free(be->slots);
 	free(be->idle);
 	free(be->reused);
+	free(be->unacked);
 }
 
 /* A window provider has every callback the ring protocol calls; single
