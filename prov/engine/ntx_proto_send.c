@@ -166,17 +166,21 @@ static inline size_t ntx_vc_stream_max(const struct ntx_vc *vc)
 						: ntx_params.shm_stream_max;
 }
 
-/* A message above the eager size to our own endpoint, from one buffer,
- * that waits for no acknowledgement, when everything we sent ourselves
- * before it has been taken (the back end's self_idle): it can skip the
- * ring. Then the ring's two copies (ours in, ours out) are one, straight
- * into the receive it matches (a 3-D halo at np 2 sends four of its six
- * faces to itself). */
+/* A message of at least NTX_SELF_MIN bytes to our own endpoint, from
+ * one buffer, that waits for no acknowledgement, when everything we sent
+ * ourselves before it has been taken (the back end's self_idle): it can
+ * skip the ring. Then the ring's two copies (ours in, ours out) are one,
+ * straight into the receive it matches (a 3-D halo at np 2 sends four of
+ * its six faces to itself, at np 1 all six). Smaller messages keep the
+ * ring's path, whose cost is not in the copies. */
+#define NTX_SELF_MIN 2048
+
 static bool ntx_tx_self_ok(const struct ntx_req *r)
 {
 	const struct ntx_vc *vc = r->vc;
 
-	return r->iov_count == 1 && vc->ops->self_idle &&
+	return r->len >= NTX_SELF_MIN && r->iov_count == 1 &&
+	       vc->peer.pid == vc->ep->name.pid && vc->ops->self_idle &&
 	       !(r->flags & (FI_DELIVERY_COMPLETE | FI_INJECT)) &&
 	       !vc->rx_stream_len && vc->ops->self_idle(vc->conn);
 }
@@ -238,7 +242,7 @@ int ntx_proto_tx(struct ntx_req *r)
 	if (r->state == NTX_RS_SEND_STREAM)
 		return ntx_tx_smsg(r);
 	if (r->len <= ntx_vc_eager(r->vc))
-		return ntx_tx_eager(r);
+		return ntx_tx_self_ok(r) ? ntx_tx_self(r) : ntx_tx_eager(r);
 	if (r->len <= ntx_vc_stream_max(r->vc) && !ntx_tx_rndv_better(r))
 		return ntx_tx_self_ok(r) ? ntx_tx_self(r) : ntx_tx_smsg(r);
 	return ntx_tx_rts(r);
