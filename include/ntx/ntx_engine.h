@@ -158,10 +158,10 @@ struct ntx_req {
 	struct iovec resiov[NTX_MAX_IOV]; /* fetched values */
 };
 
-/* An arrived message nobody had posted a receive for. */
 /* large unexpected-message buffers an endpoint keeps (ntx_proto_unexp.c) */
 #define NTX_UNEXP_BIG 4
 
+/* An arrived message nobody had posted a receive for. */
 struct ntx_unexp {
 	struct ntx_list entry;     /* arrival order, tagged or untagged */
 	struct ntx_list tag_entry; /* tagged: arrival order within a bucket */
