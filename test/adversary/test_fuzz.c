@@ -671,6 +671,24 @@ static int wait_with(struct tctx *t, struct tctx *peer,
 	return -FI_ETIMEDOUT;
 }
 
+/* One tagged message of n bytes from s to r (s_r: r's address at s,
+ * r_s: s's at r), received whole and intact, each side progressed while
+ * the other waits; 'what' names it in a failure. */
+static void exchange(struct tctx *s, fi_addr_t s_r, struct tctx *r,
+		     fi_addr_t r_s, char *out, char *in, size_t n,
+		     uint64_t tag, const char *what)
+{
+	struct fi_cq_err_entry err;
+
+	memset(in, 0, n);
+	t_fill(out, n, (unsigned)tag);
+	cr_assert_eq(fi_trecv(r->ep, in, n, NULL, r_s, tag, 0, NULL), 0);
+	cr_assert_eq(fi_tsend(s->ep, out, n, NULL, s_r, tag, NULL), 0);
+	cr_assert_eq(wait_with(s, r, &err), 1, "%s: the send", what);
+	cr_assert_eq(wait_with(r, s, &err), 1, "%s: the receive", what);
+	cr_assert_eq(t_check(in, n, (unsigned)tag), 0, "%s: the data", what);
+}
+
 /* A receiver that writes a bulk consumer position beyond what the sender
  * wrote into the sender's window (ntx_win_ctl.bulk_cons, which only the
  * receiver writes): the sender's next streamed message to it ends that
@@ -708,12 +726,7 @@ Test(fuzz, a_lying_bulk_consumer_position_ends_only_its_connection,
 	map_victim(&f, getpid());
 	if (!f.g.bulk_size)
 		cr_skip_test("the victim's window has no bulk areas");
-	t_fill(out, BULK_MSG, 1);
-	cr_assert_eq(fi_trecv(a.ep, in, BULK_MSG, NULL, av, 1, 0, NULL), 0);
-	cr_assert_eq(fi_tsend(v.ep, out, BULK_MSG, NULL, va, 1, NULL), 0);
-	cr_assert_eq(wait_with(&v, &a, &err), 1, "the honest send");
-	cr_assert_eq(wait_with(&a, &v, &err), 1, "the honest receive");
-	cr_assert_eq(t_check(in, BULK_MSG, 1), 0);
+	exchange(&v, va, &a, av, out, in, BULK_MSG, 1, "the honest message");
 	/* the slot whose bulk_cons the receiver wrote: a's */
 	for (uint32_t s = 0; s < f.g.nslots; s++) {
 		struct ntx_win_ctl *c =
@@ -732,39 +745,18 @@ Test(fuzz, a_lying_bulk_consumer_position_ends_only_its_connection,
 		     "the lie went unnoticed");
 	cr_assert_neq(err.err, 0);
 	/* another peer of the victim is served as before */
-	t_fill(out, BULK_MSG, 3);
-	memset(in, 0, BULK_MSG);
-	cr_assert_eq(fi_trecv(h.ep, in, BULK_MSG, NULL, hv, 3, 0, NULL), 0);
-	cr_assert_eq(fi_tsend(v.ep, out, BULK_MSG, NULL, vh, 3, NULL), 0);
-	cr_assert_eq(wait_with(&v, &h, &err), 1, "the other peer's send");
-	cr_assert_eq(wait_with(&h, &v, &err), 1, "the other peer's receive");
-	cr_assert_eq(t_check(in, BULK_MSG, 3), 0);
+	exchange(&v, vh, &h, hv, out, in, BULK_MSG, 3, "the other peer's");
 	/* the liar's endpoint reconnects for the next messages, small and
 	 * streamed: its close of the old connection must neither make its
 	 * new request look like a duplicate (never answered) nor, coming
 	 * late, end the connection to the other peer that would have taken
 	 * the old slot */
-	for (int i = 0; i < 2; i++) {
-		size_t n = i ? BULK_MSG : 100;
-
-		memset(in, 0, BULK_MSG);
-		t_fill(out, n, 4 + i);
-		cr_assert_eq(fi_trecv(a.ep, in, n, NULL, av, 4 + i, 0, NULL),
-			     0);
-		cr_assert_eq(fi_tsend(v.ep, out, n, NULL, va, 4 + i, NULL), 0);
-		cr_assert_eq(wait_with(&v, &a, &err), 1,
-			     "send %d to the liar's endpoint after the failure",
-			     i);
-		cr_assert_eq(wait_with(&a, &v, &err), 1, "its receive %d", i);
-		cr_assert_eq(t_check(in, n, 4 + i), 0);
-	}
-	t_fill(out, BULK_MSG, 6);
-	memset(in, 0, BULK_MSG);
-	cr_assert_eq(fi_trecv(h.ep, in, BULK_MSG, NULL, hv, 6, 0, NULL), 0);
-	cr_assert_eq(fi_tsend(v.ep, out, BULK_MSG, NULL, vh, 6, NULL), 0);
-	cr_assert_eq(wait_with(&v, &h, &err), 1, "the other peer's second");
-	cr_assert_eq(wait_with(&h, &v, &err), 1, "its second receive");
-	cr_assert_eq(t_check(in, BULK_MSG, 6), 0);
+	exchange(&v, va, &a, av, out, in, 100, 4,
+		 "a small message to the liar's endpoint after the failure");
+	exchange(&v, va, &a, av, out, in, BULK_MSG, 5,
+		 "a streamed message to the liar's endpoint after the failure");
+	exchange(&v, vh, &h, hv, out, in, BULK_MSG, 6,
+		 "the other peer's second");
 	munmap(f.base, f.g.size);
 	t_close(&h);
 	t_close(&a);
