@@ -11,10 +11,15 @@
  *           destination; they take turns through an atomic counter. Each
  *           copy is timed alone (less the cost of reading the clock,
  *           printed), best of the rounds.
+ *   line    how long a cache line written on one CPU takes to be seen
+ *           on the other: the two threads hand one counter back and
+ *           forth; a batch's time over twice its round trips, best of
+ *           LINE_BATCHES batches. No message between the two CPUs
+ *           arrives sooner, whatever its size.
  *
  * Usage: memcpy_bw WRITER_CPU READER_CPU SIZE...
- *   prints "SIZE MEMCPY XCORE" for each size, and lines starting with '#'
- *   for information.
+ *   prints "SIZE MEMCPY XCORE" for each size, "# line NS ns one way" and
+ *   other lines starting with '#' for information.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,6 +34,8 @@
 
 #define BATCHES 15
 #define WARM_ROUNDS 5
+#define LINE_BATCHES 9
+#define LINE_TRIPS 20000
 
 static char *src, *dst;
 static size_t size;
@@ -181,6 +188,51 @@ static double xcore_ns(int64_t cost)
 	return best < 1 ? 1 : (double)best;
 }
 
+/* The other CPU's side of line_ns: answers each odd count with the next. */
+static void *line_echo(void *arg)
+{
+	long t;
+
+	(void)arg;
+	pin(writer_cpu);
+	for (t = 0; t < LINE_BATCHES * LINE_TRIPS; t++) {
+		wait_turn(2 * t + 1);
+		atomic_store_explicit(&hand.turn, 2 * t + 2,
+				      memory_order_release);
+	}
+	return NULL;
+}
+
+/* Best time in ns for a line written on one CPU to be seen on the
+ * other. */
+static double line_ns(void)
+{
+	double best = 0, bt;
+	pthread_t th;
+	long t = 0;
+	int b, ret;
+
+	atomic_store(&hand.turn, 0);
+	ret = pthread_create(&th, NULL, line_echo, NULL);
+	if (ret)
+		die("pthread_create", ret);
+	for (b = 0; b < LINE_BATCHES; b++) {
+		int64_t t0 = now_ns();
+		long end = t + LINE_TRIPS;
+
+		for (; t < end; t++) {
+			atomic_store_explicit(&hand.turn, 2 * t + 1,
+					      memory_order_release);
+			wait_turn(2 * t + 2);
+		}
+		bt = (double)(now_ns() - t0) / LINE_TRIPS / 2;
+		if (b == 0 || bt < best)
+			best = bt;
+	}
+	pthread_join(th, NULL);
+	return best;
+}
+
 int main(int argc, char **argv)
 {
 	size_t max = 1;
@@ -211,6 +263,7 @@ int main(int argc, char **argv)
 	printf("# writer cpu %d, reader cpu %d; memcpy: best of %d batches; "
 	       "xcore: best of 50..2000 rounds, less %lld ns of clock\n",
 	       writer_cpu, reader_cpu, BATCHES, (long long)cost);
+	printf("# line %.0f ns one way\n", line_ns());
 	printf("# size memcpy_MB/s xcore_MB/s\n");
 	for (i = 3; i < argc; i++) {
 		double m, x;

@@ -9,9 +9,12 @@
 # batches; "xcore", the client CPU copying a buffer the server CPU has just
 # written (the copy a transfer between two processes cannot avoid), best of
 # 50 to 2000 copies; with the ratios bw/memcpy and bw/xcore of ntx's
-# bandwidth. Writes bench/out/results.csv (rows of providers "memcpy" and
-# "xcore" with mode "copy": usec is one copy's time) and, with gnuplot,
-# bench/out/pingpong.png (the copies in the bandwidth panel).
+# bandwidth. Under the table, "line": how long a cache line written on one
+# of the two CPUs takes to be seen on the other (best, one way), the
+# least time any message between them takes. Writes bench/out/results.csv
+# (rows of providers "memcpy" and "xcore" with mode "copy": usec is one
+# copy's time) and, with gnuplot, bench/out/pingpong.png (the copies in
+# the bandwidth panel).
 # Environment: SIZES, PROVIDERS, MODES, REPEAT (best of N runs, default 3),
 # SERVER_CPU/CLIENT_CPU (default 0/1; the copies' writer and reader). An
 # uninstalled build is used when .libs/libntx-fi.so exists next to this
@@ -59,8 +62,9 @@ run_one() { # provider mode size -> "usec mbps" (best of REPEAT)
 
 # memcpy and cross-core copy of each size: "memcpy,copy,size,usec,mbps" and
 # "xcore,copy,size,usec,mbps", usec being the time of one copy
+rm -f "$out/copies.txt"
 if cc -O2 -Wall -pthread -o "$out/memcpy_bw" "$top/bench/memcpy_bw.c"; then
-  timeout 300 "$out/memcpy_bw" "$SCPU" "$CCPU" $SIZES |
+  timeout 300 "$out/memcpy_bw" "$SCPU" "$CCPU" $SIZES | tee "$out/copies.txt" |
     awk 'function us(s, mbps) { return mbps > 0 ? sprintf("%.4f", s / mbps) : "nan" }
       $1 !~ /^#/ && NF == 3 {
         print "memcpy,copy," $1 "," us($1, $2) "," $2
@@ -98,6 +102,10 @@ awk -F, 'NR > 1 && $2 == "copy" { cbw[$1","$3] = $5; next }
         r3(bw[a], m), r3(bw[a], x)
     }
   }' "$csv" | tee "$out/results.txt"
+# the least time any message between the two CPUs takes
+awk -v s="$SCPU" -v c="$CCPU" '$1 == "#" && $2 == "line" {
+    printf "line: a cache line crosses between CPU %s and CPU %s in %s ns, the least any message takes\n", s, c, $3 }' \
+  "$out/copies.txt" 2> /dev/null | tee -a "$out/results.txt"
 
 if command -v gnuplot > /dev/null; then
   for p in $PROVIDERS; do
